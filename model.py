@@ -1,0 +1,414 @@
+"""Shared training machinery: models, the tiny offline model, FSDP2, token log-probs, checkpoints.
+
+Written once and imported by grpo.py, ppo_fgo.py and agents.py.
+
+Log-probabilities of the sampled tokens, with the sampling temperature T applied:
+
+    logp_t = log_softmax(h_t W^T / T)[y_{t+1}]
+
+computed over chunks of positions so the [batch, seq, vocab] fp32 tensor never exists at
+once (at vocab 151,936 it dominates memory). The response mask is built from lengths, never
+from token values, so the EOS token is trained even when pad == eos.
+
+Sequence layout used everywhere: each row is prompt + response, right-padded to a common
+length L. Position t of the log-prob tensor ([B, L-1]) scores token t+1.
+
+The tiny model (`--model tiny`): a Qwen2-architecture decoder with a byte-level BPE tokenizer
+trained on the built-in problem set, built offline and deterministically from a seed and
+cached under .cache/. It lets the whole pipeline (FSDP, vLLM, sandbox rewards) run on a
+2-core CPU machine in minutes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
+EOS = "<|endoftext|>"
+
+# ----------------------------------------------------------------------------- tiny model
+
+TINY = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=1024)
+
+
+def build_tiny_model(out_dir: str, texts: list[str], seed: int = 0, **sizes) -> str:
+    """Train a byte-level BPE tokenizer on `texts`, build a Qwen2 model from `seed`, save both.
+
+    Deterministic: same texts, seed and sizes give the same files. Returns out_dir.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    cfg = {**TINY, **sizes}
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=cfg["vocab_size"], special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    bpe.train_from_iterator(texts, trainer=trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS, pad_token=EOS)
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tok), hidden_size=cfg["hidden_size"],
+        intermediate_size=cfg["intermediate_size"], num_hidden_layers=cfg["num_hidden_layers"],
+        num_attention_heads=cfg["num_attention_heads"],
+        num_key_value_heads=cfg["num_key_value_heads"], max_position_embeddings=1024,
+        tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.eos_token_id)
+    model = Qwen2ForCausalLM(config).to(torch.float32)
+    tmp = out_dir + f".tmp{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    _replace_dir(tmp, out_dir)
+    return out_dir
+
+
+def tiny_corpus() -> list[str]:
+    """Texts the tiny tokenizer is trained on: the built-in prompts and reference answers."""
+    import data
+    texts = []
+    for p in data.builtin_problems():
+        texts.append(data.render_prompt(None, data.coder_messages(p)))
+        texts += [data.format_answer(s) for s in p.solutions]
+    return texts
+
+
+def resolve_model(name: str, seed: int = 0) -> str:
+    """Map a --model value to a local path: "tiny" builds (once) the offline tiny model."""
+    if name != "tiny":
+        return name
+    texts = tiny_corpus()
+    key = hashlib.sha256(json.dumps([texts, TINY, seed]).encode()).hexdigest()[:12]
+    path = os.path.join(CACHE_DIR, f"tiny-{key}")
+    if not os.path.exists(os.path.join(path, "config.json")):
+        # Only one process builds; the others wait for the finished directory.
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            build_tiny_model(path, texts, seed=seed)
+        if dist.is_initialized():
+            dist.barrier()
+    return path
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def attention_impl(device: torch.device) -> str:
+    """flash_attention_2 when it imports and we are on CUDA, else PyTorch SDPA."""
+    if device.type == "cuda":
+        try:
+            import flash_attn  # noqa: F401
+            return "flash_attention_2"
+        except ImportError:
+            pass
+    return "sdpa"
+
+
+def load_causal_lm(path: str, device: torch.device, dtype=torch.float32):
+    from transformers import AutoModelForCausalLM
+    return AutoModelForCausalLM.from_pretrained(
+        path, dtype=dtype, attn_implementation=attention_impl(device)).to(device)
+
+
+# ----------------------------------------------------------------------------- distributed
+
+@dataclass
+class Dist:
+    rank: int
+    world: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed() -> Dist:
+    """Join the torchrun process group (or make a 1-process one): NCCL on GPU, gloo on CPU.
+
+    A plain `python grpo.py` gets a world of 1 so that the FSDP code path is the same one
+    that torchrun runs.
+    """
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local)
+        device = torch.device("cuda", local)
+    else:
+        device = torch.device("cpu")
+    return Dist(dist.get_rank(), dist.get_world_size(), local, device)
+
+
+def all_reduce_sum(x: float | torch.Tensor, device=None) -> float:
+    """Sum a number over ranks (identity in a world of 1)."""
+    t = torch.as_tensor(x, dtype=torch.float64, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        t = t.clone()
+        dist.all_reduce(t)
+    return float(t)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+        np.random.seed(seed)
+    except ImportError:
+        pass
+
+
+# ----------------------------------------------------------------------------- log-probs
+
+def chunked_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                           temperature: float = 1.0, chunk_size: int = 256,
+                           with_entropy: bool = False):
+    """Log-probabilities of `targets` under softmax(hidden @ weight.T / temperature).
+
+    hidden [B, T, H], weight [V, H], targets [B, T] -> logp [B, T] fp32 (and entropy [B, T]).
+    Only a [B, chunk, V] slice of logits exists at a time; each chunk is recomputed in the
+    backward pass (checkpointed), so peak memory is O(B * chunk * V) instead of O(B * T * V).
+    """
+    def one_chunk(h, y):
+        logits = (h @ weight.T).float() / temperature          # [B, c, V]
+        logz = torch.logsumexp(logits, dim=-1)                 # [B, c]
+        logp = logits.gather(-1, y.unsqueeze(-1)).squeeze(-1) - logz
+        if not with_entropy:
+            return logp, torch.zeros_like(logp)
+        p = torch.softmax(logits, dim=-1)
+        return logp, logz - (p * logits).sum(-1)
+
+    from torch.utils.checkpoint import checkpoint
+    outs, ents = [], []
+    for s in range(0, hidden.shape[1], chunk_size):
+        h, y = hidden[:, s:s + chunk_size], targets[:, s:s + chunk_size]
+        if torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad):
+            lp, en = checkpoint(one_chunk, h, y, use_reentrant=False)
+        else:
+            lp, en = one_chunk(h, y)
+        outs.append(lp)
+        ents.append(en)
+    logp = torch.cat(outs, dim=1)
+    return (logp, torch.cat(ents, dim=1)) if with_entropy else logp
+
+
+def plain_token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0):
+    """Reference computation: full log_softmax of [B, T, V] logits (what chunking avoids)."""
+    return torch.log_softmax(logits.float() / temperature, -1).gather(
+        -1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def response_mask(prompt_lens: torch.Tensor, response_lens: torch.Tensor, length: int):
+    """0/1 mask over log-prob positions [B, length-1] selecting the response tokens.
+
+    Row i holds prompt (p_i tokens) then response (r_i tokens, EOS included when the sampler
+    stopped on it). Log-prob position t scores token t+1, so the response occupies positions
+    p_i - 1 ... p_i + r_i - 2. Built from lengths: an EOS equal to the pad id still counts.
+    """
+    t = torch.arange(length - 1, device=prompt_lens.device).unsqueeze(0)      # [1, L-1]
+    start = (prompt_lens - 1).unsqueeze(1)
+    return ((t >= start) & (t < start + response_lens.unsqueeze(1))).float()
+
+
+class PolicyLogprobs(nn.Module):
+    """A causal LM that returns per-token log-probs instead of logits.
+
+    Wrapping the LM (rather than calling its body and head from outside) keeps the whole
+    forward inside one module, which FSDP2 needs: the root module's pre-forward hook is what
+    gathers the embedding, final norm and head weights.
+    """
+
+    def __init__(self, lm: nn.Module, chunk_size: int = 256):
+        super().__init__()
+        self.lm = lm
+        self.chunk_size = chunk_size
+
+    def forward(self, input_ids, attention_mask, temperature: float = 1.0,
+                with_entropy: bool = False):
+        """input_ids, attention_mask [B, L] -> logp [B, L-1] (and entropy [B, L-1])."""
+        body = self.lm.get_decoder()
+        hidden = body(input_ids=input_ids, attention_mask=attention_mask,
+                      use_cache=False).last_hidden_state                # [B, L, H]
+        weight = self.lm.get_output_embeddings().weight                 # [V, H]
+        return chunked_token_logprobs(hidden[:, :-1], weight, input_ids[:, 1:], temperature,
+                                      self.chunk_size, with_entropy)
+
+
+def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: bool = False):
+    """FSDP2: fully_shard each decoder layer, then the root. bf16 compute on GPU, fp32 on CPU."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    lm = module.lm
+    if grad_checkpointing:
+        lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    mp = None
+    if device.type == "cuda":
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    kw = {"mp_policy": mp} if mp else {}
+    for layer in lm.get_decoder().layers:
+        fully_shard(layer, **kw)
+    fully_shard(module, **kw)
+    return module
+
+
+def full_state_dict(module: PolicyLogprobs) -> dict[str, torch.Tensor]:
+    """Gather the full (unsharded) LM weights on every rank, on CPU, with HF parameter names."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    sd = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True,
+                                                               cpu_offload=True))
+    return {k.removeprefix("lm."): v for k, v in sd.items()}
+
+
+def iter_full_params(module: PolicyLogprobs, device: torch.device):
+    """Yield (HF name, full tensor) one parameter at a time (for weight sync on GPU).
+
+    Each FSDP2 parameter is a DTensor; full_tensor() all-gathers just that one, so the full
+    model never sits twice in memory. Every rank must iterate in the same order.
+    """
+    for name, p in module.named_parameters():
+        t = p.full_tensor() if hasattr(p, "full_tensor") else p
+        yield name.removeprefix("lm."), t.detach()
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def _replace_dir(tmp: str, final: str) -> None:
+    """Atomically publish tmp as final (a crash never leaves a half-written `final`)."""
+    old = final + ".old"
+    shutil.rmtree(old, ignore_errors=True)
+    if os.path.exists(final):
+        os.rename(final, old)
+    os.rename(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, optimizer,
+                    scheduler, state: dict, d: Dist, keep: int = 2) -> str:
+    """Write out_dir/step_<N>: HF weights + tokenizer (loadable by from_pretrained and vLLM),
+    per-rank optimizer shards, scheduler, RNG and trainer state (data position, curricula).
+
+    Written into step_<N>.tmp then renamed; `latest` names the last complete one.
+    Resume needs the same number of ranks (the optimizer state is sharded like the model).
+    """
+    final = os.path.join(out_dir, f"step_{step}")
+    tmp = final + ".tmp"
+    sd = full_state_dict(module)
+    if d.main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        module.lm.save_pretrained(tmp, state_dict=sd)
+        tokenizer.save_pretrained(tmp)
+        with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
+            json.dump({"step": step, "world": d.world, **state}, f)
+    if dist.is_initialized():
+        dist.barrier()
+    torch.save({"optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict() if scheduler else None,
+                "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}},
+               os.path.join(tmp, f"rank{d.rank}.pt"))
+    if dist.is_initialized():
+        dist.barrier()
+    if d.main:
+        _replace_dir(tmp, final)
+        with open(os.path.join(out_dir, "latest.tmp"), "w") as f:
+            f.write(f"step_{step}")
+        os.replace(os.path.join(out_dir, "latest.tmp"), os.path.join(out_dir, "latest"))
+        steps = sorted(int(n[5:]) for n in os.listdir(out_dir)
+                       if n.startswith("step_") and n[5:].isdigit())
+        for s in steps[:-keep]:
+            shutil.rmtree(os.path.join(out_dir, f"step_{s}"), ignore_errors=True)
+    if dist.is_initialized():
+        dist.barrier()
+    return final
+
+
+def latest_checkpoint(out_dir: str) -> str | None:
+    path = os.path.join(out_dir, "latest")
+    if not os.path.exists(path):
+        return None
+    ckpt = os.path.join(out_dir, open(path).read().strip())
+    return ckpt if os.path.exists(os.path.join(ckpt, "trainer_state.json")) else None
+
+
+def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: Dist) -> dict:
+    """Restore weights, optimizer, scheduler and RNG saved by save_checkpoint; return state."""
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+    state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
+    if state.get("world", d.world) != d.world:
+        raise SystemExit(f"checkpoint {ckpt} was written by {state['world']} ranks; resume "
+                         f"with --nproc_per_node {state['world']} (optimizer state is sharded).")
+    sd = {}
+    for name in sorted(os.listdir(ckpt)):
+        if name.endswith(".safetensors"):
+            sd.update(load_file(os.path.join(ckpt, name)))
+    tied = getattr(module.lm.config, "tie_word_embeddings", False)
+    if tied and "lm_head.weight" not in sd:
+        sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
+    set_model_state_dict(module, {f"lm.{k}": v for k, v in sd.items()},
+                         options=StateDictOptions(full_state_dict=True))
+    blob = torch.load(os.path.join(ckpt, f"rank{d.rank}.pt"), weights_only=False)
+    optimizer.load_state_dict(blob["optimizer"])
+    if scheduler is not None and blob["scheduler"] is not None:
+        scheduler.load_state_dict(blob["scheduler"])
+    torch.set_rng_state(blob["rng"]["torch"])
+    random.setstate(blob["rng"]["python"])
+    return state
+
+
+def warmup_cosine(optimizer, warmup: int, total: int, min_ratio: float = 0.1):
+    """LR schedule: linear warm-up for `warmup` steps, then cosine decay to min_ratio."""
+    def f(step):
+        if step < warmup:
+            return (step + 1) / max(1, warmup)
+        frac = min(1.0, (step - warmup) / max(1, total - warmup))
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, f)
+
+
+class Timer:
+    """Accumulates seconds per phase: with timer("generate"): ..."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name):
+        timer = self
+
+        class _Ctx:
+            def __enter__(self):
+                self.t = time.perf_counter()
+
+            def __exit__(self, *a):
+                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self.t
+        return _Ctx()
+
+    def pop(self) -> dict[str, float]:
+        out, self.seconds = {f"time/{k}": round(v, 3) for k, v in self.seconds.items()}, {}
+        return out
