@@ -1,0 +1,404 @@
+"""The curricula: StepCoder's CCCS and DRIVE's hard-focus schedule.
+
+Both answer one question -- which prompts does the policy see at this step? -- so they live in
+one module. Everything here is plain Python on strings and floats: no model, no sandbox. The
+trainer (grpo.py, ppo_fgo.py) calls these functions around its rollout and reward code.
+
+CCCS, Curriculum of Code Completion Subtasks (StepCoder, Dou et al. 2024)
+---------------------------------------------------------------------------
+Long programs make a sparse reward hard to reach. CCCS cuts the canonical solution at its
+conditional statements and first asks the model only for the ending:
+
+    split points   p_1 < ... < p_N   start lines of the conditional statements (AST)
+    stages         K = ceil(sqrt(N)) split points, evenly spread, the LAST one first:
+                   stage j uses p[N-1 - floor(j*N/K)] (0-based), j = 0..K-1;
+                   then stage K = None: no prefix, the whole program from the statement
+    subtask        prefix = canonical lines 1 .. start-1 (shown in the prompt, no loss),
+                   the model writes the rest; reward program = prefix + completion
+    schedule       per problem, a moving average of the pass rate of its samples; when it
+                   reaches `threshold`, the problem moves one stage earlier (longer completion)
+                   and the average restarts.
+
+What counts as a split point: `if` statements, with every `elif` on its own line (in the AST
+an elif is an If nested in the orelse; APPS+'s own "If Statement Body" scopes count it the same
+way) and `match` statements. Not counted: conditional expressions (`a if c else b`), `try`,
+comprehension filters -- they are not statements that start a line. Loops (`for`, `while`)
+are added with include_loops=True. A program that does not parse has no split points, so its
+only stage is the full program.
+
+Simplifications: the paper does not say how the ceil(sqrt(N)) split points are chosen among
+the N; we spread them evenly from the end. The average is a window mean or an EMA over the
+last `span` updates, and a problem cannot advance before `span` updates at its stage (one lucky
+batch is not mastery). Stages never move back.
+
+DRIVE's hard-focus curriculum (Zhu et al. 2025, seed drive-abstract-de.txt)
+---------------------------------------------------------------------------
+RL stage 1 is plain GRPO on a broad set. Stage 2 trains on a small hard set with many rollouts,
+in phases that keep the lowest-pass-rate problems under the current policy, e.g.
+"72:64,50:32,25:32" = the 72 hardest for 64 steps, then the 50 hardest of those for 32 steps,
+then the 25 hardest of those for 32 steps. Here:
+
+    PassRateTracker      per-problem pass rate under the current policy (last value or EMA)
+    parse_hard_focus     "72:64,50:32" -> [(72, 64), (50, 32)]
+    HardFocusSchedule    at the first step of each phase, re-rank the problems kept so far and
+                         keep the `keep` lowest; the set is fixed within a phase
+    offline_filter       drop problems that every sample solves or none does (Skywork,
+                         AceReason): they give every sample the same reward, so zero advantage
+
+Choices: phases are nested (phase i+1 keeps a subset of phase i: the dropped problems were not
+rolled out, so their pass rates are stale). A problem with no pass rate yet counts as the
+hardest, so it gets rolled out instead of being dropped unseen. Ties go to the earlier problem
+in the order given, so the selection is deterministic.
+"""
+
+import ast
+import math
+import re
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+
+# ----------------------------------------------------------------------------- CCCS: split points
+
+_CONDITIONALS = (ast.If, ast.Match) if hasattr(ast, "Match") else (ast.If,)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def split_points(code: str, include_loops: bool = False) -> list[int]:
+    """1-based start lines of the conditional statements of `code`, ascending, no repeats.
+
+    >>> split_points("x = int(input())\\nif x > 0:\\n    print(1)\\nelif x < 0:\\n    print(-1)\\n")
+    [2, 4]
+
+    Unparsable code -> [] (the problem then only has the full-program stage).
+    """
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):  # ValueError: source with NUL bytes
+        return []
+    kinds = _CONDITIONALS + _LOOPS if include_loops else _CONDITIONALS
+    return sorted({node.lineno for node in ast.walk(tree) if isinstance(node, kinds)})
+
+
+# ----------------------------------------------------------------------------- CCCS: stages
+
+
+def spread_from_end(points: Sequence[int]) -> list[int]:
+    """ceil(sqrt(N)) of the N sorted points, evenly spaced, starting with the last one.
+
+    N=4 -> K=2: [p4, p2];  N=10 -> K=4: [p10, p8, p5, p3]. Gaps are ~N/K ~ sqrt(N).
+    """
+    n = len(points)
+    k = math.ceil(math.sqrt(n))
+    return [points[n - 1 - (j * n) // k] for j in range(k)]
+
+
+def stage_starts(code: str, include_loops: bool = False) -> list[int | None]:
+    """Start line of each stage, easiest first; the last entry is None (write everything).
+
+    >>> stage_starts("if a:\\n    pass\\nif b:\\n    pass\\n")  # N=2 -> 2 stages + final
+    [3, 1, None]
+    """
+    return spread_from_end(split_points(code, include_loops)) + [None]
+
+
+def _lines(code: str) -> list[str]:
+    """Physical lines with their endings, split where Python's tokenizer splits them
+    (\\r\\n, \\n or a lone \\r; not str.splitlines, which also splits at \\f, \\x1c, ...)."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", code)
+
+
+def make_subtask(code: str, start_line: int | None) -> tuple[str, str]:
+    """(prefix, remainder) with prefix + remainder == code exactly.
+
+    prefix = lines 1 .. start_line-1, remainder = line start_line to the end.
+    start_line None (the final stage) -> ("", code).
+    """
+    if start_line is None:
+        return "", code
+    if start_line < 1:
+        raise ValueError(f"start_line must be >= 1 (1-based) or None, got {start_line}.")
+    lines = _lines(code)
+    prefix = "".join(lines[: start_line - 1])
+    return prefix, code[len(prefix) :]
+
+
+COMPLETION_INSTRUCTION = (
+    "Complete the following Python program. It stops in the middle; continue exactly where it "
+    "stops (keep the indentation) and write the rest of the program. Do not repeat the given "
+    "code."
+)
+
+
+def completion_prompt(prompt: str, prefix: str) -> str:
+    """The trainer's usual prompt for a problem, plus the canonical prefix to complete.
+
+    An empty prefix (the final stage) returns `prompt` unchanged, so the last stage is exactly
+    the ordinary task. The prefix is in the prompt, so it never gets a loss.
+    """
+    if not prefix:
+        return prompt
+    return f"{prompt}\n\n{COMPLETION_INSTRUCTION}\n\n```python\n{prefix}```\n"
+
+
+_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
+
+
+def rewarded_program(prefix: str, completion: str) -> str:
+    """The program to run on the tests: prefix + the model's continuation.
+
+    `completion` is the model's text. If it holds a ```-fenced block, the first block is the
+    code (models fence by habit). Leading whitespace is kept: the first completed line is often
+    indented. If the model repeated the prefix anyway, its text is taken as the whole program
+    rather than doubling the prefix.
+    """
+    fenced = _FENCE.search(completion)
+    code = fenced.group(1) if fenced else completion
+    if prefix.strip() and code.lstrip().startswith(prefix.strip()):
+        return code
+    if prefix and not prefix.endswith(("\n", "\r")):
+        prefix += "\n"  # only when the prefix is the whole program with no final newline
+    return prefix + code
+
+
+# ----------------------------------------------------------------------------- CCCS: schedule
+
+
+class CCCSSchedule:
+    """Which stage each problem is at, and when it moves to the next (earlier start) stage.
+
+    Trainer loop:
+        sched = CCCSSchedule({p.id: p.solutions[0] for p in problems}, threshold=0.8)
+        prefix, _ = sched.subtask(p.id)                 # "" at the final stage
+        prompt = completion_prompt(base_prompt, prefix)
+        programs = [rewarded_program(prefix, c) for c in completions]
+        sched.update(p.id, [r.pass_rate for r in results])   # once per problem per step
+    """
+
+    def __init__(
+        self,
+        solutions: Mapping[Hashable, str],
+        threshold: float = 0.8,
+        average: str = "window",
+        span: int = 4,
+        include_loops: bool = False,
+    ):
+        if average not in ("window", "ema"):
+            raise ValueError(f"average must be 'window' or 'ema', got {average!r}.")
+        if span < 1:
+            raise ValueError(f"span must be >= 1, got {span}.")
+        self.threshold, self.average, self.span = threshold, average, span
+        self.starts = {pid: stage_starts(code, include_loops) for pid, code in solutions.items()}
+        self.solutions = dict(solutions)
+        self.stage = {pid: 0 for pid in solutions}  # index into self.starts[pid]
+        self.history: dict = {pid: [] for pid in solutions}  # pass rates seen at this stage
+        self.ema: dict = {pid: None for pid in solutions}
+
+    def start_line(self, pid) -> int | None:
+        """Split line of the current stage; None = write the whole program."""
+        return self.starts[pid][self.stage[pid]]
+
+    def subtask(self, pid) -> tuple[str, str]:
+        """(prefix, canonical remainder) of the problem's current stage."""
+        return make_subtask(self.solutions[pid], self.start_line(pid))
+
+    def is_final(self, pid) -> bool:
+        return self.stage[pid] == len(self.starts[pid]) - 1
+
+    def moving_average(self, pid) -> float | None:
+        """The average the threshold is compared with; None before any update at this stage."""
+        if self.average == "ema":
+            return self.ema[pid]
+        window = self.history[pid][-self.span :]
+        return sum(window) / len(window) if window else None
+
+    def update(self, pid, pass_rates: Iterable[float]) -> bool:
+        """Record this step's pass rates of one problem's samples; True if it advanced.
+
+        pass_rates: one number per sample in [0, 1] (1.0 = all tests pass, or the fraction
+        of tests passed -- the same measure the threshold is meant for).
+        """
+        rates = list(pass_rates)
+        if not rates:
+            return False
+        if pid not in self.stage:
+            raise KeyError(f"Problem {pid!r} is not in the CCCS schedule; pass its solution "
+                           "when building CCCSSchedule.")
+        rate = sum(rates) / len(rates)
+        alpha = 2.0 / (self.span + 1)  # EMA with the same "span" as the window (pandas' rule)
+        prev = self.ema[pid]
+        self.ema[pid] = rate if prev is None else (1 - alpha) * prev + alpha * rate
+        self.history[pid] = (self.history[pid] + [rate])[-self.span :]
+        ready = len(self.history[pid]) >= self.span  # not before `span` updates at this stage
+        if self.is_final(pid) or not ready or self.moving_average(pid) < self.threshold:
+            return False
+        self.stage[pid] += 1
+        self.history[pid], self.ema[pid] = [], None  # the new stage is a new task
+        return True
+
+    def stage_counts(self) -> dict[str, int]:
+        """For logging: how many problems sit at each stage counted from the end.
+
+        Keys: "final" for problems writing the whole program, "final-1", "final-2", ...
+        """
+        counts: dict[str, int] = {}
+        for pid, k in self.stage.items():
+            left = len(self.starts[pid]) - 1 - k
+            key = "final" if left == 0 else f"final-{left}"
+            counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def state_dict(self) -> dict:
+        """JSON-serialisable state. Problems are a list of pairs so non-string ids survive."""
+        problems = [[pid, {"stage": self.stage[pid], "history": self.history[pid],
+                           "ema": self.ema[pid]}] for pid in self.stage]
+        return {"threshold": self.threshold, "average": self.average, "span": self.span,
+                "problems": problems}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Restore stages and averages. Problems unknown to this schedule are ignored (the
+        data set may have been filtered differently); the flags of this run stay in force."""
+        for pid, s in state["problems"]:
+            pid = tuple(pid) if isinstance(pid, list) else pid  # JSON turns tuples into lists
+            if pid in self.stage:
+                self.stage[pid] = min(int(s["stage"]), len(self.starts[pid]) - 1)
+                self.history[pid] = [float(x) for x in s["history"]]
+                self.ema[pid] = s["ema"]
+
+
+# ----------------------------------------------------------------------------- DRIVE: pass rates
+
+
+class PassRateTracker:
+    """Per-problem pass rate under the current policy.
+
+    decay=None keeps the latest step's mean (the policy moves, older numbers go stale);
+    decay=d in (0, 1) keeps an EMA: rate = d * rate + (1 - d) * new.
+    """
+
+    def __init__(self, decay: float | None = None):
+        if decay is not None and not 0.0 < decay < 1.0:
+            raise ValueError(f"decay must be None or in (0, 1), got {decay}.")
+        self.decay = decay
+        self.rates: dict = {}
+
+    def update(self, pid, pass_rates: Iterable[float]) -> float | None:
+        """Record one problem's per-sample pass rates of this step; returns its new rate."""
+        values = list(pass_rates)
+        if not values:
+            return self.rates.get(pid)
+        new = sum(values) / len(values)
+        old = self.rates.get(pid)
+        self.rates[pid] = new if old is None or self.decay is None else (
+            self.decay * old + (1 - self.decay) * new)
+        return self.rates[pid]
+
+    def get(self, pid, default: float | None = None) -> float | None:
+        return self.rates.get(pid, default)
+
+    def state_dict(self) -> dict:
+        return {"decay": self.decay, "rates": [[pid, r] for pid, r in self.rates.items()]}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.rates = {(tuple(pid) if isinstance(pid, list) else pid): float(r)
+                      for pid, r in state["rates"]}
+
+
+# ----------------------------------------------------------------------------- DRIVE: hard focus
+
+
+def parse_hard_focus(spec: str) -> list[tuple[int, int]]:
+    """"72:64,50:32,25:32" -> [(72, 64), (50, 32), (25, 32)] as (keep, steps) phases."""
+    phases = []
+    for part in spec.replace(" ", "").split(","):
+        m = re.fullmatch(r"(\d+):(\d+)", part)
+        if not m:
+            raise ValueError(f"--hard-focus: {part!r} is not KEEP:STEPS; write e.g. "
+                             "'72:64,50:32,25:32' (keep the 72 hardest for 64 steps, ...).")
+        keep, steps = int(m.group(1)), int(m.group(2))
+        if keep < 1 or steps < 1:
+            raise ValueError(f"--hard-focus: {part!r} needs KEEP >= 1 and STEPS >= 1.")
+        if phases and keep > phases[-1][0]:
+            raise ValueError(f"--hard-focus: {part!r} keeps more than the phase before "
+                             f"({phases[-1][0]}); each phase keeps a subset of the previous.")
+        phases.append((keep, steps))
+    return phases
+
+
+def lowest_pass_rate(pids: Sequence, rates: Mapping, keep: int) -> list:
+    """The `keep` problems of `pids` with the lowest pass rate, in the order of `pids`.
+
+    A problem without a rate counts as the hardest (-1); ties go to the earlier one in `pids`.
+    >>> lowest_pass_rate(["a", "b", "c", "d"], {"a": 0.5, "b": 0.0, "c": 0.5}, 2)
+    ['b', 'd']
+    """
+    order = sorted(range(len(pids)), key=lambda i: (rates.get(pids[i], -1.0), i))
+    return [pids[i] for i in sorted(order[:keep])]
+
+
+class HardFocusSchedule:
+    """DRIVE's stage-2 phases: which problems to train on at each step of stage 2.
+
+    Trainer loop (step counts from 0 at the start of stage 2):
+        hf = HardFocusSchedule(parse_hard_focus(args.hard_focus), [p.id for p in hard_set])
+        for step in range(hf.total_steps):
+            ids = hf.problems(step, tracker.rates)   # re-ranked at each phase's first step
+            ... roll out ids, tracker.update(pid, pass_rates) for each ...
+    """
+
+    def __init__(self, phases: Sequence[tuple[int, int]], pids: Sequence):
+        if not phases:
+            raise ValueError("hard focus needs at least one KEEP:STEPS phase.")
+        self.phases = list(phases)
+        self.pool = list(pids)  # candidates of the first phase
+        self.phase_index = -1  # no phase entered yet
+        self.kept: list = []
+
+    @property
+    def total_steps(self) -> int:
+        return sum(steps for _, steps in self.phases)
+
+    def phase_at(self, step: int) -> int:
+        """Index of the phase that `step` (0-based within stage 2) falls in."""
+        end = 0
+        for i, (_, steps) in enumerate(self.phases):
+            end += steps
+            if step < end:
+                return i
+        raise ValueError(f"step {step} is past the hard-focus schedule ({self.total_steps} "
+                         "steps); stop stage 2 at total_steps or add a phase.")
+
+    def problems(self, step: int, rates: Mapping) -> list:
+        """Problem ids to train on at `step`; entering a new phase re-ranks by `rates`."""
+        phase = self.phase_at(step)
+        while self.phase_index < phase:  # also catches up if the trainer skipped steps
+            self.phase_index += 1
+            pool = self.pool if self.phase_index == 0 else self.kept
+            self.kept = lowest_pass_rate(pool, rates, self.phases[self.phase_index][0])
+        return list(self.kept)
+
+    def state_dict(self) -> dict:
+        return {"phases": [list(p) for p in self.phases], "phase_index": self.phase_index,
+                "kept": list(self.kept)}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        self.phase_index = int(state["phase_index"])
+        self.kept = [tuple(p) if isinstance(p, list) else p for p in state["kept"]]
+
+
+def offline_filter(pass_rates: Mapping[Hashable, float | Sequence[float]]) -> list:
+    """Ids of the problems worth training on: some samples solve them and some do not.
+
+    pass_rates: per problem, its solve rate, or one value per sample with 1.0 = solved (all
+    tests pass). Use solved/not solved per sample, not the fraction of tests passed, or a
+    problem that every sample half-solves would survive with no reward variance.
+    >>> offline_filter({"easy": [1, 1], "hard": [0, 0], "good": [1, 0]})
+    ['good']
+    """
+    kept = []
+    for pid, r in pass_rates.items():
+        values = [float(r)] if isinstance(r, (int, float)) else [float(x) for x in r]
+        if not values:
+            continue  # never sampled: nothing says it is worth training on
+        mean = sum(values) / len(values)
+        if 0.0 < mean < 1.0:
+            kept.append(pid)
+    return kept
