@@ -128,30 +128,41 @@ COMPLETION_INSTRUCTION = (
 )
 
 
-def completion_prompt(prompt: str, prefix: str) -> str:
+def completion_prompt(prompt: str, prefix: str, prefill: bool = False) -> str:
     """The trainer's usual prompt for a problem, plus the canonical prefix to complete.
 
+    prefill=False (chat/instruct models): append an instruction and the prefix in a fenced
+    block; the model answers with the rest of the program.
+    prefill=True (base models, or a prompt that already ends where the code begins, e.g. with
+    "```python\n"): append the bare prefix, so generation continues the program directly.
     An empty prefix (the final stage) returns `prompt` unchanged, so the last stage is exactly
-    the ordinary task. The prefix is in the prompt, so it never gets a loss.
+    the ordinary task. Either way the prefix is in the prompt and never gets a loss.
     """
     if not prefix:
         return prompt
+    if prefill:
+        return prompt + prefix
     return f"{prompt}\n\n{COMPLETION_INSTRUCTION}\n\n```python\n{prefix}```\n"
 
 
-_FENCE = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.DOTALL)
+_OPEN_FENCE = re.compile(r"^```[^\n]*\n(.*?)(?:^```|\Z)", re.DOTALL | re.MULTILINE)
+_CLOSE_FENCE = re.compile(r"^```", re.MULTILINE)
 
 
-def rewarded_program(prefix: str, completion: str) -> str:
+def rewarded_program(prefix: str, completion: str, prefill: bool = False) -> str:
     """The program to run on the tests: prefix + the model's continuation.
 
-    `completion` is the model's text. If it holds a ```-fenced block, the first block is the
-    code (models fence by habit). Leading whitespace is kept: the first completed line is often
-    indented. If the model repeated the prefix anyway, its text is taken as the whole program
-    rather than doubling the prefix.
+    `completion` is the model's raw text, with its leading whitespace (the first line to
+    complete is often indented; do not strip it). With prefill=False the first ```-fenced
+    block is the code if there is one (models fence by habit), else the whole text. With
+    prefill=True the text runs up to the line where the model closes the block. If the model
+    repeated the prefix anyway, its code is taken as the whole program instead of doubling it.
     """
-    fenced = _FENCE.search(completion)
-    code = fenced.group(1) if fenced else completion
+    if prefill:
+        code = _CLOSE_FENCE.split(completion, maxsplit=1)[0]
+    else:
+        fenced = _OPEN_FENCE.search(completion)
+        code = fenced.group(1) if fenced else completion
     if prefix.strip() and code.lstrip().startswith(prefix.strip()):
         return code
     if prefix and not prefix.endswith(("\n", "\r")):

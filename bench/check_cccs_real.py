@@ -90,7 +90,13 @@ def main():
             prefix, rest = make_subtask(code, start)
             bad_identity += prefix + rest != code
             bad_identity += rewarded_program(prefix, rest) != code
-            bad_identity += rewarded_program(prefix, f"```python\n{rest}```") != code
+            # model-style answers: a fenced block (closing fence on its own line), or a
+            # prefilled prompt continued and then closed
+            block = rest if rest.endswith("\n") or not rest else rest + "\n"
+            for text, prefill in ((f"Here:\n```python\n{block}```\n", False),
+                                  (f"{block}```\nDone.", True)):
+                got = rewarded_program(prefix, text, prefill=prefill)
+                bad_identity += got not in (code, code + "\n")
             if start is not None and not rest.lstrip().startswith(("if", "elif", "match")):
                 bad_first_line += 1
             left = len(starts) - 1 - j
@@ -98,7 +104,7 @@ def main():
             write_share.setdefault(left, []).append(share)
             subtasks.append((pid, j, rewarded_program(prefix, rest), problem))
     print(f"subtasks (all stages of all problems): {len(subtasks)}")
-    print(f"identity failures (prefix+remainder, rewarded_program plain and fenced): "
+    print(f"identity failures (prefix+remainder; rewarded_program plain, fenced, prefilled): "
           f"{bad_identity}")
     print(f"remainders not starting with if/elif/match: {bad_first_line}")
     for left in sorted(write_share, reverse=True):

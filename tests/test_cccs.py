@@ -108,6 +108,10 @@ def test_completion_prompt_holds_prefix_and_final_stage_is_plain():
     assert prefix in prompt and "Complete" in prompt
     assert "elif" not in prompt  # the remainder is not leaked
     assert completion_prompt("Print the sign of x.", "") == "Print the sign of x."
+    # prefill: the prompt ends with the bare prefix, generation continues the program
+    base = "Print the sign of x.\n```python\n"
+    assert completion_prompt(base, prefix, prefill=True) == base + prefix
+    assert completion_prompt(base, "", prefill=True) == base
 
 
 def test_rewarded_program_plain_fenced_and_repeated():
@@ -119,6 +123,14 @@ def test_rewarded_program_plain_fenced_and_repeated():
     assert rewarded_program(prefix, "```python\n" + SIGN + "```") == SIGN
     # final stage: the completion is the program
     assert rewarded_program("", "print(1)\n") == "print(1)\n"
+
+
+def test_rewarded_program_prefill_cuts_at_closing_fence():
+    prefix, remainder = make_subtask(SIGN, 5)
+    assert rewarded_program(prefix, remainder + "```\nThis prints the sign.", prefill=True) == SIGN
+    assert rewarded_program(prefix, remainder, prefill=True) == SIGN  # cut off, no fence
+    # without prefill the closing fence would have been read as an opening one
+    assert rewarded_program(prefix, remainder + "```\nx", prefill=False) != SIGN
 
 
 def _schedule(**kw):
