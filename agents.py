@@ -1,0 +1,466 @@
+"""AT-GRPO's tester and coder: two agents that refine a program and its unit tests over turns.
+
+Method (PettingLLMs / AT-GRPO, code tasks; ../shared/docs/methods.md section 4)
+  Each turn both agents act from the same state. The tester writes test cases (input and
+  expected output); the coder writes a program that reads stdin and prints to stdout. The
+  program is run on the tester's tests; the mismatches (input, tester's expected, actual) are
+  shown to both agents next turn, each asked whether the code or the test is wrong. The
+  episode ends when the program passes all the tester's tests ("agree"), or after max_turns.
+
+Rewards, per candidate, every term logged:
+  global         g = pass rate of the coder's program on the ground-truth tests
+  tester local   l_T = valid / n_tests          (valid: the reference solution passes the test)
+                       + catch_bonus * caught / n_tests
+                 caught = valid tests the coder's program fails, counted only when the program
+                 is wrong on the ground truth (g < 1): a useful test catches a wrong program.
+  coder local    l_C = pass rate of the program on the tester's VALID tests (0 if none)
+  final          r = alpha * g + local          (alpha = 0.7)
+
+Tree-structured sampling: at turn t each agent samples K candidates from the same state.
+  Every candidate is scored in its OWN deep copy of the episode state (a "branch") and is a
+  training sample with group key (problem_id, episode, turn, role); the episode continues from
+  the best branch object itself. The K x K pairing problem (whose tests judge which program?)
+  is cut in this order, each step using only what is already fixed:
+    1. tester branch choice j* = the test set with the highest valid share, then the most valid
+       tests (validity needs no program);
+    2. coder candidate i is scored against test set j*; i* = argmax of the coder's reward;
+    3. tester candidate j is scored against program i* (its global term and catch bonus).
+  The chosen branch is coder branch i* (program i*, tests j*), which equals tester branch j*.
+  All candidate programs run on all candidate test sets, the reference runs on every test set,
+  and every program runs on the ground truth, in ONE sandbox run_batch per turn for all
+  episodes (identical jobs are run once).
+
+The public implementation's four defects, each pinned by a test in tests/test_agents.py:
+  later rewards read from stale copies (we keep the chosen branch object, no copy back);
+  all tester candidates scored on one shared copy (each has its own deepcopy); a group key
+  that merged problems (the key holds the problem id and the episode index, never a division);
+  a tester reward without the reference solution (validity = the reference passes the test).
+
+Interfaces and simplifications
+  * generate functions: `generate(prompts: list[list[dict]]) -> list[str]`, chat message lists
+    in, one text out per prompt. K candidates = each prompt repeated K times in one call (a
+    sampling engine gives K different texts). The loop never sees a tokenizer: the trainer
+    renders the messages (data.render_prompt) both to generate and to train. Shared or
+    per-role policy is the caller's choice: pass the same function twice, or two.
+  * stdio problems only: call-based problems (fn_name set) are skipped and counted; their
+    tests are function calls, not something the tester can write as stdin/stdout.
+  * "agree" uses ALL the tester's tests, valid or not, and needs at least one: deciding
+    validity needs the reference solution, which an agent at test time does not have.
+  * Tests are written as blocks `**Test Input:**` + fenced block, `**Test Output:**` + fenced
+    block (the seed's format); at most max_tests per reply, broken blocks counted.
+  * Turn-level rewards only (no discounting across turns), as in the seed.
+"""
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+
+ROLES = ("tester", "coder")
+
+CODER_SYSTEM = (
+    "You are the coder. Write a complete Python 3 program that reads from standard input and "
+    "writes to standard output. Reply with the whole program in one ```python code block."
+)
+TESTER_SYSTEM = (
+    "You are the tester. Write unit tests for the problem: for each test, write\n"
+    "**Test Input:**\n```\n<stdin>\n```\n**Test Output:**\n```\n<expected stdout>\n```\n"
+    "Write between 1 and {max_tests} tests. Expected outputs must be exactly right."
+)
+MAX_SHOWN_MISMATCHES = 3  # keeps prompts short for small models
+MAX_SHOWN_CHARS = 300
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing the tester's tests
+
+_INPUT_MARK = re.compile(r"\**\s*test\s+input\s*:?\s*\**\s*:?", re.IGNORECASE)
+_FENCE = r"```(?:[A-Za-z0-9_+-]*\n)?(.*?)```"  # optional language tag, then the body
+_BLOCK = re.compile(
+    r"\s*" + _FENCE + r"\s*\**\s*test\s+output\s*:?\s*\**\s*:?\s*" + _FENCE, re.DOTALL | re.IGNORECASE
+)
+
+
+def parse_tests(text, max_tests=8):
+    """Tests from a tester reply -> (tests, n_failed_blocks); never raises.
+
+    '**Test Input:**\\n```\\n1 2\\n```\\n**Test Output:**\\n```\\n3\\n```' -> ([{"input": "1 2\\n",
+    "output": "3"}], 0). Each 'Test Input' marker starts a block; a block without an input
+    fence followed by an output marker and fence counts as failed. A reply with no marker at
+    all counts as one failed block (the tester said something, just not tests).
+    """
+    if not isinstance(text, str):
+        return [], 1
+    starts = [m.end() for m in _INPUT_MARK.finditer(text)]
+    if not starts:
+        return [], 1
+    tests, failed = [], 0
+    for start, end in zip(starts, starts[1:] + [len(text)]):
+        m = _BLOCK.match(text, start, end)
+        if m is None:
+            failed += 1
+        elif len(tests) < max_tests:
+            tests.append({"input": m.group(1).strip() + "\n", "output": m.group(2).strip()})
+    return tests, failed
+
+
+def format_tests(tests):
+    """The inverse of parse_tests, for showing a tester its previous tests."""
+    return "\n".join(
+        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n**Test Output:**\n```\n{t['output']}\n```"
+        for t in tests
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Episode state and prompts
+
+
+@dataclass
+class EpisodeState:
+    """One problem's episode. A branch is a deepcopy of this with one candidate applied."""
+
+    problem: object  # data.Problem
+    episode: int  # index in the run_episodes batch: separates repeats of one problem
+    turn: int = 0  # turns completed
+    program: str | None = None  # coder's current program (None: no code block extracted)
+    tests: list = field(default_factory=list)  # tester's current tests
+    valid: list = field(default_factory=list)  # per test: the reference solution passes it
+    passed: list = field(default_factory=list)  # per test: the program passes it
+    mismatches: list = field(default_factory=list)  # failed tests: input, expected, actual
+    gt_pass_rate: float = 0.0  # the program on the ground-truth tests
+    agree: bool = False
+    done: bool = False
+    history: list = field(default_factory=list)  # per turn: the chosen branch's rewards
+
+
+def _clip(text):
+    text = str(text)
+    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + "...(truncated)"
+
+
+def format_mismatches(mismatches):
+    shown = mismatches[:MAX_SHOWN_MISMATCHES]
+    parts = [
+        f"Input:\n```\n{_clip(m['input']).rstrip()}\n```\nTester's expected output:\n```\n"
+        f"{_clip(m['expected'])}\n```\nProgram's actual output:\n```\n{_clip(m['actual'])}\n```"
+        for m in shown
+    ]
+    if len(mismatches) > len(shown):
+        parts.append(f"({len(mismatches) - len(shown)} more mismatches not shown)")
+    return "\n\n".join(parts)
+
+
+def _round_report(state):
+    """What both agents see after turn 0: the last program, the tests, the mismatches."""
+    if state.program is None:
+        program = "The coder's last reply had no ```python code block."
+    else:
+        program = f"The coder's last program:\n```python\n{state.program}\n```"
+    if not state.tests:
+        tests = "The tester's last reply had no parsable tests."
+    elif state.program is None:
+        tests = "So it could not be run on the tester's tests."
+    elif state.mismatches:
+        tests = "It failed these of the tester's tests:\n\n" + format_mismatches(state.mismatches)
+    else:
+        tests = "It passed all of the tester's tests."
+    return program + "\n\n" + tests
+
+
+def coder_messages(state):
+    from data import problem_statement
+
+    user = problem_statement(state.problem)
+    if state.turn > 0:
+        user += (
+            "\n\n" + _round_report(state) + "\n\nEither the program or the test is wrong. If the "
+            "program is wrong, fix it; if the test is wrong, keep your program. Reply with the "
+            "complete program."
+        )
+    return [{"role": "system", "content": CODER_SYSTEM}, {"role": "user", "content": user}]
+
+
+def tester_messages(state, max_tests=8):
+    from data import problem_statement
+
+    user = problem_statement(state.problem)
+    if state.turn > 0:
+        user += "\n\nYour last tests:\n" + (format_tests(state.tests) or "(none parsed)")
+        user += (
+            "\n\n" + _round_report(state) + "\n\nEither the program or the test is wrong. Fix "
+            "the tests that are wrong and keep the right ones. Reply with the full list of tests."
+        )
+    system = TESTER_SYSTEM.format(max_tests=max_tests)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewards: pure functions of numbers, so the tests can check the equations directly
+
+
+def validity(ref_result, n_tests):
+    """Per test, True when the reference solution passes it (a test that disagrees is wrong)."""
+    if ref_result is None:
+        return [False] * n_tests
+    return [t.status == "pass" for t in ref_result.tests][:n_tests] + [False] * max(
+        0, n_tests - len(ref_result.tests)
+    )
+
+
+def coder_local(passed, valid):
+    """Pass rate on the tester's valid tests; 0 when the tester wrote no valid test."""
+    n_valid = sum(valid)
+    return sum(p and v for p, v in zip(passed, valid)) / n_valid if n_valid else 0.0
+
+
+def tester_local(passed, valid, gt_pass_rate, catch_bonus=0.0):
+    """(valid + catch_bonus * caught) / n_tests -> (local, valid_share, catch_share)."""
+    n = len(valid)
+    if n == 0:
+        return 0.0, 0.0, 0.0
+    valid_share = sum(valid) / n
+    caught = sum(v and not p for p, v in zip(passed, valid)) if gt_pass_rate < 1.0 else 0
+    catch_share = caught / n
+    return valid_share + catch_bonus * catch_share, valid_share, catch_share
+
+
+def final_reward(global_reward, local_reward, alpha=0.7):
+    return alpha * global_reward + local_reward
+
+
+# ---------------------------------------------------------------------------------------------
+# Sandbox jobs: every (program, tests) pair a turn needs, run once
+
+
+def _job_key(code, tests):
+    return code, json.dumps(tests, sort_keys=True)
+
+
+def run_jobs(keys, run_batch, timeout, memory_mb):
+    """{(code, tests_json): Result} for the unique keys, in ONE run_batch call."""
+    unique = list(dict.fromkeys(keys))
+    jobs = [
+        {"code": c, "tests": json.loads(t), "fn_name": None, "timeout": timeout,
+         "memory_mb": memory_mb, "coverage": False}
+        for c, t in unique
+    ]
+    results = run_batch(jobs) if jobs else []
+    return dict(zip(unique, results))
+
+
+def turn_job_keys(state, codes, test_sets):
+    """Reference x every test set, every program x ground truth, every program x test set."""
+    reference = state.problem.solutions[0]
+    keys = [_job_key(reference, ts) for ts in test_sets if ts]
+    for code in codes:
+        if code is None:
+            continue
+        keys.append(_job_key(code, state.problem.tests))
+        keys += [_job_key(code, ts) for ts in test_sets if ts]
+    return keys
+
+
+def _passed_and_mismatches(result, tests):
+    if result is None:  # no program or no tests: nothing passes
+        return [False] * len(tests), [
+            {"input": t["input"], "expected": t["output"], "actual": "(no program)"} for t in tests
+        ]
+    passed, mismatches = [], []
+    for test, res in zip(tests, result.tests):
+        passed.append(res.status == "pass")
+        if res.status != "pass":
+            actual = res.output if res.status == "wrong_answer" else f"{res.status}: {res.stderr or res.output}"
+            mismatches.append({"input": test["input"], "expected": test["output"], "actual": actual})
+    return passed, mismatches
+
+
+def make_branch(state, code, tests, valid, results):
+    """A deepcopy of state with (program, tests) applied and their execution results read in."""
+    # The problem is read-only and can be large: share it instead of copying it per branch.
+    branch = copy.deepcopy(state, {id(state.problem): state.problem})
+    branch.program, branch.tests, branch.valid = code, tests, list(valid)
+    gt = results.get(_job_key(code, state.problem.tests)) if code is not None else None
+    branch.gt_pass_rate = gt.pass_rate if gt is not None else 0.0
+    run = results.get(_job_key(code, tests)) if code is not None and tests else None
+    branch.passed, branch.mismatches = _passed_and_mismatches(run, tests)
+    branch.agree = bool(tests) and all(branch.passed)
+    branch.turn = state.turn + 1
+    return branch
+
+
+def coder_terms(branch, alpha):
+    local = coder_local(branch.passed, branch.valid)
+    return {"global": branch.gt_pass_rate, "local": local, "reward": final_reward(branch.gt_pass_rate, local, alpha)}
+
+
+def tester_terms(branch, alpha, catch_bonus):
+    local, valid_share, catch_share = tester_local(branch.passed, branch.valid, branch.gt_pass_rate, catch_bonus)
+    return {
+        "global": branch.gt_pass_rate, "local": local, "valid_share": valid_share,
+        "catch_share": catch_share, "n_tests": len(branch.tests),
+        "reward": final_reward(branch.gt_pass_rate, local, alpha),
+    }
+
+
+def score_turn(state, codes, test_sets, results, alpha=0.7, catch_bonus=0.0):
+    """K coder and K tester candidates from one state -> (chosen branch, coder scored, tester scored).
+
+    Scored lists hold (branch, terms) per candidate, in candidate order. See the module
+    docstring for the pairing order (j* by validity, coders vs j*, testers vs i*).
+    """
+    reference = state.problem.solutions[0]
+    valids = [validity(results.get(_job_key(reference, ts)) if ts else None, len(ts)) for ts in test_sets]
+    # The tester's own criterion (valid share), then more valid tests; ties: the earlier candidate.
+    j_best = max(range(len(test_sets)), key=lambda j: (sum(valids[j]) / max(len(valids[j]), 1), sum(valids[j])))
+    coder_branches = [make_branch(state, c, test_sets[j_best], valids[j_best], results) for c in codes]
+    coder_scored = [(b, coder_terms(b, alpha)) for b in coder_branches]
+    i_best = max(range(len(codes)), key=lambda i: coder_scored[i][1]["reward"])
+    tester_branches = [make_branch(state, codes[i_best], ts, v, results) for ts, v in zip(test_sets, valids)]
+    tester_scored = [(b, tester_terms(b, alpha, catch_bonus)) for b in tester_branches]
+    chosen = coder_branches[i_best]  # the branch object itself: later turns read THIS state
+    chosen.done = chosen.agree
+    chosen.history.append({"coder": coder_scored[i_best][1], "tester": tester_scored[j_best][1],
+                           "agree": chosen.agree, "coder_choice": i_best, "tester_choice": j_best})
+    return chosen, coder_scored, tester_scored
+
+
+# ---------------------------------------------------------------------------------------------
+# The turn loop
+
+
+@dataclass
+class Sample:
+    """One candidate = one training sample. All samples of a group saw the same messages."""
+
+    role: str
+    group: tuple  # (problem_id, episode, turn, role)
+    messages: list  # the prompt, as chat messages
+    response: str
+    reward: float
+    terms: dict  # every reward term of this candidate
+
+
+def generate_candidates(generate, prompts, k):
+    """One generate call with each prompt repeated k times -> k texts per prompt."""
+    if not prompts:
+        return []
+    texts = generate([p for p in prompts for _ in range(k)])
+    if len(texts) != len(prompts) * k:
+        raise ValueError(f"generate returned {len(texts)} texts for {len(prompts) * k} prompts; it must return one text per prompt.")
+    return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
+
+
+def group_ids(samples):
+    """Integer group ids for grpo.group_advantages, from the samples' (problem, episode, turn, role) keys."""
+    index = {}
+    return [index.setdefault(s.group, len(index)) for s in samples]
+
+
+def _new_stats():
+    return {
+        "episodes": 0, "skipped_call_based": 0, "turns": 0, "generate_calls": 0, "sandbox_calls": 0,
+        "sandbox_jobs": 0, "tester_blocks_failed": 0, "tester_replies_without_tests": 0,
+        "coder_replies_without_code": 0, "tests_written": 0, "tests_valid": 0,
+    }
+
+
+def _extract_all(coder_texts, tester_texts, max_tests, stats):
+    from data import extract_code
+
+    codes = [extract_code(t) for t in coder_texts]
+    test_sets = []
+    for text in tester_texts:
+        tests, failed = parse_tests(text, max_tests)
+        stats["tester_blocks_failed"] += failed
+        stats["tester_replies_without_tests"] += not tests
+        test_sets.append(tests)
+    stats["coder_replies_without_code"] += sum(c is None for c in codes)
+    return codes, test_sets
+
+
+def _samples_for(state, scored, role, messages, texts):
+    key = (state.problem.id, state.episode, state.turn, role)
+    return [Sample(role, key, messages, text, terms["reward"], terms) for (_, terms), text in zip(scored, texts)]
+
+
+def _log_terms(stats, role, scored):
+    for _, terms in scored:
+        for name in ("global", "local", "reward") + (("valid_share", "catch_share") if role == "tester" else ()):
+            stats.setdefault(f"{role}_{name}_sum", 0.0)
+            stats[f"{role}_{name}_sum"] += terms[name]
+        stats[f"{role}_samples"] = stats.get(f"{role}_samples", 0) + 1
+
+
+def run_turn(states, coder_generate, tester_generate, k, cfg, stats, run_batch):
+    """One turn for the active states -> (new states, samples). Two generate calls, one sandbox call."""
+    tester_prompts = [tester_messages(s, cfg["max_tests"]) for s in states]
+    coder_prompts = [coder_messages(s) for s in states]
+    tester_texts = generate_candidates(tester_generate, tester_prompts, k)
+    coder_texts = generate_candidates(coder_generate, coder_prompts, k)
+    stats["generate_calls"] += 2
+    extracted = [_extract_all(c, t, cfg["max_tests"], stats) for c, t in zip(coder_texts, tester_texts)]
+    keys = [key for s, (codes, test_sets) in zip(states, extracted) for key in turn_job_keys(s, codes, test_sets)]
+    results = run_jobs(keys, run_batch, cfg["timeout"], cfg["memory_mb"])
+    stats["sandbox_calls"] += 1
+    stats["sandbox_jobs"] += len(results)
+    new_states, samples = [], []
+    for i, (state, (codes, test_sets)) in enumerate(zip(states, extracted)):
+        chosen, coder_scored, tester_scored = score_turn(state, codes, test_sets, results, cfg["alpha"], cfg["catch_bonus"])
+        samples += _samples_for(state, tester_scored, "tester", tester_prompts[i], tester_texts[i])
+        samples += _samples_for(state, coder_scored, "coder", coder_prompts[i], coder_texts[i])
+        _log_terms(stats, "tester", tester_scored)
+        _log_terms(stats, "coder", coder_scored)
+        stats["tests_written"] += sum(len(ts) for ts in test_sets)
+        stats["tests_valid"] += sum(sum(b.valid) for b, _ in tester_scored)
+        new_states.append(chosen)
+    return new_states, samples
+
+
+def _summarize(stats, episodes):
+    for role in ROLES:
+        n = stats.get(f"{role}_samples", 0)
+        for name in ("global", "local", "reward", "valid_share", "catch_share"):
+            total = stats.pop(f"{role}_{name}_sum", None)
+            if total is not None:
+                stats[f"{role}_{name}_mean"] = total / max(n, 1)
+    n = max(len(episodes), 1)
+    stats["agree_rate"] = sum(e.agree for e in episodes) / n
+    stats["mean_turns"] = sum(e.turn for e in episodes) / n
+    stats["final_gt_pass_rate"] = sum(e.gt_pass_rate for e in episodes) / n
+    stats["pass_at_1"] = sum(e.gt_pass_rate == 1.0 for e in episodes) / n
+    return stats
+
+
+def run_episodes(problems, coder_generate, tester_generate, max_turns=5, k=2, alpha=0.7, catch_bonus=0.0,
+                 max_tests=8, timeout=5.0, memory_mb=512, run_batch=None):
+    """Play the tester/coder game on a batch of problems -> (episodes, samples, stats).
+
+    episodes: the final EpisodeState of each stdio problem (its program, tests, per-turn history).
+    samples:  every candidate of every turn as a Sample; group with group_ids(samples).
+    stats:    counts (extraction failures, sandbox calls, ...) and the mean of every reward term.
+    Episodes that agree stop: they are not prompted again.
+    """
+    if run_batch is None:
+        from sandbox import run_batch
+    cfg = {"alpha": alpha, "catch_bonus": catch_bonus, "max_tests": max_tests, "timeout": timeout, "memory_mb": memory_mb}
+    stats = _new_stats()
+    states = []
+    for i, problem in enumerate(problems):
+        if not problem.solutions:
+            raise ValueError(f"Problem {problem.id} has no reference solution; the tester's reward needs solutions[0].")
+        if problem.fn_name is not None:
+            stats["skipped_call_based"] += 1
+        else:
+            states.append(EpisodeState(problem, episode=i))
+    stats["episodes"] = len(states)
+    samples = []
+    for _ in range(max_turns):
+        active = [i for i, s in enumerate(states) if not s.done]
+        if not active:
+            break
+        new_states, turn_samples = run_turn([states[i] for i in active], coder_generate, tester_generate, k, cfg, stats, run_batch)
+        for i, new_state in zip(active, new_states):
+            states[i] = new_state
+        samples += turn_samples
+        stats["turns"] += 1
+    return states, samples, _summarize(stats, states)
