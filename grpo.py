@@ -158,3 +158,534 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+# ----------------------------------------------------------------------------- batches
+
+class Sample:
+    """One trained response: token ids, its advantage and an optional per-token loss mask.
+
+    advantage: a float (GRPO, broadcast over tokens) or a list per response token (PPO).
+    token_mask: 1/0 per response token (FGO, overlong filtering); None keeps every token.
+    """
+    __slots__ = ("prompt_ids", "response_ids", "advantage", "token_mask", "reward", "key")
+
+    def __init__(self, prompt_ids, response_ids, advantage=0.0, token_mask=None, reward=0.0,
+                 key=None):
+        self.prompt_ids, self.response_ids = list(prompt_ids), list(response_ids)
+        self.advantage, self.token_mask, self.reward, self.key = (advantage, token_mask,
+                                                                 reward, key)
+
+
+def collate(samples: list[Sample], pad_id: int, device):
+    """Right-padded prompt+response rows -> input_ids, attention_mask [B, L];
+    loss mask and advantages [B, L-1] aligned with the log-prob positions (see model.py)."""
+    from model import response_mask
+    rows = [s.prompt_ids + s.response_ids for s in samples]
+    L = max(2, max(len(r) for r in rows))
+    ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), L), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r)
+        attn[i, :len(r)] = 1
+    p = torch.tensor([len(s.prompt_ids) for s in samples])
+    r = torch.tensor([len(s.response_ids) for s in samples])
+    mask = response_mask(p, r, L)
+    adv = torch.zeros(len(rows), L - 1)
+    for i, s in enumerate(samples):
+        start, n = len(s.prompt_ids) - 1, len(s.response_ids)
+        a = s.advantage
+        adv[i, start:start + n] = torch.as_tensor(a, dtype=torch.float) if n else 0.0
+        if s.token_mask is not None:
+            mask[i, start:start + n] *= torch.as_tensor(s.token_mask, dtype=torch.float)
+    return ids.to(device), attn.to(device), mask.to(device), adv.to(device)
+
+
+def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: int,
+                     agg: str, max_len: int | None, pad_id: int, device, max_grad_norm: float,
+                     temperature: float = 1.0):
+    """One optimizer step over `samples` (this rank's share), in micro-batches.
+
+    loss_fn(logp, mask, adv, ids, attn, denom) -> (loss, stats). The denominator is global
+    (all micro-batches, all ranks), and the loss is multiplied by the world size because FSDP
+    averages gradients over ranks: the summed gradient then equals that of the unsplit batch.
+    Ranks with fewer micro-batches run empty ones, so every rank joins every collective.
+    Returns a dict of mean stats, including entropy and grad_norm.
+    """
+    from model import all_reduce_sum
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    chunks = [samples[i:i + micro_batch] for i in range(0, len(samples), micro_batch)]
+    n_steps = _max_over_ranks(len(chunks), device)
+    batches = [collate(c, pad_id, device) for c in chunks]
+    denom = global_denominator([b[2] for b in batches] or [torch.zeros(1, 1)], agg, max_len)
+    optimizer.zero_grad(set_to_none=True)
+    sums: dict[str, float] = {}
+    for k in range(n_steps):
+        ids, attn, mask, adv = batches[k] if k < len(batches) else _empty_batch(pad_id, device)
+        logp, ent = policy(ids, attn, temperature=temperature, with_entropy=True)
+        loss, stats = loss_fn(logp, mask, adv, ids, attn, denom)
+        (loss * world).backward()
+        n_tok = float(mask.sum())
+        stats.update(loss=float(loss) * world, entropy=float((ent.detach() * mask).sum()) / max(n_tok, 1))
+        for key, v in stats.items():          # token-weighted sums, averaged below
+            sums[key] = sums.get(key, 0.0) + v * n_tok
+        sums["_tokens"] = sums.get("_tokens", 0.0) + n_tok
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
+    grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+    optimizer.step()
+    tokens = all_reduce_sum(sums.pop("_tokens", 0.0))
+    out = {k: all_reduce_sum(v) / max(tokens, 1) for k, v in sorted(sums.items())}
+    out["loss"] = out.get("loss", 0.0)
+    out.update(grad_norm=grad_norm, trained_tokens=tokens)
+    return out
+
+
+def _max_over_ranks(n: int, device) -> int:
+    t = torch.tensor(n, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t)
+
+
+def _empty_batch(pad_id, device):
+    ids = torch.full((1, 2), pad_id, dtype=torch.long, device=device)
+    z = torch.zeros(1, 1, device=device)
+    return ids, torch.ones_like(ids), z, z
+
+
+def grpo_loss_fn(args, ref=None):
+    """The GRPO loss for train_on_samples (on-policy: old = logp.detach())."""
+    def fn(logp, mask, adv, ids, attn, denom):
+        ref_logp = None
+        if ref is not None and args.beta > 0:
+            with torch.no_grad():
+                ref_logp = ref(ids, attn, temperature=args.temperature)
+        return policy_loss(logp, logp.detach(), adv, mask, eps_low=args.eps_low,
+                           eps_high=args.eps_high, ref_logp=ref_logp, beta=args.beta,
+                           agg=args.agg, denom=denom)
+    return fn
+
+
+def sft_loss_fn(args):
+    """Supervised warm start: token-mean negative log-likelihood of the reference answers."""
+    def fn(logp, mask, adv, ids, attn, denom):
+        return aggregate(-logp, mask, "token-mean", denom), {}
+    return fn
+
+
+# ----------------------------------------------------------------------------- rollouts
+
+def prompt_text(tokenizer, problem, prefix: str = "") -> str:
+    """The coder prompt; with a CCCS prefix the model continues the given program."""
+    import data
+    text = data.render_prompt(tokenizer, data.coder_messages(problem))
+    return text + (data.format_answer(prefix).rsplit("```", 1)[0].rstrip("\n") + "\n"
+                   if prefix else "")
+
+
+def score_completions(problems, texts: list[str], args, prefixes=None, coverage=False):
+    """Run each completion's program on its problem's tests in one sandbox batch.
+
+    Returns (rewards, results, programs); a completion with no code gets reward 0 and result
+    None (counted as no_code, never an error). With CCCS prefixes the rewarded program is
+    prefix + completion.
+    """
+    import data
+    import sandbox
+    programs, jobs, where = [], [], []
+    for i, (p, t) in enumerate(zip(problems, texts)):
+        prefix = prefixes[i] if prefixes else ""
+        code = data.extract_code(("```python\n" + prefix if prefix else "") + t) if prefix \
+            else data.extract_code(t)
+        programs.append(code)
+        if code is not None:
+            where.append(i)
+            jobs.append(dict(code=code, tests=p.tests, fn_name=p.fn_name,
+                             timeout=args.test_timeout, coverage=coverage))
+    results = [None] * len(texts)
+    for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)):
+        results[i] = res
+    rewards = [0.0 if r is None else
+               (r.pass_rate if args.reward == "fraction" else float(r.status == "pass"))
+               for r in results]
+    return rewards, results, programs
+
+
+def evaluate(engine, tokenizer, problems, args, d, n: int, temperature: float):
+    """pass@1 and pass@n (unbiased estimator) of this rank's share of `problems`, summed over
+    ranks. Returns {"pass@1": ..., f"pass@{n}": ..., "problems": ...}."""
+    from model import all_reduce_sum
+    mine = problems[d.rank::d.world]
+    prompts = [prompt_text(tokenizer, p) for p in mine]
+    outs = engine.generate(prompts, n=n, temperature=temperature, top_p=args.top_p,
+                           max_new_tokens=args.max_new_tokens, seed=args.seed + 7) if mine else []
+    flat_p = [p for p in mine for _ in range(n)]
+    rewards, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
+    s1 = sn = 0.0
+    for i in range(len(mine)):
+        c = sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
+        s1 += pass_at_k(n, c, 1)
+        sn += pass_at_k(n, c, n)
+    total = all_reduce_sum(len(mine))
+    return {"pass@1": all_reduce_sum(s1) / max(total, 1),
+            f"pass@{n}": all_reduce_sum(sn) / max(total, 1), "problems": int(total)}
+
+
+# ----------------------------------------------------------------------------- the trainer
+
+def load_problem_sets(args):
+    """Train and eval problems from --train-data / --eval-data (NAME or NAME:PATH[,...])."""
+    import data
+    def load(spec):
+        out = []
+        for part in spec.split(","):
+            name, _, path = part.partition(":")
+            split = "train" if spec is args.train_data else "test"
+            out += data.load_problems(name, split=split, path=path or None)
+        return out
+    train = load(args.train_data)
+    evals = train if args.eval_data == args.train_data else load(args.eval_data)
+    if args.max_problems:
+        train, evals = train[:args.max_problems], evals[:args.max_problems]
+    if not train:
+        raise SystemExit(f"--train-data {args.train_data!r} gave no problems with tests.")
+    return train, evals
+
+
+def rollout_step(engine, tokenizer, problems, rng, args, d):
+    """Generate args.group_size responses for this rank's prompts, score them, compute group
+    advantages; with --dynamic-sampling, drop constant groups and sample more prompts
+    (at most --max-resample extra rounds). Returns (samples, stats)."""
+    per_rank = max(1, args.prompts_per_step // d.world)
+    samples, rewards_all, lengths, truncated, no_code, kept, seen = [], [], [], 0, 0, 0, 0
+    for attempt in range(1 + (args.max_resample if args.dynamic_sampling else 0)):
+        need = per_rank - kept
+        if need <= 0:
+            break
+        batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * d.world)]
+        batch = batch[d.rank::d.world][:need]
+        prompts = [prompt_text(tokenizer, p) for p in batch]
+        outs = engine.generate(prompts, n=args.group_size, temperature=args.temperature,
+                               top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                               seed=rng.randrange(2**31))
+        comps = [c for o in outs for c in o]
+        flat = [p for p in batch for _ in range(args.group_size)]
+        rewards, results, _ = score_completions(flat, [c.text for c in comps], args)
+        r = torch.tensor(rewards)
+        adv = group_advantages(r, args.group_size, args.adv_scale)
+        keep = dynamic_sampling_keep(r, args.group_size) if args.dynamic_sampling else \
+            torch.ones(len(batch), dtype=torch.bool)
+        for g, p_text in enumerate(prompts):
+            seen += 1
+            if not keep[g]:
+                continue
+            kept += 1
+            p_ids = tokenizer(p_text)["input_ids"]
+            for j in range(g * args.group_size, (g + 1) * args.group_size):
+                c = comps[j]
+                mask = [0] * len(c.token_ids) if (args.overlong_filter and
+                                                   c.finish_reason == "length") else None
+                samples.append(Sample(p_ids, c.token_ids, float(adv[j]), mask, rewards[j],
+                                      key=(batch[g].id, j)))
+        rewards_all += rewards
+        lengths += [len(c.token_ids) for c in comps]
+        truncated += sum(c.finish_reason == "length" for c in comps)
+        no_code += sum(res is None for res in results)
+    n = max(len(rewards_all), 1)
+    stats = {"reward_sum": sum(rewards_all), "reward_sq": sum(x * x for x in rewards_all),
+             "pass_sum": sum(x >= 1.0 for x in rewards_all), "samples": len(rewards_all),
+             "len_sum": sum(lengths), "truncated": truncated, "no_code": no_code,
+             "groups_seen": seen, "groups_kept": kept}
+    return samples, stats
+
+
+def reduce_rollout_stats(s: dict) -> dict:
+    from model import all_reduce_sum
+    t = {k: all_reduce_sum(v) for k, v in s.items()}
+    n = max(t["samples"], 1)
+    mean = t["reward_sum"] / n
+    return {"reward_mean": mean, "reward_std": max(t["reward_sq"] / n - mean * mean, 0) ** 0.5,
+            "pass_rate": t["pass_sum"] / n, "response_len": t["len_sum"] / n,
+            "truncated_frac": t["truncated"] / n, "no_code_frac": t["no_code"] / n,
+            "groups_kept_frac": t["groups_kept"] / max(t["groups_seen"], 1)}
+
+
+def sft_examples(tokenizer, problems):
+    """(prompt, reference answer + EOS) pairs from every reference solution."""
+    import data
+    out = []
+    for p in problems:
+        ids = tokenizer(prompt_text(tokenizer, p))["input_ids"]
+        for sol in p.solutions:
+            ans = tokenizer(data.format_answer(sol))["input_ids"] + [tokenizer.eos_token_id]
+            out.append(Sample(ids, ans, 1.0))
+    return out
+
+
+def sft(policy, tokenizer, problems, args, d, log):
+    """Supervised warm start (--sft-steps) on the reference solutions, so RL starts from a
+    policy that sometimes earns reward. Same function fine-tunes real models. It has its own
+    AdamW (lr --sft-lr, warm-up then cosine); RL starts with a fresh optimizer."""
+    from model import warmup_cosine
+    examples = sft_examples(tokenizer, problems)
+    if not examples or args.sft_steps <= 0:
+        return
+    rng = random.Random(args.seed + 1)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.sft_lr, weight_decay=0.0)
+    sched = warmup_cosine(optimizer, args.warmup_steps, args.sft_steps)
+    from tqdm import tqdm
+    bar = tqdm(range(args.sft_steps), desc="sft", disable=not d.main, dynamic_ncols=True)
+    for step in bar:
+        batch = [examples[rng.randrange(len(examples))] for _ in range(args.sft_batch)]
+        st = train_on_samples(policy, optimizer, batch[d.rank::d.world], sft_loss_fn(args),
+                              micro_batch=args.micro_batch, agg="token-mean", max_len=None,
+                              pad_id=tokenizer.pad_token_id, device=d.device,
+                              max_grad_norm=args.max_grad_norm)
+        sched.step()
+        bar.set_postfix(nll=f"{st['loss']:.3f}")
+        if step % 20 == 0 or step == args.sft_steps - 1:
+            log({"phase": "sft", "step": step, "nll": st["loss"], "grad_norm": st["grad_norm"]})
+
+
+def setup_policy(args, d):
+    """Model path, tokenizer, FSDP-sharded policy (and frozen reference when beta > 0), engine."""
+    from engines import make_engine
+    from model import PolicyLogprobs, load_causal_lm, load_tokenizer, resolve_model, shard_model
+    path = resolve_model(args.model, seed=args.model_seed)
+    tokenizer = load_tokenizer(path)
+    policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
+                         d.device, args.grad_checkpointing)
+    ref = None
+    if args.beta > 0:
+        ref = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
+                          d.device).eval().requires_grad_(False)
+    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank)
+    return path, tokenizer, policy, ref, engine
+
+
+def sync_weights(policy, engine, d):
+    """Push the trainer's weights into the generation engine (every rank into its own)."""
+    from model import iter_full_params
+    engine.load_weights(iter_full_params(policy, d.device))
+
+
+class MetricsLog:
+    """Rank 0 appends one JSON object a line to <out>/metrics.jsonl."""
+
+    def __init__(self, out_dir: str, main: bool):
+        self.path = os.path.join(out_dir, "metrics.jsonl") if main else None
+
+    def __call__(self, row: dict):
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({k: (round(v, 6) if isinstance(v, float) else v)
+                                    for k, v in row.items()}) + "\n")
+
+
+def train(args) -> dict:
+    from tqdm import tqdm
+    from model import (Timer, init_distributed, latest_checkpoint, load_checkpoint,
+                       save_checkpoint, seed_everything, warmup_cosine)
+    d = init_distributed()
+    seed_everything(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    log = MetricsLog(args.out, d.main)
+    say = print if d.main else (lambda *a, **k: None)
+    t0 = time.time()
+    train_p, eval_p = load_problem_sets(args)
+    path, tokenizer, policy, ref, engine = setup_policy(args, d)
+    say(f"[grpo] model {args.model} ({path}), engine {engine.name}, {d.world} rank(s) on "
+        f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems")
+
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    if args.resume and ckpt is None:
+        say(f"[grpo] --resume: no checkpoint in {args.out}; starting from scratch")
+    state = {}
+    if ckpt is None:
+        sft(policy, tokenizer, train_p, args, d, log)
+        sync_weights(policy, engine, d)
+        if args.eval_n > 0:
+            before = evaluate(engine, tokenizer, eval_p, args, d, args.eval_n, args.eval_temperature)
+            state["pass_at_1_before_rl"] = before["pass@1"]
+            say(f"[grpo] before RL: pass@1 {before['pass@1']:.3f}  pass@{args.eval_n} "
+                f"{before[f'pass@{args.eval_n}']:.3f}")
+            log({"phase": "eval", "when": "before_rl", **before})
+        if args.eval_only:
+            return _finish(args, d, state, t0, say)
+
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.99),
+                                  weight_decay=args.weight_decay)
+    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+    rng = random.Random(args.seed)
+    start = 0
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, policy, optimizer, scheduler, d)
+        start = state["step"]
+        rng.setstate(_tuples(state["rng"]))
+        sync_weights(policy, engine, d)
+        say(f"[grpo] resumed from {ckpt} at step {start}")
+
+    timer = Timer()
+    bar = tqdm(range(start, args.steps), desc="grpo", disable=not d.main, dynamic_ncols=True,
+               initial=start, total=args.steps)
+    for step in bar:
+        # --- generate, reward, advantages -------------------------------------------------
+        with timer("generate+reward"):
+            samples, rs = rollout_step(engine, tokenizer, train_p, rng, args, d)
+        rs = reduce_rollout_stats(rs)
+        # --- policy update (reference log-probs inside the loss when beta > 0) -------------
+        with timer("update"):
+            st = train_on_samples(policy, optimizer, samples, grpo_loss_fn(args, ref),
+                                  micro_batch=args.micro_batch, agg=args.agg,
+                                  max_len=args.max_new_tokens, pad_id=tokenizer.pad_token_id,
+                                  device=d.device, max_grad_norm=args.max_grad_norm,
+                                  temperature=args.temperature)
+            scheduler.step()
+        # --- weight sync --------------------------------------------------------------------
+        with timer("sync"):
+            sync_weights(policy, engine, d)
+        row = {"phase": "rl", "step": step + 1, **rs, **st, "lr": scheduler.get_last_lr()[0],
+               **timer.pop()}
+        log(row)
+        bar.set_postfix(reward=f"{rs['reward_mean']:.3f}", len=f"{rs['response_len']:.0f}")
+        # --- checkpoint ---------------------------------------------------------------------
+        if args.save_every and ((step + 1) % args.save_every == 0 or step + 1 == args.steps):
+            state.update(rng=rng.getstate())
+            save_checkpoint(args.out, step + 1, policy, tokenizer, optimizer, scheduler,
+                            state, d)
+    if args.eval_n > 0:
+        after = evaluate(engine, tokenizer, eval_p, args, d, args.eval_n, args.eval_temperature)
+        state["pass_at_1_after_rl"] = after["pass@1"]
+        log({"phase": "eval", "when": "after_rl", **after})
+        say(f"[grpo] after RL: pass@1 {after['pass@1']:.3f}  pass@{args.eval_n} "
+            f"{after[f'pass@{args.eval_n}']:.3f}")
+    return _finish(args, d, state, t0, say)
+
+
+def _tuples(x):
+    """JSON turns random.getstate()'s tuples into lists; setstate wants tuples back."""
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+def _finish(args, d, state, t0, say):
+    summary = {k: v for k, v in state.items() if k != "rng"}
+    summary.update(wall_seconds=round(time.time() - t0, 1), model=args.model, seed=args.seed,
+                   steps=args.steps)
+    if "pass_at_1_before_rl" in summary and "pass_at_1_after_rl" in summary:
+        summary["pass_at_1_gain"] = summary["pass_at_1_after_rl"] - summary["pass_at_1_before_rl"]
+    if d.main:
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        say(f"[grpo] summary: {json.dumps(summary)}  -> {args.out}/summary.json")
+    if dist.is_initialized():
+        dist.barrier()
+    return summary
+
+
+# ----------------------------------------------------------------------------- flags
+
+PRESETS = {
+    # The CPU default: everything offline on a 2-core machine in minutes.
+    "cpu": {},
+    # A real run (run.sh on a GPU machine): AT-GRPO/DRIVE-like settings at 1.7B scale.
+    "gpu": dict(model="Qwen/Qwen3-1.7B", train_data="apps,code_contests",
+                eval_data="livecodebench", sft_steps=0, steps=200, prompts_per_step=64,
+                group_size=8, max_new_tokens=4096, lr=1e-6, warmup_steps=10,
+                micro_batch=4, temperature=1.0, eval_temperature=0.6, top_p=1.0,
+                eval_n=4, max_problems=0, grad_checkpointing=True, save_every=20,
+                test_timeout=6.0, logprob_chunk=512, out="runs/grpo-gpu"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="grpo.py", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="GRPO on code problems with sandbox rewards. CPU default: tiny model, "
+                    "built-in problems, SFT warm start, then GRPO; prints pass@1 before and "
+                    "after RL. Launch on GPUs with torchrun --nproc_per_node N grpo.py "
+                    "--preset gpu.")
+    a = p.add_argument
+    a("--preset", choices=sorted(PRESETS), default="cpu",
+      help="defaults for a setting; explicit flags override them")
+    g = p.add_argument_group("model and data")
+    g.add_argument("--model", default="tiny",
+                   help="'tiny' (offline Qwen2-architecture model built here), a hub id or a "
+                        "local path (e.g. Qwen/Qwen3-1.7B as in AT-GRPO)")
+    g.add_argument("--model-seed", type=int, default=0, help="seed of the tiny model's weights")
+    g.add_argument("--train-data", default="builtin",
+                   help="comma list of NAME or NAME:PATH (apps, apps_plus, code_contests, "
+                        "livecodebench, builtin); no path = Hugging Face hub")
+    g.add_argument("--eval-data", default="builtin", help="same format as --train-data")
+    g.add_argument("--max-problems", type=int, default=0, help="keep the first N problems (0 = all)")
+    g.add_argument("--engine", default="hf", choices=["auto", "vllm", "hf"],
+                   help="generation engine: vLLM or transformers' generate (always works)")
+    g = p.add_argument_group("GRPO")
+    g.add_argument("--steps", type=int, default=40, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
+    g.add_argument("--prompts-per-step", type=int, default=16, help="prompts per step over all ranks (AT-GRPO: 128)")
+    g.add_argument("--group-size", type=int, default=8, help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (1.0 keeps sampler and trainer log-probs consistent)")
+    g.add_argument("--max-new-tokens", type=int, default=96, help="response budget (AT-GRPO 4096; DRIVE 24k in stage 1)")
+    g.add_argument("--reward", choices=["binary", "fraction"], default="binary",
+                   help="binary: 1 when every test passes; fraction: share of tests passed")
+    g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
+                   help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
+    g.add_argument("--agg", choices=AGGREGATIONS, default="token-mean",
+                   help="loss aggregation: token-mean (DAPO), seq-mean-token-mean (GRPO), "
+                        "seq-mean-token-sum-norm (Dr. GRPO)")
+    g.add_argument("--eps-low", type=float, default=0.2, help="lower clip (PPO/GRPO 0.2)")
+    g.add_argument("--eps-high", type=float, default=0.28, help="upper clip (DAPO clip-higher 0.28)")
+    g.add_argument("--beta", type=float, default=0.0, help="k3 KL weight to the initial policy (code recipes: 0)")
+    g.add_argument("--dynamic-sampling", action="store_true",
+                   help="DAPO: drop groups whose rewards are all equal and sample more prompts")
+    g.add_argument("--max-resample", type=int, default=2, help="extra sampling rounds for --dynamic-sampling")
+    g.add_argument("--overlong-filter", action="store_true",
+                   help="mask the loss of responses cut at --max-new-tokens (DAPO)")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--lr", type=float, default=2e-5, help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
+    g.add_argument("--min-lr-ratio", type=float, default=1.0, help="cosine floor as a share of --lr (1.0 = constant after warm-up)")
+    g.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (AT-GRPO 0.01)")
+    g.add_argument("--warmup-steps", type=int, default=3, help="linear LR warm-up steps (SFT and RL)")
+    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
+    g.add_argument("--micro-batch", type=int, default=32, help="sequences per forward/backward (gradient accumulation)")
+    g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward")
+    g.add_argument("--logprob-chunk", type=int, default=256, help="positions per chunk of the log-prob computation")
+    g = p.add_argument_group("warm start and evaluation")
+    g.add_argument("--sft-steps", type=int, default=300, help="supervised steps on reference solutions before RL (0 = none)")
+    g.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate")
+    g.add_argument("--sft-batch", type=int, default=32, help="SFT examples per step over all ranks")
+    g.add_argument("--eval-n", type=int, default=8, help="samples per problem for pass@1/pass@n (0 = no evaluation)")
+    g.add_argument("--eval-temperature", type=float, default=1.0, help="evaluation temperature (AT-GRPO 0.6)")
+    g.add_argument("--eval-only", action="store_true", help="evaluate (after --sft-steps, if any) and stop")
+    g = p.add_argument_group("sandbox")
+    g.add_argument("--test-timeout", type=float, default=2.0, help="seconds per test")
+    g.add_argument("--sandbox-workers", type=int, default=None, help="sandbox processes (default: one per core)")
+    g = p.add_argument_group("run")
+    g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
+    g.add_argument("--out", default="runs/grpo", help="output dir: metrics.jsonl, summary.json, step_N/ checkpoints")
+    g.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps and at the end (0 = never)")
+    g.add_argument("--resume", action="store_true", help="continue from <out>/latest")
+    return p
+
+
+def parse_args(argv=None):
+    parser = build_parser()
+    pre, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**PRESETS[pre.preset])
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    args = parse_args(argv)
+    try:
+        train(args)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
