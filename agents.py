@@ -38,7 +38,8 @@ The public implementation's four defects, each pinned by a test in tests/test_ag
 
 Interfaces and simplifications
   * generate functions: `generate(prompts: list[list[dict]]) -> list[str]`, chat message lists
-    in, one text out per prompt. K candidates = each prompt repeated K times in one call (a
+    in, one text out per prompt (or objects with .text, e.g. engine Completions, kept whole in
+    Sample.output so the trainer has the sampled token ids). K candidates = each prompt repeated K times in one call (a
     sampling engine gives K different texts). The loop never sees a tokenizer: the trainer
     renders the messages (data.render_prompt) both to generate and to train. Shared or
     per-role policy is the caller's choice: pass the same function twice, or two.
@@ -338,10 +339,17 @@ class Sample:
     response: str
     reward: float
     terms: dict  # every reward term of this candidate
+    output: object = None  # what generate returned (a str, or an engine Completion with token ids)
+
+
+def response_text(output):
+    """generate may return strings or objects with .text (engine Completions, which keep the
+    token ids the trainer needs); the loop only reads the text."""
+    return output if isinstance(output, str) else output.text
 
 
 def generate_candidates(generate, prompts, k):
-    """One generate call with each prompt repeated k times -> k texts per prompt."""
+    """One generate call with each prompt repeated k times -> k outputs per prompt."""
     if not prompts:
         return []
     texts = generate([p for p in prompts for _ in range(k)])
@@ -367,10 +375,10 @@ def _new_stats():
 def _extract_all(coder_texts, tester_texts, max_tests, stats):
     from data import extract_code
 
-    codes = [extract_code(t) for t in coder_texts]
+    codes = [extract_code(response_text(t)) for t in coder_texts]
     test_sets = []
     for text in tester_texts:
-        tests, failed = parse_tests(text, max_tests)
+        tests, failed = parse_tests(response_text(text), max_tests)
         stats["tester_blocks_failed"] += failed
         stats["tester_replies_without_tests"] += not tests
         test_sets.append(tests)
@@ -380,7 +388,8 @@ def _extract_all(coder_texts, tester_texts, max_tests, stats):
 
 def _samples_for(state, scored, role, messages, texts):
     key = (state.problem.id, state.episode, state.turn, role)
-    return [Sample(role, key, messages, text, terms["reward"], terms) for (_, terms), text in zip(scored, texts)]
+    return [Sample(role, key, messages, response_text(out), terms["reward"], terms, out)
+            for (_, terms), out in zip(scored, texts)]
 
 
 def _log_terms(stats, role, scored):
@@ -464,3 +473,248 @@ def run_episodes(problems, coder_generate, tester_generate, max_turns=5, k=2, al
         samples += turn_samples
         stats["turns"] += 1
     return states, samples, _summarize(stats, states)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training: `torchrun agents.py --model tiny`, on grpo.py's machinery (imported, never copied).
+# Loop order per step: play episodes (generate + sandbox rewards) -> group advantages over
+# (problem, episode, turn, role) -> one GRPO update per policy -> weight sync into its engine.
+
+AGENT_PRESETS = {
+    # CPU default: tiny model, built-in stdio problems, minutes on 2 cores.
+    "cpu": dict(out="runs/agents", steps=12, prompts_per_step=4, sft_steps=150, eval_n=2,
+                max_new_tokens=160, micro_batch=16),
+    # AT-GRPO's reported settings at 1.7B (methods.md section 4).
+    "gpu": dict(out="runs/agents-gpu", max_turns=5, k=4, max_new_tokens=4096, lr=1e-6,
+                weight_decay=0.01, eval_temperature=0.6),
+}
+
+
+def build_parser():
+    import grpo
+
+    p = grpo.build_parser()
+    p.prog = "agents.py"
+    p.description = ("AT-GRPO: a tester and a coder refine tests and program over turns; GRPO per "
+                     "(problem, turn, agent). CPU default: tiny model on the built-in stdio problems.")
+    g = p.add_argument_group("AT-GRPO")
+    g.add_argument("--policy", choices=["shared", "per-role"], default="per-role",
+                   help="one model for both roles (role in the prompt) or one model per role (seed: per-role best)")
+    g.add_argument("--max-turns", type=int, default=2, help="turns per episode (seed 10, public configs 5)")
+    g.add_argument("--k", type=int, default=2, help="candidates per agent per turn, the GRPO group size (paper 4)")
+    g.add_argument("--alpha", type=float, default=0.7, help="weight of the global reward (seed 0.7)")
+    g.add_argument("--catch-bonus", type=float, default=0.0, help="tester bonus per valid test that fails a wrong program")
+    g.add_argument("--max-tests", type=int, default=4, help="tests kept per tester reply")
+    return p
+
+
+def parse_args(argv=None):
+    import grpo
+
+    parser = build_parser()
+    pre, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**grpo.PRESETS[pre.preset], **AGENT_PRESETS[pre.preset])
+    return parser.parse_args(argv)
+
+
+@dataclass
+class Policy:
+    """One trained model: the FSDP policy, its optimizer and its generation engine."""
+
+    tokenizer: object
+    policy: object
+    ref: object
+    engine: object
+    optimizer: object = None
+    scheduler: object = None
+
+
+def make_policies(args, d):
+    """{"tester": Policy, "coder": Policy}: the same object twice when shared."""
+    import grpo
+
+    n = 1 if args.policy == "shared" else 2
+    made = [Policy(*grpo.setup_policy(args, d)[1:]) for _ in range(n)]
+    return {"tester": made[0], "coder": made[-1]}
+
+
+def distinct(policies):
+    """(policy, roles) pairs, one per distinct model."""
+    out = {}
+    for role, pol in policies.items():
+        out.setdefault(id(pol), (pol, []))[1].append(role)
+    return list(out.values())
+
+
+def engine_generate(pol, args, rng, temperature):
+    """A generate function for run_episodes: render, sample one completion per prompt."""
+    import data
+
+    def generate(prompts):
+        texts = [data.render_prompt(pol.tokenizer, m) for m in prompts]
+        outs = pol.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
+                                   max_new_tokens=args.max_new_tokens, seed=rng.randrange(2**31))
+        return [o[0] for o in outs]
+
+    return generate
+
+
+def warm_start_examples(tokenizer, problems, roles, max_tests):
+    """SFT pairs: the turn-0 prompt of each role -> reference program / ground-truth tests."""
+    import data
+    import grpo
+
+    out = []
+    for p in problems:
+        state = EpisodeState(p, 0)
+        pairs = []
+        if "coder" in roles:
+            pairs += [(coder_messages(state), data.format_answer(s)) for s in p.solutions]
+        if "tester" in roles:
+            pairs.append((tester_messages(state, max_tests), format_tests(p.tests[:max_tests])))
+        for messages, answer in pairs:
+            ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
+            out.append(grpo.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0))
+    return out
+
+
+def warm_start(pol, examples, args, d):
+    """grpo.sft's loop on our examples (grpo.sft builds single-agent coder examples itself)."""
+    import random
+
+    import grpo
+    from model import warmup_cosine
+
+    rng = random.Random(args.seed + 1)
+    optimizer = torch_optim(pol.policy, args.sft_lr, 0.0)
+    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.sft_steps)
+    for _ in range(args.sft_steps):
+        batch = [examples[rng.randrange(len(examples))] for _ in range(args.sft_batch)]
+        grpo.train_on_samples(pol.policy, optimizer, batch[d.rank::d.world], grpo.sft_loss_fn(args),
+                              micro_batch=args.micro_batch, agg="token-mean", max_len=None,
+                              pad_id=pol.tokenizer.pad_token_id, device=d.device,
+                              max_grad_norm=args.max_grad_norm)
+        scheduler.step()
+
+
+def torch_optim(policy, lr, weight_decay):
+    import torch
+
+    return torch.optim.AdamW(policy.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+
+
+def training_samples(samples, roles, tokenizer, advantages):
+    """run_episodes samples of these roles -> grpo.Sample (prompt ids, sampled ids, advantage)."""
+    import data
+    import grpo
+
+    out = []
+    for s, adv in zip(samples, advantages.tolist()):
+        if s.role in roles:
+            ids = tokenizer(data.render_prompt(tokenizer, s.messages))["input_ids"]
+            out.append(grpo.Sample(ids, s.output.token_ids, adv, None, s.reward, key=s.group))
+    return out
+
+
+def rl_step(policies, problems, rng, args, d):
+    """Play one batch of episodes, then one GRPO update of every distinct policy."""
+    import grpo
+    import torch
+
+    batch = [problems[rng.randrange(len(problems))] for _ in range(max(1, args.prompts_per_step // d.world))]
+    gens = {r: engine_generate(policies[r], args, rng, args.temperature) for r in ROLES}
+    _, samples, stats = run_episodes(batch, gens["coder"], gens["tester"], args.max_turns, args.k, args.alpha,
+                                     args.catch_bonus, args.max_tests, args.test_timeout)
+    # Groups are one episode's K candidates at one turn: they never span problems or ranks.
+    adv = grpo.group_advantages(torch.tensor([s.reward for s in samples]), scale=args.adv_scale,
+                                group_ids=[s.group for s in samples])
+    for pol, roles in distinct(policies):
+        train = training_samples(samples, roles, pol.tokenizer, adv)
+        st = grpo.train_on_samples(pol.policy, pol.optimizer, train, grpo.grpo_loss_fn(args, pol.ref),
+                                   micro_batch=args.micro_batch, agg=args.agg, max_len=args.max_new_tokens,
+                                   pad_id=pol.tokenizer.pad_token_id, device=d.device,
+                                   max_grad_norm=args.max_grad_norm, temperature=args.temperature)
+        pol.scheduler.step()
+        grpo.sync_weights(pol.policy, pol.engine, d)
+        stats["/".join(roles) + "_grad_norm"] = st["grad_norm"]
+    return stats
+
+
+def evaluate(policies, problems, args, d, rng):
+    """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
+    the coder alone (its turn-0 program: the single-agent baseline, same model and prompt) and
+    the final program after up to max_turns turns with the tester."""
+    from model import all_reduce_sum
+
+    mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
+    gens = {r: engine_generate(policies[r], args, rng, args.eval_temperature) for r in ROLES}
+    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], args.max_turns, 1, args.alpha,
+                                      args.catch_bonus, args.max_tests, args.test_timeout)
+    n = all_reduce_sum(len(episodes))
+    alone = all_reduce_sum(sum(e.history[0]["coder"]["global"] == 1.0 for e in episodes))
+    final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
+    agree = all_reduce_sum(sum(e.agree for e in episodes))
+    return {"pass@1_coder_alone": alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
+            "agree_rate": agree / max(n, 1), "episodes": int(n)}
+
+
+def train(args):
+    import json
+    import os
+    import random
+    import time
+
+    import data
+    import grpo
+    from model import init_distributed, seed_everything, warmup_cosine
+
+    d = init_distributed()
+    seed_everything(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    log, say = grpo.MetricsLog(args.out, d.main), (print if d.main else (lambda *a, **k: None))
+    t0 = time.time()
+    train_p, eval_p = grpo.load_problem_sets(args)
+    train_p, eval_p = [p for p in train_p if p.fn_name is None], [p for p in eval_p if p.fn_name is None]
+    policies = make_policies(args, d)
+    say(f"[agents] {args.policy} policy, {len(train_p)} stdio train / {len(eval_p)} eval problems, "
+        f"K={args.k}, max_turns={args.max_turns}")
+    for pol, roles in distinct(policies):
+        warm_start(pol, warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests), args, d)
+        grpo.sync_weights(pol.policy, pol.engine, d)
+        pol.optimizer = torch_optim(pol.policy, args.lr, args.weight_decay)
+        pol.scheduler = warmup_cosine(pol.optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+    rng = random.Random(args.seed)
+    summary = {"before": evaluate(policies, eval_p, args, d, random.Random(args.seed + 7))}
+    say(f"[agents] before RL: {summary['before']}")
+    log({"phase": "eval", "when": "before_rl", **summary["before"]})
+    for step in range(args.steps):
+        t = time.time()
+        stats = rl_step(policies, train_p, rng, args, d)
+        log({"phase": "rl", "step": step + 1, "seconds": round(time.time() - t, 1), **stats})
+        say(f"[agents] step {step + 1}: coder reward {stats.get('coder_reward_mean', 0):.3f} tester reward "
+            f"{stats.get('tester_reward_mean', 0):.3f} agree {stats['agree_rate']:.2f} pass@1 {stats['pass_at_1']:.2f}")
+    summary["after"] = evaluate(policies, eval_p, args, d, random.Random(args.seed + 7))
+    say(f"[agents] after RL: {summary['after']}")
+    log({"phase": "eval", "when": "after_rl", **summary["after"]})
+    summary.update(policy=args.policy, steps=args.steps, wall_seconds=round(time.time() - t0, 1))
+    if d.main:
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+    return summary
+
+
+def main(argv=None):
+    import torch.distributed as dist
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        train(parse_args(argv))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

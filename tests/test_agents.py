@@ -5,9 +5,8 @@ The programs run in the real sandbox (tiny programs, a few dozen jobs in all).
 import pytest
 
 import agents
+import data
 from agents import parse_tests, run_episodes
-
-data = pytest.importorskip("data")
 
 REF = "a, b = map(int, input().split())\nprint(a + b)\n"
 MINUS = "a, b = map(int, input().split())\nprint(a - b)\n"
@@ -230,3 +229,13 @@ def test_call_based_problems_are_skipped():
     episodes, samples, stats = run_episodes(problems, fixed(code(REF)), fixed(GOOD_TESTS), max_turns=1, k=1)
     assert [e.problem.id for e in episodes] == ["io"] and stats["skipped_call_based"] == 1
     assert {s.group[0] for s in samples} == {"io"}
+
+
+def test_generate_may_return_completions_and_must_return_one_per_prompt():
+    from types import SimpleNamespace
+    coder = Scripted(lambda m, i: SimpleNamespace(text=code(REF), token_ids=[1, 2, 3]))
+    _, samples, _ = run_episodes([make_problem()], coder, fixed(GOOD_TESTS), max_turns=1, k=2)
+    c0, _ = by_role(samples, "coder")
+    assert c0.output.token_ids == [1, 2, 3] and c0.response == code(REF) and c0.terms["global"] == 1.0
+    with pytest.raises(ValueError, match="one text per prompt"):
+        run_episodes([make_problem()], fixed(code(REF)), lambda prompts: ["x"], max_turns=1, k=2)
