@@ -26,7 +26,8 @@ function's docstring, the closing bracket of a multi-line call) are neutral and 
 `fgo_line_mask`: a statement spread over several lines takes one status for all its lines;
 a neutral non-blank line takes the status of the next code line below it (a comment describes,
 an `else:` opens, what follows), so an unreached `else:` branch is masked whole, keyword
-included; blank lines and anything after the last code line are kept. Tokens outside the code
+included; blank lines and anything after the last code line are kept. A test killed for
+time, memory or output reports no lines, so those verdicts (and compile errors) mask nothing. Tokens outside the code
 (the fence, prose around it) are kept: FGO only removes code that did not influence the reward.
 A token whose characters touch several lines is masked only if all of them are masked (it also
 wrote part of code that ran). Compile errors mask nothing: the whole program earned the -1.
@@ -321,6 +322,16 @@ def fgo_token_mask(response_text: str, token_char_spans: list[tuple[int, int]],
         if all(masked(k) for k in touched):
             keep[t] = 0
     return keep
+
+
+# Verdicts whose coverage is complete. A test killed for time, memory or output reports no
+# lines (its tracer dies with it), so FGO would mask code that may well have run: keep all.
+FGO_STATUSES = frozenset({"pass", "wrong_answer", "runtime_error"})
+
+
+def fgo_executed_lines(status: str | None, executed_lines: set[int] | None) -> set[int] | None:
+    """The executed lines FGO may trust for this verdict, or None (mask nothing)."""
+    return executed_lines if status in FGO_STATUSES else None
 
 
 def masked_share(fgo_mask: torch.Tensor, response_mask: torch.Tensor) -> float:

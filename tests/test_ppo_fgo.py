@@ -254,6 +254,13 @@ def test_fgo_masks_exactly_the_unreached_else_branch_tokens(bpe_tokenizer):
     assert set(fgo_token_mask(response, spans, code_span, traced_lines(SIGN, ["3", "-1"]))) == {1}
 
 
+def test_fgo_trusts_coverage_only_from_complete_runs():
+    assert ppo_fgo.fgo_executed_lines("wrong_answer", {1, 2}) == {1, 2}
+    assert ppo_fgo.fgo_executed_lines("runtime_error", {1}) == {1}
+    for killed in ("timeout", "memory_limit", "output_limit", "compile_error", None):
+        assert ppo_fgo.fgo_executed_lines(killed, set()) is None
+
+
 # ----------------------------------------------------------------------------- critic
 
 
