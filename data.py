@@ -528,7 +528,7 @@ def _hub_rows(name: str, split: str, opts: dict):
         if name == "apps":  # the hub repo's loading script is not run by recent `datasets`
             ds = load_dataset("codeparrot/apps", data_files={split: f"{split}.jsonl"}, split=split)
         elif name == "code_contests":
-            ds = load_dataset("deepmind/code_contests", split={"valid": "valid"}.get(split, split))
+            ds = load_dataset("deepmind/code_contests", split=split)  # train / valid / test
         else:
             release = opts.get("release", "release_v1")
             if release not in LCB_RELEASES:
@@ -575,6 +575,8 @@ def drop_reason(problem: Problem, opts: dict) -> str | None:
     if wanted and problem.difficulty not in ([wanted] if isinstance(wanted, str) else wanted):
         return "other difficulty"
     date = problem.metadata.get("contest_date") or ""
+    if (opts.get("start_date") or opts.get("end_date")) and not date:
+        return "no contest date"
     if opts.get("start_date") and date < opts["start_date"]:
         return "before the date window"
     if opts.get("end_date") and date > opts["end_date"]:
@@ -803,9 +805,11 @@ def main(argv=None):
                    help="drop train problems whose question's 5-shingle Jaccard with a test question reaches this")
     args = parser.parse_args(argv)
     try:
-        prepare(args)
+        out = prepare(args)
     except DataError as e:
         sys.exit(f"error: {e}")
+    if not any(out.values()):
+        sys.exit("error: no problems were loaded; the table above says why for each source.")
 
 
 # ----------------------------------------------------------------------------------------

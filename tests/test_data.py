@@ -301,6 +301,10 @@ def test_livecodebench_compressed_private_tests_date_window_and_evil_pickle(tmp_
     late = data.load_problems("livecodebench", path=path, stats=st, start_date="2024-01-01")
     assert [p.id for p in late] == ["livecodebench/abc1"] and st["before the date window"] == 1
     assert [p.id for p in data.load_problems("livecodebench", path=path, end_date="2023-12-31")] == ["livecodebench/2727"]
+    st = Counter()
+    undated = write_jsonl(tmp_path / "undated.jsonl", [lcb_row(contest_date="")])
+    assert data.load_problems("livecodebench", path=undated, stats=st, start_date="2023-01-01") == []
+    assert st["no contest date"] == 1
 
 
 def test_decode_private_tests_plain_json_and_garbage():
@@ -388,3 +392,9 @@ def data_args(tmp_path, **kw):
                 dedup_threshold=0.7)
     args.update(kw)
     return argparse.Namespace(**args)
+
+
+def test_prepare_with_nothing_loaded_exits_with_a_sentence(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="no problems were loaded"):
+        data.main(["prepare", "--out", str(tmp_path / "out"), "--sources", "apps", "--local-dir", str(tmp_path)])
+    assert "skipped: no apps_train" in capsys.readouterr().out
