@@ -56,6 +56,8 @@ import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
+from data import extract_code  # the project's one rule for "the code in an answer"
+
 # ----------------------------------------------------------------------------- CCCS: split points
 
 _CONDITIONALS = (ast.If, ast.Match) if hasattr(ast, "Match") else (ast.If,)
@@ -129,43 +131,43 @@ COMPLETION_INSTRUCTION = (
 
 
 def completion_prompt(prompt: str, prefix: str, prefill: bool = False) -> str:
-    """The trainer's usual prompt for a problem, plus the canonical prefix to complete.
+    """The trainer's prompt for a problem, plus the canonical prefix to complete.
 
-    prefill=False (chat/instruct models): append an instruction and the prefix in a fenced
-    block; the model answers with the rest of the program.
-    prefill=True (base models, or a prompt that already ends where the code begins, e.g. with
-    "```python\n"): append the bare prefix, so generation continues the program directly.
-    An empty prefix (the final stage) returns `prompt` unchanged, so the last stage is exactly
-    the ordinary task. Either way the prefix is in the prompt and never gets a loss.
+    prefill=False: `prompt` is the user message (data.problem_statement); an instruction and
+    the prefix in a ```python block are appended, and the model answers with the rest.
+    prefill=True: `prompt` is the rendered prompt that ends where the answer starts
+    (data.render_prompt); the answer is opened for the model ("```python\n" + prefix), so
+    generation continues the program directly -- what a base model (our tiny one) needs.
+    An empty prefix (the final stage) returns `prompt` unchanged: the last stage is exactly the
+    ordinary task. Either way the prefix is in the prompt and never gets a loss.
     """
     if not prefix:
         return prompt
     if prefill:
-        return prompt + prefix
-    return f"{prompt}\n\n{COMPLETION_INSTRUCTION}\n\n```python\n{prefix}```\n"
+        return f"{prompt}```python\n{prefix}"
+    return f"{prompt}\n\n{COMPLETION_INSTRUCTION}\n\n```python\n{prefix}```"
 
 
-_OPEN_FENCE = re.compile(r"^```[^\n]*\n(.*?)(?:^```|\Z)", re.DOTALL | re.MULTILINE)
-_CLOSE_FENCE = re.compile(r"^```", re.MULTILINE)
+def rewarded_program(prefix: str, completion: str, prefill: bool = False) -> str | None:
+    """The program to run on the tests, prefix + the model's code; None = no code in the answer.
 
-
-def rewarded_program(prefix: str, completion: str, prefill: bool = False) -> str:
-    """The program to run on the tests: prefix + the model's continuation.
-
-    `completion` is the model's raw text, with its leading whitespace (the first line to
-    complete is often indented; do not strip it). With prefill=False the first ```-fenced
-    block is the code if there is one (models fence by habit), else the whole text. With
-    prefill=True the text runs up to the line where the model closes the block. If the model
-    repeated the prefix anyway, its code is taken as the whole program instead of doubling it.
+    `completion` is the model's raw text; the code is read with data.extract_code (the last
+    ```python block), the rule every trainer uses, so a stage's reward is judged like the
+    final stage's. With prefill=True the answer was opened in the prompt, so the program is
+    the block "```python\n" + prefix + completion. If the model repeated the prefix anyway,
+    its code is taken as the whole program instead of doubling the prefix. The first completed
+    line is usually indented: extract_code keeps that indentation (it strips only newlines).
     """
+    if not prefix:
+        return extract_code(completion)
     if prefill:
-        code = _CLOSE_FENCE.split(completion, maxsplit=1)[0]
-    else:
-        fenced = _OPEN_FENCE.search(completion)
-        code = fenced.group(1) if fenced else completion
-    if prefix.strip() and code.lstrip().startswith(prefix.strip()):
+        return extract_code(f"```python\n{prefix}{completion}")
+    code = extract_code(completion)
+    if code is None:
+        return None
+    if code.lstrip().startswith(prefix.strip()):
         return code
-    if prefix and not prefix.endswith(("\n", "\r")):
+    if not prefix.endswith(("\n", "\r")):
         prefix += "\n"  # only when the prefix is the whole program with no final newline
     return prefix + code
 

@@ -68,8 +68,8 @@ def main():
           f"max {max(n_points)}; with loops: median {statistics.median(n_points_loops)}")
     print(f"stages incl. the final one -> problems: {histogram(Counter(stages))}")
     by_diff = {}
-    for (_, _, _), row, k in zip(problems, raw, stages):
-        by_diff.setdefault(row["difficulty"], []).append(k)
+    for (_, _, problem), row, k in zip(problems, raw, stages):
+        by_diff.setdefault(problem.difficulty if problem else row["difficulty"], []).append(k)
     for d, ks in sorted(by_diff.items()):
         print(f"  {d:13s} mean stages {statistics.mean(ks):.2f} (n={len(ks)})")
 
@@ -89,22 +89,21 @@ def main():
         for j, start in enumerate(starts):
             prefix, rest = make_subtask(code, start)
             bad_identity += prefix + rest != code
-            bad_identity += rewarded_program(prefix, rest) != code
-            # model-style answers: a fenced block (closing fence on its own line), or a
-            # prefilled prompt continued and then closed
-            block = rest if rest.endswith("\n") or not rest else rest + "\n"
-            for text, prefill in ((f"Here:\n```python\n{block}```\n", False),
-                                  (f"{block}```\nDone.", True)):
-                got = rewarded_program(prefix, text, prefill=prefill)
-                bad_identity += got not in (code, code + "\n")
+            # model-style answers: a fenced block, or the continuation of a prefilled prompt;
+            # extract_code drops the newlines around a block, which changes nothing
+            # (the final stage's prompt is the ordinary one, so its answers are fenced both ways)
+            fenced = f"Here:\n```python\n{rest}\n```\n"
+            answers = ((fenced, False), (f"{rest}\n```\nDone." if prefix else fenced, True))
+            programs = [rewarded_program(prefix, text, prefill) for text, prefill in answers]
+            bad_identity += sum(p is None or p.strip("\n") != code.strip("\n") for p in programs)
             if start is not None and not rest.lstrip().startswith(("if", "elif", "match")):
                 bad_first_line += 1
             left = len(starts) - 1 - j
             share = rest.count("\n") / max(code.count("\n"), 1)
             write_share.setdefault(left, []).append(share)
-            subtasks.append((pid, j, rewarded_program(prefix, rest), problem))
+            subtasks.append((pid, j, programs[0], problem))
     print(f"subtasks (all stages of all problems): {len(subtasks)}")
-    print(f"identity failures (prefix+remainder; rewarded_program plain, fenced, prefilled): "
+    print(f"identity failures (prefix+remainder; rewarded_program of a fenced / prefilled answer): "
           f"{bad_identity}")
     print(f"remainders not starting with if/elif/match: {bad_first_line}")
     for left in sorted(write_share, reverse=True):

@@ -108,29 +108,31 @@ def test_completion_prompt_holds_prefix_and_final_stage_is_plain():
     assert prefix in prompt and "Complete" in prompt
     assert "elif" not in prompt  # the remainder is not leaked
     assert completion_prompt("Print the sign of x.", "") == "Print the sign of x."
-    # prefill: the prompt ends with the bare prefix, generation continues the program
-    base = "Print the sign of x.\n```python\n"
-    assert completion_prompt(base, prefix, prefill=True) == base + prefix
-    assert completion_prompt(base, "", prefill=True) == base
+    # prefill: the answer is opened in the prompt, generation continues the program
+    rendered = "### User\nPrint the sign of x.\n\n### Assistant\n"
+    assert completion_prompt(rendered, prefix, prefill=True) == rendered + "```python\n" + prefix
+    assert completion_prompt(rendered, "", prefill=True) == rendered
 
 
-def test_rewarded_program_plain_fenced_and_repeated():
+def test_rewarded_program_fenced_answer():
     prefix, remainder = make_subtask(SIGN, 5)
-    assert rewarded_program(prefix, remainder) == SIGN
-    # a fenced answer: the block is the code, its indentation kept
-    assert rewarded_program(prefix, "Sure:\n```python\n" + remainder + "```\nDone.") == SIGN
+    # the block is the code; the indentation of its first line survives
+    answer = "Sure:\n```python\n" + remainder + "```\nDone."
+    assert rewarded_program(prefix, answer) == SIGN.rstrip("\n")
     # the model repeated the prefix: do not double it
-    assert rewarded_program(prefix, "```python\n" + SIGN + "```") == SIGN
-    # final stage: the completion is the program
-    assert rewarded_program("", "print(1)\n") == "print(1)\n"
+    assert rewarded_program(prefix, "```python\n" + SIGN + "```") == SIGN.rstrip("\n")
+    # no code block: no program (the trainer's "no code" reward), as at the final stage
+    assert rewarded_program(prefix, remainder) is None
+    assert rewarded_program("", "```python\nprint(1)\n```") == "print(1)"
 
 
-def test_rewarded_program_prefill_cuts_at_closing_fence():
+def test_rewarded_program_prefill():
     prefix, remainder = make_subtask(SIGN, 5)
-    assert rewarded_program(prefix, remainder + "```\nThis prints the sign.", prefill=True) == SIGN
-    assert rewarded_program(prefix, remainder, prefill=True) == SIGN  # cut off, no fence
-    # without prefill the closing fence would have been read as an opening one
-    assert rewarded_program(prefix, remainder + "```\nx", prefill=False) != SIGN
+    program = rewarded_program(prefix, remainder + "```\nThis prints the sign.", prefill=True)
+    assert program == SIGN.rstrip("\n")
+    assert rewarded_program(prefix, remainder, prefill=True) == SIGN.rstrip("\n")  # cut off
+    # final stage: no prefix was prefilled, the answer is an ordinary one
+    assert rewarded_program("", "```python\nprint(1)\n```", prefill=True) == "print(1)"
 
 
 def _schedule(**kw):
