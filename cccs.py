@@ -1,7 +1,8 @@
 """The curricula: StepCoder's CCCS and DRIVE's hard-focus schedule.
 
 Both answer one question -- which prompts does the policy see at this step? -- so they live in
-one module. Everything here is plain Python on strings and floats: no model, no sandbox. The
+one module. Everything here is plain Python on strings and floats: no model, no sandbox (only
+data.extract_code, so a completed program is read from an answer like any other). The
 trainer (grpo.py, ppo_fgo.py) calls these functions around its rollout and reward code.
 
 CCCS, Curriculum of Code Completion Subtasks (StepCoder, Dou et al. 2024)

@@ -4,9 +4,10 @@ check that every stage's prefix + canonical remainder is the original program an
     .venv/bin/python bench/check_cccs_real.py [--path ../shared/data/apps_plus_valid_500.json]
                                               [--no-sandbox] [--workers 2]
 
-Loads problems with data.load_problems("apps_plus") when data.py is there (the trainer's view:
-solutions[0] is the runnable program, with the NAME() call appended for stdin problems);
-otherwise it reads the JSON itself and skips the sandbox (the test format is data.py's).
+Problems come from data.load_problems("apps_plus"), the trainer's view: solutions[0] is the
+runnable program, with the NAME() call appended for stdin problems. Every stage's program is
+built the way the trainer builds it (rewarded_program of a fenced answer holding the canonical
+remainder) and judged by sandbox.run_batch.
 """
 
 import argparse
@@ -19,25 +20,14 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from cccs import make_subtask, rewarded_program, split_points, stage_starts  # noqa: E402
+from data import load_problems  # noqa: E402
 
 DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
                             "apps_plus_valid_500.json")
 
 
 def load(path: str):
-    """[(id, program, problem or None)]; problem is data.py's Problem when data.py exists."""
-    try:
-        from data import load_problems
-    except ImportError:
-        print("data.py not importable: reading the JSON directly, sandbox check skipped")
-        rows = json.load(open(path))
-        out = []
-        for i, row in enumerate(rows):
-            code, starter = row["canonical_solution"], row["starter_code"].strip()
-            if starter.startswith("def ") and "class " not in starter:  # stdin problem
-                code += f"\n\n{starter[4:starter.index('(')]}()\n"
-            out.append((i, code, None))
-        return out
+    """[(id, program, Problem)]: solutions[0] is the runnable program (the trainer's view)."""
     return [(p.id, p.solutions[0], p) for p in load_problems("apps_plus", path=path)]
 
 
@@ -68,8 +58,8 @@ def main():
           f"max {max(n_points)}; with loops: median {statistics.median(n_points_loops)}")
     print(f"stages incl. the final one -> problems: {histogram(Counter(stages))}")
     by_diff = {}
-    for (_, _, problem), row, k in zip(problems, raw, stages):
-        by_diff.setdefault(problem.difficulty if problem else row["difficulty"], []).append(k)
+    for (_, _, problem), k in zip(problems, stages):
+        by_diff.setdefault(problem.difficulty, []).append(k)
     for d, ks in sorted(by_diff.items()):
         print(f"  {d:13s} mean stages {statistics.mean(ks):.2f} (n={len(ks)})")
 
@@ -113,7 +103,7 @@ def main():
               f"{statistics.median(xs):.2f}")
 
     # -- sandbox: every stage's rewarded program on the problem's tests
-    if args.no_sandbox or problems[0][2] is None:
+    if args.no_sandbox:
         print("sandbox check: skipped")
         return
     from sandbox import run_batch
