@@ -19,8 +19,8 @@ Comparison rules (outputs_match, values_match; the parent process applies them, 
     Unlike the original APPS checker: no reordering, no token sets, no rounding to 3 decimals.
   call-based: the child turns the return value into plain JSON data (tuples -> lists); only exact
     builtin types are accepted, so no object the program builds (an __eq__ that is always True, an
-    int subclass) reaches the comparison. Then deep equality with tuples == lists, bool only equal
-    to bool, floats within FLOAT_TOL as above, sets as sorted lists.
+    int subclass) reaches the comparison. Then deep equality with tuples == lists, True == 1 (as in
+    Python), floats within FLOAT_TOL as above, sets as sorted lists.
 
 Architecture (why it is fast)
 ------------------------------
@@ -181,13 +181,12 @@ def outputs_match(expected: str, actual: str) -> bool:
 
 
 def values_match(expected, actual) -> bool:
-    """Call-based rule on plain data: tuples == lists, bool only == bool, floats within FLOAT_TOL.
+    """Call-based rule on plain data: tuples == lists, floats within FLOAT_TOL, True == 1 as in
+    Python (APPS+ ground truths rely on it: 2 canonical solutions return False for 0).
 
     >>> values_match([1, (2, 3.0)], [1, [2, 3.0000000001]]), values_match(True, 1)
-    (True, False)
+    (True, True)
     """
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is type(actual) and expected == actual
     if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
         if isinstance(expected, int) and isinstance(actual, int):
             return expected == actual
@@ -766,7 +765,7 @@ def _child(job, test_input, workdir, uid, info, fds):
     sys.argv = ["solution.py"]
     send = _make_sender(HARNESS_FD, json.dumps, os.write)
     try:
-        compiled = compile(job["code"], SOLUTION_FILENAME, "exec")
+        compiled = compile(job["code"], SOLUTION_FILENAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as e:
         send({"compile_error": f"{type(e).__name__}: {e}"})
         os._exit(0)

@@ -1,0 +1,196 @@
+"""Benchmark and real-data check of sandbox.py.
+
+1. Every canonical solution of APPS+ (../shared/data/apps_plus_valid_500.json) through
+   sandbox.run_batch, and through a baseline that starts a fresh Python process per test (what
+   several public graders do), same worker count, same comparison rules, in the same run.
+   Prints tests/s of both, the speed-up, whether the verdicts agree, the share of canonical
+   solutions that pass and every failure.
+2. The three LiveCodeBench samples, whose "canonical_solution" is `import sys; sys.exit(0)`:
+   it must fail every test.
+
+    python bench/bench_sandbox.py [--data-dir ../shared/data] [--workers N] [--limit N]
+"""
+import argparse
+import ast
+import base64
+import io
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import sandbox as sb  # noqa: E402
+
+
+def parse_literal(value):
+    """APPS+ call-based values are mostly literal strings ('"abc"', '[1, 2]'), some plain values."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+
+
+def apps_plus_jobs(path: str, timeout: float) -> list[dict]:
+    """APPS+ rows -> sandbox jobs (what data.py does for training)."""
+    jobs = []
+    for row in json.load(open(path)):
+        starter = row["starter_code"]
+        name = re.search(r"def (\w+)\(", starter).group(1)
+        if not re.search(r"def \w+\(\):", starter):
+            # call-based (a function or a Solution method): literal arguments, [value] output
+            tests = [{"input": [parse_literal(a) for a in args],
+                      "output": parse_literal(out[0] if isinstance(out, list) and len(out) == 1
+                                              else out)}
+                     for args, out in zip(row["inputs"], row["outputs"])]
+            jobs.append(dict(code=row["canonical_solution"], tests=tests,
+                             fn_name=name, timeout=timeout))
+        else:        # standard I/O inside `def NAME():`, which must be called
+            tests = [{"input": i, "output": o} for i, o in zip(row["inputs"], row["outputs"])]
+            jobs.append(dict(code=row["canonical_solution"] + f"\n\n{name}()\n", tests=tests,
+                             fn_name=None, timeout=timeout))
+    return jobs
+
+
+CALL_RUNNER = """
+import json, sys
+args = json.load(open(sys.argv[2]))
+ns = {"__name__": "__main__"}
+exec(compile(open(sys.argv[1]).read(), "solution.py", "exec"), ns)
+fn = getattr(ns["Solution"](), sys.argv[3]) if "Solution" in ns else ns[sys.argv[3]]
+value = fn(*args)
+open(sys.argv[4], "w").write(json.dumps(value))
+"""
+
+
+def baseline_test(code_path: str, job: dict, test: dict, tmp: str, k: int) -> str:
+    """One test in a fresh interpreter; the same verdict rules as the sandbox."""
+    try:
+        if job["fn_name"] is None:
+            proc = subprocess.run([sys.executable, code_path], input=test["input"].encode(),
+                                  capture_output=True, timeout=job["timeout"])
+            if proc.returncode != 0:
+                return sb.MEMORY_LIMIT if b"MemoryError" in proc.stderr else sb.RUNTIME_ERROR
+            ok = sb.outputs_match(test["output"], proc.stdout.decode("utf-8", "replace"))
+            return sb.PASS if ok else sb.WRONG_ANSWER
+        args_path, out_path = f"{tmp}/args{k}.json", f"{tmp}/out{k}.json"
+        json.dump(test["input"], open(args_path, "w"))
+        proc = subprocess.run([sys.executable, "-c", CALL_RUNNER, code_path, args_path,
+                               job["fn_name"], out_path], capture_output=True,
+                              timeout=job["timeout"])
+        if proc.returncode != 0 or not os.path.exists(out_path):
+            return sb.RUNTIME_ERROR
+        ok = sb.values_match(test["output"], json.load(open(out_path)))
+        return sb.PASS if ok else sb.WRONG_ANSWER
+    except subprocess.TimeoutExpired:
+        return sb.TIMEOUT
+
+
+def run_baseline(jobs: list[dict], workers: int) -> list[list[str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, job in enumerate(jobs):
+            paths.append(f"{tmp}/p{i}.py")
+            open(paths[-1], "w").write(job["code"])
+        work = [(i, j) for i, job in enumerate(jobs) for j in range(len(job["tests"]))]
+        with ThreadPoolExecutor(workers) as pool:
+            verdicts = list(pool.map(lambda ij: baseline_test(
+                paths[ij[0]], jobs[ij[0]], jobs[ij[0]]["tests"][ij[1]], tmp,
+                ij[0] * 1000 + ij[1]), work))
+    out = [[] for _ in jobs]
+    for (i, _), v in zip(work, verdicts):
+        out[i].append(v)
+    return out
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """Plain containers and strings only: unpickling downloaded data must not run code."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+
+
+def livecodebench_check(path: str) -> bool:
+    print("\n== LiveCodeBench samples: the `import sys; sys.exit(0)` 'solution' ==")
+    all_failed = True
+    for line in open(path):
+        row = json.loads(line)
+        blob = RestrictedUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(row["test"])))).load()
+        io_spec = json.loads(blob["input_output"])
+        fn_name = io_spec.get("fn_name")
+        if fn_name:   # functional: one JSON argument per input line, JSON output
+            tests = [{"input": [json.loads(a) for a in i.strip().split("\n")],
+                      "output": json.loads(o)}
+                     for i, o in zip(io_spec["inputs"], io_spec["outputs"])]
+        else:
+            tests = [{"input": i, "output": o}
+                     for i, o in zip(io_spec["inputs"], io_spec["outputs"])]
+        r = sb.run_tests(row["canonical_solution"], tests, fn_name=fn_name, timeout=4.0)
+        labels = json.loads(row["labels"])
+        print(f"{labels.get('task_id', '?'):>24}  fn_name={fn_name!s:18} tests={r.total:3d} "
+              f"passed={r.passed}  status={r.status}")
+        all_failed &= r.passed == 0
+    print("every test failed:", all_failed)
+    return all_failed
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", default=os.path.join(here, "..", "..", "shared", "data"),
+                        help="folder with apps_plus_valid_500.json and the LiveCodeBench samples")
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+                        help="parallel workers for both the sandbox and the baseline")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per test")
+    parser.add_argument("--skip-baseline", action="store_true", help="sandbox only")
+    args = parser.parse_args()
+    path = os.path.join(args.data_dir, "apps_plus_valid_500.json")
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} not found: pass --data-dir pointing at the shared data folder.")
+    jobs = apps_plus_jobs(path, args.timeout)[:args.limit]
+    n_tests = sum(len(j["tests"]) for j in jobs)
+    print(f"APPS+: {len(jobs)} canonical solutions, {n_tests} tests, {args.workers} workers")
+
+    start = time.monotonic()
+    results = sb.run_batch(jobs, workers=args.workers)
+    sandbox_s = time.monotonic() - start
+    print(f"sandbox : {sandbox_s:7.2f} s  {n_tests / sandbox_s:8.1f} tests/s")
+    passed = sum(r.status == sb.PASS for r in results)
+    print(f"canonical solutions passing: {passed}/{len(jobs)} = {passed / len(jobs):.1%}")
+    for i, (job, r) in enumerate(zip(jobs, results)):
+        if r.status != sb.PASS:
+            bad = next((t for t in r.tests if t.status != sb.PASS), None)
+            detail = r.error or (f"out={bad.output[:60]!r} err={bad.stderr[-120:]!r}" if bad else "")
+            print(f"  problem {i:3d} fn={job['fn_name']}: {r.status} {r.passed}/{r.total} {detail}")
+
+    if not args.skip_baseline:
+        start = time.monotonic()
+        base = run_baseline(jobs, args.workers)
+        base_s = time.monotonic() - start
+        print(f"baseline: {base_s:7.2f} s  {n_tests / base_s:8.1f} tests/s (fresh Python per test)")
+        print(f"speed-up: {base_s / sandbox_s:.1f}x")
+        differ = [(i, [t.status for t in r.tests], b) for i, (r, b) in enumerate(zip(results, base))
+                  if r.status != sb.COMPILE_ERROR and [t.status for t in r.tests] != b]
+        print(f"verdicts differing per test: {len(differ)} problems")
+        for i, ours, theirs in differ:
+            print(f"  problem {i}: sandbox {ours} baseline {theirs}")
+
+    lcb = os.path.join(args.data_dir, "livecodebench_v1_samples_3.jsonl")
+    if os.path.exists(lcb):
+        livecodebench_check(lcb)
+
+
+if __name__ == "__main__":
+    main()
