@@ -255,7 +255,10 @@ class VLLMEngine:
         dtype = str(dtype).removeprefix("torch.")
         kw = dict(gpu_memory_utilization=gpu_memory_utilization)
         if device.type == "cpu":
-            kw = dict(kv_cache_memory_bytes=int(kv_cache_gib * (1 << 30)))
+            # Chunked prefill off: vLLM 0.32 on CPU crashes ("CPU Generator does not use
+            # offset") when a seeded request's prefill is split across steps.
+            kw = dict(kv_cache_memory_bytes=int(kv_cache_gib * (1 << 30)),
+                      enable_chunked_prefill=False)
 
         from vllm import LLM
         # The CPU worker sets torch to 1 thread and disables torch.set_num_threads for the
@@ -289,7 +292,8 @@ class VLLMEngine:
 
         Completion.logprobs are the sampler's, after temperature and top-p (at T = 1 and
         top_p = 1 they equal the trainer's log_softmax(logits)). seed makes a call
-        reproducible; prompt i samples from seed + i so prompts don't share random draws.
+        reproducible; vLLM seeds sample j of a request with seed + j, so prompt i gets
+        seed + i * n: no two samples of the call share random draws.
         ignore_eos: keep going past EOS to exactly max_new_tokens (benchmarks).
         """
         from vllm import SamplingParams
@@ -301,7 +305,7 @@ class VLLMEngine:
         params = [SamplingParams(n=n, temperature=temperature, top_p=top_p,
                                  max_tokens=max_new_tokens, stop=stop or None,
                                  include_stop_str_in_output=True, ignore_eos=ignore_eos,
-                                 seed=None if seed is None else seed + i, logprobs=0)
+                                 seed=None if seed is None else seed + i * n, logprobs=0)
                   for i in range(len(prompts))]
         outs = self.llm.generate(prompts, params, use_tqdm=False)
         result = [[self._completion(c) for c in o.outputs] for o in outs]
