@@ -141,7 +141,8 @@ def policy_loss(logp, old_logp, advantages, mask, *, eps_low: float = 0.2,
     loss = aggregate(loss_t, mask, agg, denom)
     with torch.no_grad():
         n = mask.sum().clamp(min=1)
-        stats = {"clip_frac": float(((unclipped != clipped).float() * mask).sum() / n),
+        # Share of tokens where the clipped branch is the active one (zero gradient).
+        stats = {"clip_frac": float(((clipped < unclipped).float() * mask).sum() / n),
                  "kl": float((kl * mask).sum() / n),
                  "ratio_mean": float((ratio * mask).sum() / n)}
     return loss, stats
@@ -220,13 +221,15 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     denom = global_denominator([b[2] for b in batches] or [torch.zeros(1, 1)], agg, max_len)
     optimizer.zero_grad(set_to_none=True)
     sums: dict[str, float] = {}
+    loss_sum = 0.0
     for k in range(n_steps):
         ids, attn, mask, adv = batches[k] if k < len(batches) else _empty_batch(pad_id, device)
         logp, ent = policy(ids, attn, temperature=temperature, with_entropy=True)
         loss, stats = loss_fn(logp, mask, adv, ids, attn, denom)
         (loss * world).backward()
+        loss_sum += float(loss.detach())      # global normaliser: the sum IS the step's loss
         n_tok = float(mask.sum())
-        stats.update(loss=float(loss) * world, entropy=float((ent.detach() * mask).sum()) / max(n_tok, 1))
+        stats["entropy"] = float((ent.detach() * mask).sum()) / max(n_tok, 1)
         for key, v in stats.items():          # token-weighted sums, averaged below
             sums[key] = sums.get(key, 0.0) + v * n_tok
         sums["_tokens"] = sums.get("_tokens", 0.0) + n_tok
@@ -235,8 +238,7 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     optimizer.step()
     tokens = all_reduce_sum(sums.pop("_tokens", 0.0))
     out = {k: all_reduce_sum(v) / max(tokens, 1) for k, v in sorted(sums.items())}
-    out["loss"] = out.get("loss", 0.0)
-    out.update(grad_norm=grad_norm, trained_tokens=tokens)
+    out.update(loss=all_reduce_sum(loss_sum), grad_norm=grad_norm, trained_tokens=tokens)
     return out
 
 

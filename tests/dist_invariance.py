@@ -1,0 +1,39 @@
+"""Run by test_grpo.py under torchrun: one GRPO update of a tiny model on a fixed batch,
+sharded over however many ranks torchrun gives, then save the full updated weights.
+Usage: torchrun --nproc_per_node N tests/dist_invariance.py MODEL_DIR OUT.pt AGG MICRO_BATCH"""
+import os
+import sys
+from types import SimpleNamespace
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import grpo  # noqa: E402
+import model  # noqa: E402
+
+
+def main():
+    path, out, agg, micro = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    d = model.init_distributed()
+    torch.manual_seed(0)
+    policy = model.shard_model(model.PolicyLogprobs(model.load_causal_lm(path, d.device), 4),
+                               d.device)
+    g = torch.Generator().manual_seed(1)
+    samples = []
+    for i in range(8):   # different prompt and response lengths, advantages of both signs
+        p = torch.randint(1, 200, (3 + i % 3,), generator=g).tolist()
+        r = torch.randint(1, 200, (2 + (i * 5) % 7,), generator=g).tolist()
+        samples.append(grpo.Sample(p, r, float(i % 3) - 1.0))
+    args = SimpleNamespace(beta=0.0, temperature=0.9, eps_low=0.2, eps_high=0.28, agg=agg)
+    opt = torch.optim.SGD(policy.parameters(), lr=1.0)
+    st = grpo.train_on_samples(policy, opt, samples[d.rank::d.world], grpo.grpo_loss_fn(args),
+                               micro_batch=micro, agg=agg, max_len=8, pad_id=0,
+                               device=d.device, max_grad_norm=1e9, temperature=0.9)
+    sd = model.full_state_dict(policy)
+    if d.main:
+        torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"]}, out)
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

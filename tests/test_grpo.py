@@ -1,0 +1,192 @@
+"""GRPO math against hand-worked numbers, log-prob chunking, masks, split invariance."""
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import grpo  # noqa: E402
+import model  # noqa: E402
+
+
+def test_group_advantages_by_hand():
+    r = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    # group 1: mean .5, unbiased std sqrt(.5) -> +-.5/.7071; group 2 constant -> 0
+    a = grpo.group_advantages(r, 2, "group")
+    assert torch.allclose(a, torch.tensor([0.70710, -0.70710, 0.0, 0.0]), atol=1e-4)
+    assert torch.equal(grpo.group_advantages(r, 2, "none"), torch.tensor([0.5, -0.5, 0.0, 0.0]))
+    # batch std of [1,0,0,0] (unbiased) = 0.5
+    assert torch.allclose(grpo.group_advantages(r, 2, "batch"),
+                          torch.tensor([1.0, -1.0, 0.0, 0.0]), atol=1e-5)
+
+
+def test_group_advantages_keys_match_blocks_and_never_mix():
+    r = torch.tensor([1.0, 0.0, 0.5, 0.5, 0.0, 1.0])
+    blocks = grpo.group_advantages(r, 2)
+    keyed = grpo.group_advantages(r, group_ids=[("a", 0), ("a", 0), "b", "b", 7, 7])
+    assert torch.allclose(blocks, keyed)
+    # Interleaved keys: same groups as blocks, reordered.
+    inter = grpo.group_advantages(r[[0, 2, 4, 1, 3, 5]], group_ids=[0, 1, 2, 0, 1, 2])
+    assert torch.allclose(inter, blocks[[0, 2, 4, 1, 3, 5]])
+    with pytest.raises(ValueError):
+        grpo.group_advantages(r, 4)
+
+
+def test_policy_loss_clip_higher_by_hand():
+    logp = torch.log(torch.tensor([[1.5, 1.5, 0.5, 0.5]]))
+    old = torch.zeros(1, 4)
+    adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
+    mask = torch.ones(1, 4)
+    loss, st = grpo.policy_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.28)
+    # per token: -min(1.5, 1.28) = -1.28 ; -min(-1.5, -1.28) = 1.5 ;
+    #            -min(.5, .8) = -.5      ; -min(-.5, -.8) = .8
+    assert loss.item() == pytest.approx((-1.28 + 1.5 - 0.5 + 0.8) / 4, abs=1e-6)
+    assert st["clip_frac"] == pytest.approx(0.5)
+
+
+def test_on_policy_gradient_is_policy_gradient():
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    adv = torch.tensor([[2.0, 2.0]])
+    loss, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 2))
+    loss.backward()
+    assert torch.allclose(logp.grad, torch.tensor([[-1.0, -1.0]]))   # -A / n_tokens
+
+
+def test_k3_kl():
+    logp, ref = torch.tensor([0.0, -1.0]), torch.tensor([0.0, 0.0])
+    kl = grpo.k3_kl(logp, ref)
+    assert kl[0] == 0 and kl[1].item() == pytest.approx(math.e - 1 - 1, abs=1e-6)
+    loss, st = grpo.policy_loss(logp[None], logp[None], torch.zeros(1, 2), torch.ones(1, 2),
+                                ref_logp=ref[None], beta=0.5)
+    assert loss.item() == pytest.approx(0.5 * (math.e - 2) / 2, abs=1e-6)
+
+
+def test_aggregations_by_hand():
+    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    assert grpo.aggregate(loss, mask, "token-mean").item() == pytest.approx(10 / 4)
+    assert grpo.aggregate(loss, mask, "seq-mean-token-mean").item() == pytest.approx((2 + 4) / 2)
+    assert grpo.aggregate(loss, mask, "seq-mean-token-sum-norm").item() == pytest.approx(10 / 6)
+
+
+@pytest.mark.parametrize("agg", grpo.AGGREGATIONS)
+def test_micro_batch_split_invariance(agg):
+    torch.manual_seed(0)
+    logp = torch.randn(6, 5, requires_grad=True)
+    adv = torch.randn(6, 1).expand(6, 5)
+    mask = (torch.rand(6, 5) > 0.3).float()
+    mask[:, 0] = 1
+    full, _ = grpo.policy_loss(logp, logp.detach(), adv, mask, agg=agg)
+    (g_full,) = torch.autograd.grad(full, logp)
+    parts = [slice(0, 1), slice(1, 4), slice(4, 6)]
+    denom = grpo.global_denominator([mask[s] for s in parts], agg, max_len=5)
+    total = sum(grpo.policy_loss(logp[s], logp[s].detach(), adv[s], mask[s], agg=agg,
+                                 denom=denom)[0] for s in parts)
+    (g_split,) = torch.autograd.grad(total, logp)
+    assert total.item() == pytest.approx(full.item(), abs=1e-6)
+    assert torch.allclose(g_split, g_full, atol=1e-7)
+
+
+def test_dynamic_sampling_and_pass_at_k():
+    keep = grpo.dynamic_sampling_keep(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), 2)
+    assert keep.tolist() == [False, True, False]
+    assert grpo.pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert grpo.pass_at_k(5, 2, 2) == pytest.approx(0.7)       # 1 - C(3,2)/C(5,2)
+    assert grpo.pass_at_k(5, 0, 3) == 0.0 and grpo.pass_at_k(5, 4, 2) == 1.0
+
+
+def test_chunked_logprobs_equal_plain_with_temperature_and_grad():
+    torch.manual_seed(0)
+    h = torch.randn(2, 7, 16, requires_grad=True)
+    w = torch.randn(50, 16, requires_grad=True)
+    y = torch.randint(0, 50, (2, 7))
+    chunked, ent = model.chunked_token_logprobs(h, w, y, temperature=0.7, chunk_size=3,
+                                                with_entropy=True)
+    plain = model.plain_token_logprobs(h @ w.T, y, temperature=0.7)
+    assert torch.allclose(chunked, plain, atol=1e-5)
+    p = torch.softmax((h @ w.T) / 0.7, -1)
+    assert torch.allclose(ent, -(p * p.log()).sum(-1), atol=1e-4)
+    g1 = torch.autograd.grad(chunked.sum(), (h, w))
+    g2 = torch.autograd.grad(plain.sum(), (h, w))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g1, g2))
+
+
+def test_response_mask_keeps_eos_when_pad_is_eos():
+    eos = pad = 0
+    s1 = grpo.Sample([5, 6, 7], [8, 9, eos], 1.0)        # stopped on EOS (== pad)
+    s2 = grpo.Sample([5, 6], [8, eos], -1.0)
+    ids, attn, mask, adv = grpo.collate([s1, s2], pad, "cpu")
+    # logp position t scores token t+1: row 1 response tokens are at 3,4,5 -> positions 2,3,4
+    assert mask[0].tolist() == [0, 0, 1, 1, 1]
+    assert mask[1].tolist() == [0, 1, 1, 0, 0]
+    assert adv[1].tolist() == [0, -1, -1, 0, 0]
+    assert ids[0, -1].item() == eos and attn[1].tolist() == [1, 1, 1, 1, 0, 0]
+
+
+def test_token_mask_applies_to_response_tokens_only():
+    s = grpo.Sample([1, 2], [3, 4, 5], 1.0, token_mask=[1, 0, 1])
+    _, _, mask, _ = grpo.collate([s], 0, "cpu")
+    assert mask[0].tolist() == [0, 1, 0, 1]     # positions 1..3 score tokens 2..4
+
+
+def test_policy_logprobs_module_matches_model_logits(tmp_path):
+    path = model.build_tiny_model(str(tmp_path / "m"), ["print(1)\n", "def f(x):\n    return x\n"] * 5,
+                                  seed=0, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1, vocab_size=300)
+    lm = model.load_causal_lm(path, torch.device("cpu"))
+    pol = model.PolicyLogprobs(lm, chunk_size=4)
+    ids = torch.randint(0, lm.config.vocab_size, (2, 9))
+    attn = torch.ones_like(ids)
+    got = pol(ids, attn, temperature=0.8)
+    ref = model.plain_token_logprobs(lm(ids, attention_mask=attn).logits[:, :-1], ids[:, 1:], 0.8)
+    assert torch.allclose(got, ref, atol=1e-5)
+
+
+def test_cli_help_and_bad_flag():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "grpo.py"), "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "--group-size" in out.stdout and "clip-higher" in out.stdout
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "grpo.py"), "--agg", "nope"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def _torchrun(nproc, *args, timeout=600):
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+           "--standalone", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    return model.build_tiny_model(str(d / "m"), ["print(1)\n", "def f(x):\n    return x\n"] * 5,
+                                  seed=0, hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=2, num_attention_heads=2,
+                                  num_key_value_heads=1, vocab_size=300)
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-sum-norm"])
+def test_update_is_invariant_to_ranks_and_micro_batches(small_model, tmp_path, agg):
+    """1 rank x micro-batch 8  ==  1 rank x micro-batch 3  ==  2 ranks (FSDP2, gloo) x 2."""
+    runs = {}
+    for nproc, micro in [(1, 8), (1, 3), (2, 2)]:
+        out = str(tmp_path / f"{nproc}-{micro}.pt")
+        res = _torchrun(nproc, "tests/dist_invariance.py", small_model, out, agg, str(micro))
+        assert res.returncode == 0, res.stderr[-3000:]
+        runs[(nproc, micro)] = torch.load(out)
+    base = runs[(1, 8)]
+    init = model.load_causal_lm(small_model, torch.device("cpu")).state_dict()
+    moved = max((base["weights"][k] - init[k]).abs().max().item() for k in init)
+    assert moved > 1e-4                       # the update did something
+    for key, run in runs.items():
+        assert run["loss"] == pytest.approx(base["loss"], rel=1e-4, abs=1e-6), key
+        for name, w in base["weights"].items():
+            assert torch.allclose(run["weights"][name], w, atol=2e-5), (key, name)
