@@ -168,19 +168,25 @@ class Sample:
 
     advantage: a float (GRPO, broadcast over tokens) or a list per response token (PPO).
     token_mask: 1/0 per response token (FGO, overlong filtering); None keeps every token.
+    extras: per-response-token lists (e.g. PPO's old values and returns), collated like
+    `advantage` into [B, L-1] tensors under the same names.
     """
-    __slots__ = ("prompt_ids", "response_ids", "advantage", "token_mask", "reward", "key")
+    __slots__ = ("prompt_ids", "response_ids", "advantage", "token_mask", "reward", "key",
+                 "extras")
 
     def __init__(self, prompt_ids, response_ids, advantage=0.0, token_mask=None, reward=0.0,
-                 key=None):
+                 key=None, extras=None):
         self.prompt_ids, self.response_ids = list(prompt_ids), list(response_ids)
         self.advantage, self.token_mask, self.reward, self.key = (advantage, token_mask,
                                                                  reward, key)
+        self.extras = extras or {}
 
 
-def collate(samples: list[Sample], pad_id: int, device):
-    """Right-padded prompt+response rows -> input_ids, attention_mask [B, L];
-    loss mask and advantages [B, L-1] aligned with the log-prob positions (see model.py)."""
+def collate(samples: list[Sample], pad_id: int, device) -> dict:
+    """Right-padded prompt+response rows -> a batch dict:
+    input_ids, attention_mask [B, L]; response_mask (the response tokens), mask (response
+    tokens kept by token_mask: the policy-loss mask), advantages and every extras key
+    [B, L-1], aligned with the log-prob positions (see model.response_mask)."""
     from model import response_mask
     rows = [s.prompt_ids + s.response_ids for s in samples]
     L = max(2, max(len(r) for r in rows))
@@ -191,55 +197,78 @@ def collate(samples: list[Sample], pad_id: int, device):
         attn[i, :len(r)] = 1
     p = torch.tensor([len(s.prompt_ids) for s in samples])
     r = torch.tensor([len(s.response_ids) for s in samples])
-    mask = response_mask(p, r, L)
-    adv = torch.zeros(len(rows), L - 1)
-    for i, s in enumerate(samples):
-        start, n = len(s.prompt_ids) - 1, len(s.response_ids)
-        a = s.advantage
-        adv[i, start:start + n] = torch.as_tensor(a, dtype=torch.float) if n else 0.0
-        if s.token_mask is not None:
-            mask[i, start:start + n] *= torch.as_tensor(s.token_mask, dtype=torch.float)
-    return ids.to(device), attn.to(device), mask.to(device), adv.to(device)
+    resp = response_mask(p, r, L)
+    per_token = {"advantages": [s.advantage for s in samples], "mask": [
+        1.0 if s.token_mask is None else s.token_mask for s in samples]}
+    for key in samples[0].extras:
+        per_token[key] = [s.extras[key] for s in samples]
+    batch = {"input_ids": ids.to(device), "attention_mask": attn.to(device),
+             "response_mask": resp.to(device)}
+    for key, values in per_token.items():
+        t = torch.zeros(len(rows), L - 1)
+        for i, (s, v) in enumerate(zip(samples, values)):
+            start, n = len(s.prompt_ids) - 1, len(s.response_ids)
+            if n:
+                t[i, start:start + n] = torch.as_tensor(v, dtype=torch.float)
+        batch[key] = t.to(device)
+    batch["mask"] = batch["mask"] * batch["response_mask"]
+    return batch
 
 
 def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: int,
                      agg: str, max_len: int | None, pad_id: int, device, max_grad_norm: float,
-                     temperature: float = 1.0):
+                     temperature: float = 1.0, extra_modules=()):
     """One optimizer step over `samples` (this rank's share), in micro-batches.
 
-    loss_fn(logp, mask, adv, ids, attn, denom) -> (loss, stats). The denominator is global
-    (all micro-batches, all ranks), and the loss is multiplied by the world size because FSDP
-    averages gradients over ranks: the summed gradient then equals that of the unsplit batch.
-    Ranks with fewer micro-batches run empty ones, so every rank joins every collective.
-    Returns a dict of mean stats, including entropy and grad_norm.
+    loss_fn(logp [B, L-1], batch dict (see collate), denom) -> (loss, stats). `denom` is the
+    global normaliser of batch["mask"] for `agg` (all micro-batches, all ranks); the loss is
+    multiplied by the world size because FSDP averages gradients over ranks, so the summed
+    gradient equals that of the unsplit batch. batch["denom_response"] is the same for the
+    plain response mask (PPO's value loss). Ranks with fewer micro-batches run empty ones, so
+    every rank joins every collective.
+    extra_modules: (module, optimizer, max_grad_norm) triples trained by the same backward
+    (PPO's critic, whose loss_fn adds the value loss).
+    Returns a dict of stats (token-weighted means, loss, entropy, grad_norm).
     """
     from model import all_reduce_sum
     world = dist.get_world_size() if dist.is_initialized() else 1
     chunks = [samples[i:i + micro_batch] for i in range(0, len(samples), micro_batch)]
     n_steps = _max_over_ranks(len(chunks), device)
     batches = [collate(c, pad_id, device) for c in chunks]
-    denom = global_denominator([b[2] for b in batches] or [torch.zeros(1, 1)], agg, max_len)
-    optimizer.zero_grad(set_to_none=True)
+    denom = global_denominator([b["mask"] for b in batches] or [torch.zeros(1, 1)], agg, max_len)
+    denom_response = global_denominator([b["response_mask"] for b in batches]
+                                        or [torch.zeros(1, 1)], agg, max_len)
+    for opt in [optimizer] + [e[1] for e in extra_modules]:
+        opt.zero_grad(set_to_none=True)
     sums: dict[str, float] = {}
     loss_sum = 0.0
     for k in range(n_steps):
-        ids, attn, mask, adv = batches[k] if k < len(batches) else _empty_batch(pad_id, device)
-        logp, ent = policy(ids, attn, temperature=temperature, with_entropy=True)
-        loss, stats = loss_fn(logp, mask, adv, ids, attn, denom)
+        batch = batches[k] if k < len(batches) else _empty_batch(batches, pad_id, device)
+        batch["denom_response"] = denom_response
+        logp, ent = policy(batch["input_ids"], batch["attention_mask"],
+                           temperature=temperature, with_entropy=True)
+        loss, stats = loss_fn(logp, batch, denom)
         (loss * world).backward()
         loss_sum += float(loss.detach())      # global normaliser: the sum IS the step's loss
+        mask = batch["mask"]
         n_tok = float(mask.sum())
         stats["entropy"] = float((ent.detach() * mask).sum()) / max(n_tok, 1)
         for key, v in stats.items():          # token-weighted sums, averaged below
             sums[key] = sums.get(key, 0.0) + v * n_tok
         sums["_tokens"] = sums.get("_tokens", 0.0) + n_tok
-    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), max_grad_norm)
-    grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-    optimizer.step()
+    grad_norm = _clip_and_step(policy, optimizer, max_grad_norm)
+    for module, opt, max_norm in extra_modules:
+        _clip_and_step(module, opt, max_norm)
     tokens = all_reduce_sum(sums.pop("_tokens", 0.0))
     out = {k: all_reduce_sum(v) / max(tokens, 1) for k, v in sorted(sums.items())}
     out.update(loss=all_reduce_sum(loss_sum), grad_norm=grad_norm, trained_tokens=tokens)
     return out
+
+
+def _clip_and_step(module, optimizer, max_grad_norm: float) -> float:
+    norm = torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
+    optimizer.step()
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
 
 def _max_over_ranks(n: int, device) -> int:
@@ -249,20 +278,25 @@ def _max_over_ranks(n: int, device) -> int:
     return int(t)
 
 
-def _empty_batch(pad_id, device):
-    ids = torch.full((1, 2), pad_id, dtype=torch.long, device=device)
-    z = torch.zeros(1, 1, device=device)
-    return ids, torch.ones_like(ids), z, z
+def _empty_batch(batches, pad_id, device) -> dict:
+    """A one-row batch whose masks are all zero: it contributes no loss, only collectives."""
+    keys = batches[0].keys() if batches else ("advantages", "mask", "response_mask")
+    out = {k: torch.zeros(1, 1, device=device) for k in keys}
+    out["input_ids"] = torch.full((1, 2), pad_id, dtype=torch.long, device=device)
+    out["attention_mask"] = torch.ones_like(out["input_ids"])
+    return out
 
 
 def grpo_loss_fn(args, ref=None):
     """The GRPO loss for train_on_samples (on-policy: old = logp.detach())."""
-    def fn(logp, mask, adv, ids, attn, denom):
+    def fn(logp, batch, denom):
         ref_logp = None
         if ref is not None and args.beta > 0:
             with torch.no_grad():
-                ref_logp = ref(ids, attn, temperature=args.temperature)
-        return policy_loss(logp, logp.detach(), adv, mask, eps_low=args.eps_low,
+                ref_logp = ref(batch["input_ids"], batch["attention_mask"],
+                               temperature=args.temperature)
+        return policy_loss(logp, logp.detach(), batch["advantages"], batch["mask"],
+                           eps_low=args.eps_low,
                            eps_high=args.eps_high, ref_logp=ref_logp, beta=args.beta,
                            agg=args.agg, denom=denom)
     return fn
@@ -270,19 +304,20 @@ def grpo_loss_fn(args, ref=None):
 
 def sft_loss_fn(args):
     """Supervised warm start: token-mean negative log-likelihood of the reference answers."""
-    def fn(logp, mask, adv, ids, attn, denom):
-        return aggregate(-logp, mask, "token-mean", denom), {}
+    def fn(logp, batch, denom):
+        return aggregate(-logp, batch["mask"], "token-mean", denom), {}
     return fn
 
 
 # ----------------------------------------------------------------------------- rollouts
 
 def prompt_text(tokenizer, problem, prefix: str = "") -> str:
-    """The coder prompt; with a CCCS prefix the model continues the given program."""
+    """The coder prompt. With a CCCS prefix the answer is opened for the model
+    ("```python\n" + prefix) so it continues the canonical program (cccs.completion_prompt)."""
+    import cccs
     import data
-    text = data.render_prompt(tokenizer, data.coder_messages(problem))
-    return text + (data.format_answer(prefix).rsplit("```", 1)[0].rstrip("\n") + "\n"
-                   if prefix else "")
+    return cccs.completion_prompt(data.render_prompt(tokenizer, data.coder_messages(problem)),
+                                  prefix, prefill=True)
 
 
 def score_completions(problems, texts: list[str], args, prefixes=None, coverage=False):
@@ -290,15 +325,13 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
 
     Returns (rewards, results, programs); a completion with no code gets reward 0 and result
     None (counted as no_code, never an error). With CCCS prefixes the rewarded program is
-    prefix + completion.
+    prefix + completion (cccs.rewarded_program).
     """
-    import data
+    import cccs
     import sandbox
     programs, jobs, where = [], [], []
     for i, (p, t) in enumerate(zip(problems, texts)):
-        prefix = prefixes[i] if prefixes else ""
-        code = data.extract_code(("```python\n" + prefix if prefix else "") + t) if prefix \
-            else data.extract_code(t)
+        code = cccs.rewarded_program(prefixes[i] if prefixes else "", t, prefill=True)
         programs.append(code)
         if code is not None:
             where.append(i)
@@ -313,24 +346,25 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
     return rewards, results, programs
 
 
-def evaluate(engine, tokenizer, problems, args, d, n: int, temperature: float):
-    """pass@1 and pass@n (unbiased estimator) of this rank's share of `problems`, summed over
-    ranks. Returns {"pass@1": ..., f"pass@{n}": ..., "problems": ...}."""
-    from model import all_reduce_sum
+def evaluate(engine, tokenizer, problems, args, d, n: int, temperature: float) -> dict:
+    """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
+
+    Returns {"pass@1", f"pass@{n}", "problems", "rates": {problem id: solved share}}; the
+    per-problem rates feed --offline-filter and DRIVE's hard focus.
+    """
     mine = problems[d.rank::d.world]
-    prompts = [prompt_text(tokenizer, p) for p in mine]
-    outs = engine.generate(prompts, n=n, temperature=temperature, top_p=args.top_p,
+    outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
+                           temperature=temperature, top_p=args.top_p,
                            max_new_tokens=args.max_new_tokens, seed=args.seed + 7) if mine else []
     flat_p = [p for p in mine for _ in range(n)]
-    rewards, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
-    s1 = sn = 0.0
-    for i in range(len(mine)):
-        c = sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
-        s1 += pass_at_k(n, c, 1)
-        sn += pass_at_k(n, c, n)
-    total = all_reduce_sum(len(mine))
-    return {"pass@1": all_reduce_sum(s1) / max(total, 1),
-            f"pass@{n}": all_reduce_sum(sn) / max(total, 1), "problems": int(total)}
+    _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
+    solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
+              for i in range(len(mine))]
+    counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
+    total = max(len(counts), 1)
+    return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
+            f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total,
+            "problems": len(counts), "rates": {pid: c / n for pid, c in counts}}
 
 
 # ----------------------------------------------------------------------------- the trainer
@@ -354,51 +388,89 @@ def load_problem_sets(args):
     return train, evals
 
 
-def rollout_step(engine, tokenizer, problems, rng, args, d):
+def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
+                       coverage: bool = False):
+    """Sample args.group_size completions per problem of `batch` and run them on the tests.
+
+    Returns (prompt_ids per problem, completions [P * G], rewards, results, programs), the
+    flat lists ordered problem by problem. Shared with ppo_fgo.py (which asks for coverage).
+    """
+    G = args.group_size
+    prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
+               for i, p in enumerate(batch)]
+    outs = engine.generate(prompts, n=G, temperature=args.temperature, top_p=args.top_p,
+                           max_new_tokens=args.max_new_tokens, seed=seed)
+    comps = [c for o in outs for c in o]
+    flat = [p for p in batch for _ in range(G)]
+    flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
+    rewards, results, programs = score_completions(flat, [c.text for c in comps], args,
+                                                   flat_prefix, coverage)
+    prompt_ids = [tokenizer(t)["input_ids"] for t in prompts]
+    return prompt_ids, comps, rewards, results, programs
+
+
+def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0):
     """Generate args.group_size responses for this rank's prompts, score them, compute group
     advantages; with --dynamic-sampling, drop constant groups and sample more prompts
-    (at most --max-resample extra rounds). Returns (samples, stats)."""
+    (at most --max-resample extra rounds). Returns (samples, stats).
+
+    curriculum (cccs.py): .pool(problems, step) narrows the problems (DRIVE hard focus),
+    .prefix(problem) gives a CCCS prefix, .update(problem_id, rewards) sees every group's
+    rewards -- gathered from all ranks so every rank's schedule stays identical.
+    """
+    G = args.group_size
+    pool = curriculum.pool(problems, step) if curriculum else problems
     per_rank = max(1, args.prompts_per_step // d.world)
     samples, rewards_all, lengths, truncated, no_code, kept, seen = [], [], [], 0, 0, 0, 0
+    updates = []
     for attempt in range(1 + (args.max_resample if args.dynamic_sampling else 0)):
         need = per_rank - kept
         if need <= 0:
             break
-        batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * d.world)]
+        # Every rank draws the same global batch (same rng), then takes its own slice.
+        batch = [pool[rng.randrange(len(pool))] for _ in range(per_rank * d.world)]
+        seed = rng.randrange(2**31)
         batch = batch[d.rank::d.world][:need]
-        prompts = [prompt_text(tokenizer, p) for p in batch]
-        outs = engine.generate(prompts, n=args.group_size, temperature=args.temperature,
-                               top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                               seed=rng.randrange(2**31))
-        comps = [c for o in outs for c in o]
-        flat = [p for p in batch for _ in range(args.group_size)]
-        rewards, results, _ = score_completions(flat, [c.text for c in comps], args)
+        prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
+        prompt_ids, comps, rewards, _, programs = generate_and_score(
+            engine, tokenizer, batch, args, seed + d.rank, prefixes)
         r = torch.tensor(rewards)
-        adv = group_advantages(r, args.group_size, args.adv_scale)
-        keep = dynamic_sampling_keep(r, args.group_size) if args.dynamic_sampling else \
+        adv = group_advantages(r, G, args.adv_scale)
+        keep = dynamic_sampling_keep(r, G) if args.dynamic_sampling else \
             torch.ones(len(batch), dtype=torch.bool)
-        for g, p_text in enumerate(prompts):
+        for g, problem in enumerate(batch):
             seen += 1
+            updates.append((problem.id, rewards[g * G:(g + 1) * G]))
             if not keep[g]:
                 continue
             kept += 1
-            p_ids = tokenizer(p_text)["input_ids"]
-            for j in range(g * args.group_size, (g + 1) * args.group_size):
+            for j in range(g * G, (g + 1) * G):
                 c = comps[j]
                 mask = [0] * len(c.token_ids) if (args.overlong_filter and
                                                    c.finish_reason == "length") else None
-                samples.append(Sample(p_ids, c.token_ids, float(adv[j]), mask, rewards[j],
-                                      key=(batch[g].id, j)))
+                samples.append(Sample(prompt_ids[g], c.token_ids, float(adv[j]), mask,
+                                      rewards[j], key=(problem.id, j)))
         rewards_all += rewards
         lengths += [len(c.token_ids) for c in comps]
         truncated += sum(c.finish_reason == "length" for c in comps)
-        no_code += sum(res is None for res in results)
-    n = max(len(rewards_all), 1)
+        no_code += sum(p is None for p in programs)
+    if curriculum is not None:
+        for pid, rs in gather_objects(updates):
+            curriculum.update(pid, rs)
     stats = {"reward_sum": sum(rewards_all), "reward_sq": sum(x * x for x in rewards_all),
              "pass_sum": sum(x >= 1.0 for x in rewards_all), "samples": len(rewards_all),
              "len_sum": sum(lengths), "truncated": truncated, "no_code": no_code,
              "groups_seen": seen, "groups_kept": kept}
     return samples, stats
+
+
+def gather_objects(items: list) -> list:
+    """Concatenate a Python list from every rank, in rank order (identity in a world of 1)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return list(items)
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, items)
+    return [x for part in out for x in part]
 
 
 def reduce_rollout_stats(s: dict) -> dict:
@@ -424,12 +496,13 @@ def sft_examples(tokenizer, problems):
     return out
 
 
-def sft(policy, tokenizer, problems, args, d, log):
+def sft(policy, tokenizer, problems, args, d, log, examples=None):
     """Supervised warm start (--sft-steps) on the reference solutions, so RL starts from a
     policy that sometimes earns reward. Same function fine-tunes real models. It has its own
-    AdamW (lr --sft-lr, warm-up then cosine); RL starts with a fresh optimizer."""
+    AdamW (lr --sft-lr, warm-up then cosine); RL starts with a fresh optimizer.
+    `examples` (Samples) replaces the single-agent coder examples (agents.py's roles)."""
     from model import warmup_cosine
-    examples = sft_examples(tokenizer, problems)
+    examples = sft_examples(tokenizer, problems) if examples is None else examples
     if not examples or args.sft_steps <= 0:
         return
     rng = random.Random(args.seed + 1)
@@ -484,7 +557,17 @@ class MetricsLog:
                                     for k, v in row.items()}) + "\n")
 
 
+def run_eval(engine, tokenizer, problems, args, d, log, say, when: str) -> dict:
+    res = evaluate(engine, tokenizer, problems, args, d, args.eval_n, args.eval_temperature)
+    n = args.eval_n
+    say(f"[grpo] {when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}  pass@{n} {res[f'pass@{n}']:.3f}"
+        f"  ({res['problems']} problems, {n} samples each, T={args.eval_temperature})")
+    log({"phase": "eval", "when": when, **{k: v for k, v in res.items() if k != "rates"}})
+    return res
+
+
 def train(args) -> dict:
+    """SFT warm start -> eval -> GRPO steps -> eval, with checkpoints and metrics."""
     from tqdm import tqdm
     from model import (Timer, init_distributed, latest_checkpoint, load_checkpoint,
                        save_checkpoint, seed_everything, warmup_cosine)
@@ -502,18 +585,31 @@ def train(args) -> dict:
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:
         say(f"[grpo] --resume: no checkpoint in {args.out}; starting from scratch")
-    state = {}
+    state, rates = {}, {}
     if ckpt is None:
         sft(policy, tokenizer, train_p, args, d, log)
         sync_weights(policy, engine, d)
         if args.eval_n > 0:
-            before = evaluate(engine, tokenizer, eval_p, args, d, args.eval_n, args.eval_temperature)
+            before = run_eval(engine, tokenizer, eval_p, args, d, log, say, "before_rl")
             state["pass_at_1_before_rl"] = before["pass@1"]
-            say(f"[grpo] before RL: pass@1 {before['pass@1']:.3f}  pass@{args.eval_n} "
-                f"{before[f'pass@{args.eval_n}']:.3f}")
-            log({"phase": "eval", "when": "before_rl", **before})
+            rates = before["rates"]
         if args.eval_only:
             return _finish(args, d, state, t0, say)
+    if args.offline_filter or args.hard_focus:
+        # Per-problem solve rates of the starting policy on the TRAIN problems.
+        if not set(p.id for p in train_p) <= set(rates):
+            rates = evaluate(engine, tokenizer, train_p, args, d, max(args.eval_n, 4),
+                             args.temperature)["rates"]
+    if args.offline_filter and ckpt is None:
+        import cccs
+        kept = set(cccs.offline_filter({p.id: rates[p.id] for p in train_p}))
+        say(f"[grpo] --offline-filter kept {len(kept)}/{len(train_p)} train problems "
+            f"(dropped those every sample or no sample solved)")
+        state["train_ids"] = sorted(kept, key=str)
+    if "train_ids" in state:
+        keep = set(state["train_ids"])
+        train_p = [p for p in train_p if p.id in keep] or train_p
+    curriculum = make_curriculum(args, train_p, rates)
 
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.99),
                                   weight_decay=args.weight_decay)
@@ -524,6 +620,11 @@ def train(args) -> dict:
         state = load_checkpoint(ckpt, policy, optimizer, scheduler, d)
         start = state["step"]
         rng.setstate(_tuples(state["rng"]))
+        if curriculum is not None and "curriculum" in state:
+            curriculum.load_state_dict(state["curriculum"])
+        if "train_ids" in state:
+            keep = set(state["train_ids"])
+            train_p = [p for p in train_p if p.id in keep] or train_p
         sync_weights(policy, engine, d)
         say(f"[grpo] resumed from {ckpt} at step {start}")
 
@@ -533,7 +634,8 @@ def train(args) -> dict:
     for step in bar:
         # --- generate, reward, advantages -------------------------------------------------
         with timer("generate+reward"):
-            samples, rs = rollout_step(engine, tokenizer, train_p, rng, args, d)
+            samples, rs = rollout_step(engine, tokenizer, train_p, rng, args, d, curriculum,
+                                       step)
         rs = reduce_rollout_stats(rs)
         # --- policy update (reference log-probs inside the loss when beta > 0) -------------
         with timer("update"):
@@ -547,21 +649,28 @@ def train(args) -> dict:
         with timer("sync"):
             sync_weights(policy, engine, d)
         row = {"phase": "rl", "step": step + 1, **rs, **st, "lr": scheduler.get_last_lr()[0],
-               **timer.pop()}
+               **timer.pop(), **(curriculum.stats() if curriculum else {})}
         log(row)
         bar.set_postfix(reward=f"{rs['reward_mean']:.3f}", len=f"{rs['response_len']:.0f}")
         # --- checkpoint ---------------------------------------------------------------------
         if args.save_every and ((step + 1) % args.save_every == 0 or step + 1 == args.steps):
             state.update(rng=rng.getstate())
+            if curriculum is not None:
+                state["curriculum"] = curriculum.state_dict()
             save_checkpoint(args.out, step + 1, policy, tokenizer, optimizer, scheduler,
                             state, d)
     if args.eval_n > 0:
-        after = evaluate(engine, tokenizer, eval_p, args, d, args.eval_n, args.eval_temperature)
+        after = run_eval(engine, tokenizer, eval_p, args, d, log, say, "after_rl")
         state["pass_at_1_after_rl"] = after["pass@1"]
-        log({"phase": "eval", "when": "after_rl", **after})
-        say(f"[grpo] after RL: pass@1 {after['pass@1']:.3f}  pass@{args.eval_n} "
-            f"{after[f'pass@{args.eval_n}']:.3f}")
     return _finish(args, d, state, t0, say)
+
+
+def make_curriculum(args, problems, rates):
+    """--curriculum cccs and/or --hard-focus -> the object rollout_step consults (cccs.py)."""
+    if args.curriculum == "none" and not args.hard_focus:
+        return None
+    import cccs
+    return cccs.make_curriculum(args, problems, rates)
 
 
 def _tuples(x):
@@ -570,7 +679,7 @@ def _tuples(x):
 
 
 def _finish(args, d, state, t0, say):
-    summary = {k: v for k, v in state.items() if k != "rng"}
+    summary = {k: v for k, v in state.items() if k not in ("rng", "curriculum", "train_ids")}
     summary.update(wall_seconds=round(time.time() - t0, 1), model=args.model, seed=args.seed,
                    steps=args.steps)
     if "pass_at_1_before_rl" in summary and "pass_at_1_after_rl" in summary:
@@ -643,6 +752,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-resample", type=int, default=2, help="extra sampling rounds for --dynamic-sampling")
     g.add_argument("--overlong-filter", action="store_true",
                    help="mask the loss of responses cut at --max-new-tokens (DAPO)")
+    g = p.add_argument_group("curricula (cccs.py)")
+    g.add_argument("--curriculum", choices=["none", "cccs"], default="none",
+                   help="cccs: StepCoder's curriculum of code completion subtasks")
+    g.add_argument("--cccs-threshold", type=float, default=0.8,
+                   help="moving-average pass rate at which a problem moves to its next stage")
+    g.add_argument("--cccs-average", choices=["window", "ema"], default="window",
+                   help="moving average of the pass rate: last --cccs-span updates, or EMA")
+    g.add_argument("--cccs-span", type=int, default=4, help="window length (or EMA span) of that average")
+    g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
+    g.add_argument("--hard-focus", default="",
+                   help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
+                        "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
+    g.add_argument("--offline-filter", action="store_true",
+                   help="before RL, drop train problems every sample solves or none does "
+                        "(Skywork/AceReason; DRIVE's data curation)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--lr", type=float, default=2e-5, help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
     g.add_argument("--min-lr-ratio", type=float, default=1.0, help="cosine floor as a share of --lr (1.0 = constant after warm-up)")

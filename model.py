@@ -261,17 +261,23 @@ class PolicyLogprobs(nn.Module):
                                       self.chunk_size, with_entropy)
 
 
-def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: bool = False):
-    """FSDP2: fully_shard each decoder layer, then the root. bf16 compute on GPU, fp32 on CPU."""
+def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: bool = False,
+                lm: nn.Module | None = None):
+    """FSDP2: fully_shard each decoder layer, then the root. bf16 compute on GPU, fp32 on CPU.
+
+    `lm` is the transformers model inside `module` whose decoder layers are sharded
+    (default module.lm, as in PolicyLogprobs; PPO's critic passes its own body).
+    """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    lm = module.lm
+    lm = module.lm if lm is None else lm
     if grad_checkpointing:
         lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     mp = None
     if device.type == "cuda":
         mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     kw = {"mp_policy": mp} if mp else {}
-    for layer in lm.get_decoder().layers:
+    decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else lm
+    for layer in decoder.layers:
         fully_shard(layer, **kw)
     fully_shard(module, **kw)
     return module
@@ -309,27 +315,36 @@ def _replace_dir(tmp: str, final: str) -> None:
 
 
 def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, optimizer,
-                    scheduler, state: dict, d: Dist, keep: int = 2) -> str:
+                    scheduler, state: dict, d: Dist, keep: int = 2, extras=None) -> str:
     """Write out_dir/step_<N>: HF weights + tokenizer (loadable by from_pretrained and vLLM),
     per-rank optimizer shards, scheduler, RNG and trainer state (data position, curricula).
 
+    extras: {name: (module, optimizer)} saved beside it (PPO's critic): the full weights as
+    <name>.pt on rank 0 and the optimizer in each rank's file.
     Written into step_<N>.tmp then renamed; `latest` names the last complete one.
     Resume needs the same number of ranks (the optimizer state is sharded like the model).
     """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    extras = extras or {}
     final = os.path.join(out_dir, f"step_{step}")
     tmp = final + ".tmp"
     sd = full_state_dict(module)
+    extra_sd = {name: get_model_state_dict(m, options=StateDictOptions(
+        full_state_dict=True, cpu_offload=True)) for name, (m, _) in extras.items()}
     if d.main:
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         module.lm.save_pretrained(tmp, state_dict=sd)
         tokenizer.save_pretrained(tmp)
+        for name, esd in extra_sd.items():
+            torch.save(esd, os.path.join(tmp, f"{name}.pt"))
         with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
             json.dump({"step": step, "world": d.world, **state}, f)
     if dist.is_initialized():
         dist.barrier()
     torch.save({"optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler else None,
+                "extras": {name: opt.state_dict() for name, (_, opt) in extras.items()},
                 "rng": {"torch": torch.get_rng_state(), "python": random.getstate()}},
                os.path.join(tmp, f"rank{d.rank}.pt"))
     if dist.is_initialized():
@@ -356,8 +371,10 @@ def latest_checkpoint(out_dir: str) -> str | None:
     return ckpt if os.path.exists(os.path.join(ckpt, "trainer_state.json")) else None
 
 
-def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: Dist) -> dict:
-    """Restore weights, optimizer, scheduler and RNG saved by save_checkpoint; return state."""
+def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: Dist,
+                    extras=None) -> dict:
+    """Restore weights, optimizer, scheduler, RNG (and `extras`, as in save_checkpoint) saved
+    by save_checkpoint; return the trainer state."""
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
@@ -373,8 +390,13 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
         sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
     set_model_state_dict(module, {f"lm.{k}": v for k, v in sd.items()},
                          options=StateDictOptions(full_state_dict=True))
+    for name, (m, opt) in (extras or {}).items():
+        set_model_state_dict(m, torch.load(os.path.join(ckpt, f"{name}.pt")),
+                             options=StateDictOptions(full_state_dict=True))
     blob = torch.load(os.path.join(ckpt, f"rank{d.rank}.pt"), weights_only=False)
     optimizer.load_state_dict(blob["optimizer"])
+    for name, (_, opt) in (extras or {}).items():
+        opt.load_state_dict(blob["extras"][name])
     if scheduler is not None and blob["scheduler"] is not None:
         scheduler.load_state_dict(blob["scheduler"])
     torch.set_rng_state(blob["rng"]["torch"])
