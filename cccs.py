@@ -50,6 +50,18 @@ Choices: phases are nested (phase i+1 keeps a subset of phase i: the dropped pro
 rolled out, so their pass rates are stale). A problem with no pass rate yet counts as the
 hardest, so it gets rolled out instead of being dropped unseen. Ties go to the earlier problem
 in the order given, so the selection is deterministic.
+
+The trainer's object (make_curriculum -> Curriculum)
+----------------------------------------------------
+grpo.py builds one Curriculum from its flags (--curriculum cccs, --hard-focus, either or both)
+and asks it, each RL step: pool(problems, step) -> the problems to sample from (all, or the
+current hard-focus set); prefix(problem) -> the CCCS prefix ("" = whole program);
+update(pid, rewards) once per group, which feeds both the CCCS averages and the pass-rate
+tracker; stats() for metrics.jsonl; state_dict() for checkpoints. The tracker starts from the
+starting policy's solve rates (the evaluation before RL), so the first phase ranks by them; the
+group rewards that follow are binary or the fraction of tests passed, per --reward. Steps past
+the hard-focus schedule keep its last phase (--steps larger than the schedule trains longer on
+the hardest set; smaller stops early).
 """
 
 import ast
@@ -416,3 +428,108 @@ def offline_filter(pass_rates: Mapping[Hashable, float | Sequence[float]]) -> li
         if 0.0 < mean < 1.0:
             kept.append(pid)
     return kept
+
+
+# ----------------------------------------------------------------------------- the trainer's object
+
+
+class Curriculum:
+    """What grpo.py's rollout_step consults: CCCS, DRIVE's hard focus, or both.
+
+    Protocol (grpo.rollout_step):
+        pool(problems, step) -> problems to sample from at RL step `step` (0-based)
+        prefix(problem)      -> CCCS prefix of its current stage ("" = the whole program)
+        update(pid, rewards) -> once per group, the group's rewards (binary or fraction)
+        stats()              -> flat dict for metrics.jsonl
+        state_dict() / load_state_dict(state)  -> JSON for trainer_state.json
+
+    The rewards of every group feed both the CCCS averages and the pass-rate tracker that
+    ranks problems at each hard-focus phase. Steps past the hard-focus schedule keep its last
+    phase (so --steps larger than the schedule trains longer on the hardest set).
+    """
+
+    def __init__(self, cccs: CCCSSchedule | None = None,
+                 hard_focus: HardFocusSchedule | None = None,
+                 tracker: PassRateTracker | None = None):
+        self.cccs, self.hard_focus = cccs, hard_focus
+        self.tracker = tracker if tracker is not None else PassRateTracker()
+
+    def pool(self, problems: Sequence, step: int) -> list:
+        if self.hard_focus is None:
+            return list(problems)
+        step = min(step, self.hard_focus.total_steps - 1)  # past the end: keep the last phase
+        keep = set(self.hard_focus.problems(step, self.tracker.rates))
+        # Order of `problems`; if a filter removed every kept problem, fall back to all.
+        return [p for p in problems if p.id in keep] or list(problems)
+
+    def prefix(self, problem) -> str:
+        if self.cccs is None or problem.id not in self.cccs.stage:
+            return ""  # no canonical solution: the ordinary task
+        return self.cccs.subtask(problem.id)[0]
+
+    def update(self, pid, rewards: Iterable[float]) -> None:
+        rewards = list(rewards)
+        self.tracker.update(pid, rewards)
+        if self.cccs is not None and pid in self.cccs.stage:
+            self.cccs.update(pid, rewards)
+
+    def stats(self) -> dict:
+        """cccs_<stage>: problems per stage ("final", "final-1", ...), cccs_final_share:
+        share of CCCS problems writing whole programs; hf_phase (1-based), hf_pool."""
+        out: dict = {}
+        if self.cccs is not None:
+            counts = self.cccs.stage_counts()
+            out.update({f"cccs_{k}": v for k, v in counts.items()})
+            out["cccs_final_share"] = counts.get("final", 0) / max(len(self.cccs.stage), 1)
+        if self.hard_focus is not None:
+            out["hf_phase"] = self.hard_focus.phase_index + 1
+            out["hf_pool"] = len(self.hard_focus.kept)
+            known = [self.tracker.rates[p] for p in self.hard_focus.kept if p in self.tracker.rates]
+            if known:
+                out["hf_pool_pass_rate"] = sum(known) / len(known)
+        return out
+
+    def state_dict(self) -> dict:
+        return {"cccs": self.cccs.state_dict() if self.cccs is not None else None,
+                "hard_focus": self.hard_focus.state_dict() if self.hard_focus is not None
+                else None,
+                "tracker": self.tracker.state_dict()}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Restore the parts this run has; a part the checkpoint lacks starts fresh."""
+        if self.cccs is not None and state.get("cccs"):
+            self.cccs.load_state_dict(state["cccs"])
+        if self.hard_focus is not None and state.get("hard_focus"):
+            self.hard_focus.load_state_dict(state["hard_focus"])
+        if state.get("tracker"):
+            self.tracker.load_state_dict(state["tracker"])
+
+
+def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | None:
+    """grpo.py's flags -> Curriculum (None when neither --curriculum cccs nor --hard-focus).
+
+    args: curriculum, cccs_threshold, cccs_average, cccs_span, cccs_loops, hard_focus, steps.
+    problems: the train problems (data.Problem); CCCS uses each one's first solution.
+    rates: {problem id: solved share under the starting policy}; seeds the pass-rate tracker
+    so the first hard-focus phase ranks by it (ids not in `problems` are ignored).
+    """
+    use_cccs = getattr(args, "curriculum", "none") == "cccs"
+    spec = getattr(args, "hard_focus", "") or ""
+    if not use_cccs and not spec:
+        return None
+    sched = None
+    if use_cccs:
+        sched = CCCSSchedule({p.id: p.solutions[0] for p in problems if p.solutions},
+                             threshold=args.cccs_threshold, average=args.cccs_average,
+                             span=args.cccs_span, include_loops=args.cccs_loops)
+    hf = None
+    if spec:
+        try:
+            phases = parse_hard_focus(spec)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
+        hf = HardFocusSchedule(phases, [p.id for p in problems])
+    tracker = PassRateTracker()
+    ids = {p.id for p in problems}
+    tracker.rates = {pid: float(r) for pid, r in rates.items() if pid in ids}
+    return Curriculum(sched, hf, tracker)

@@ -257,3 +257,126 @@ def test_offline_filter():
     rates = {"solved": [1.0, 1.0, 1.0], "never": [0.0, 0.0], "mixed": [1.0, 0.0, 0.0],
              "mean": 0.25, "mean1": 1.0, "empty": []}
     assert offline_filter(rates) == ["mixed", "mean"]
+
+
+# ----------------------------------------------------------------------------- the trainer's object
+
+import argparse
+import os
+import subprocess
+import sys
+
+from data import Problem
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TWO_IFS = "x = int(input())\nif x > 0:\n    print(1)\nif x < 0:\n    print(-1)\n"  # stages 4, 2, final
+
+
+def _problem(pid, solution=TWO_IFS):
+    return Problem(id=pid, source="test", question="q", starter_code="", fn_name=None,
+                   tests=[{"input": "1\n", "output": "1\n"}],
+                   solutions=[solution] if solution else [], difficulty="easy")
+
+
+def _args(**kw):
+    base = dict(curriculum="cccs", cccs_threshold=0.8, cccs_average="window", cccs_span=1,
+                cccs_loops=False, hard_focus="", steps=10)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_make_curriculum_off_without_flags():
+    assert cccs.make_curriculum(_args(curriculum="none"), [_problem("a")], {}) is None
+
+
+def test_curriculum_cccs_prefix_update_and_stats():
+    problems = [_problem("a"), _problem("b"), _problem("nosol", solution=None),
+                _problem("flat", solution="print(1)\n")]
+    cur = cccs.make_curriculum(_args(), problems, {})
+    assert cur.pool(problems, 0) == problems  # no hard focus: every problem
+    assert cur.prefix(problems[0]) == "x = int(input())\nif x > 0:\n    print(1)\n"
+    assert cur.prefix(problems[2]) == "" and cur.prefix(problems[3]) == ""
+    assert cur.stats() == {"cccs_final": 1, "cccs_final-2": 2, "cccs_final_share": 1 / 3}
+    cur.update("a", [1.0, 1.0, 0.0, 1.0])  # 0.75 < 0.8: stays
+    assert cur.prefix(problems[0]).count("\n") == 3
+    cur.update("a", [1.0, 1.0])  # 1.0 >= 0.8 with span 1: one stage earlier
+    assert cur.prefix(problems[0]) == "x = int(input())\n"
+    cur.update("nosol", [1.0])  # a problem CCCS lacks is still tracked, never an error
+    assert cur.tracker.get("nosol") == 1.0 and cur.tracker.get("a") == 1.0
+    assert cur.stats() == {"cccs_final": 1, "cccs_final-1": 1, "cccs_final-2": 1,
+                           "cccs_final_share": 1 / 3}
+
+
+def test_curriculum_hard_focus_seeded_from_rates_and_past_the_end():
+    problems = [_problem(p) for p in "abcd"]
+    rates = {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25, "other": 0.0}
+    cur = cccs.make_curriculum(_args(curriculum="none", hard_focus="3:2,1:1"), problems, rates)
+    assert cur.tracker.rates == {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25}  # only train ids
+    assert [p.id for p in cur.pool(problems, 0)] == ["b", "c", "d"]
+    assert cur.prefix(problems[1]) == ""  # hard focus alone: whole programs
+    assert cur.stats() == {"hf_phase": 1, "hf_pool": 3, "hf_pool_pass_rate": 0.25}
+    cur.update("b", [1.0, 1.0])  # b got solved in phase 1; phase 2 keeps the lowest: d
+    assert [p.id for p in cur.pool(problems, 1)] == ["b", "c", "d"]
+    assert [p.id for p in cur.pool(problems, 2)] == ["d"]
+    assert [p.id for p in cur.pool(problems, 50)] == ["d"]  # past the schedule: last phase
+    assert cur.stats()["hf_phase"] == 2
+    # a filtered train set that lost every kept problem falls back to all of it
+    assert cur.pool(problems[:2], 3) == problems[:2]
+
+
+def test_curriculum_both_and_bad_spec():
+    problems = [_problem("a"), _problem("b")]
+    cur = cccs.make_curriculum(_args(hard_focus="1:1"), problems, {"a": 0.5, "b": 0.1})
+    assert [p.id for p in cur.pool(problems, 0)] == ["b"] and cur.prefix(problems[1])
+    assert set(cur.stats()) == {"cccs_final-2", "cccs_final_share", "hf_phase", "hf_pool",
+                                "hf_pool_pass_rate"}
+    with pytest.raises(SystemExit, match="--hard-focus"):
+        cccs.make_curriculum(_args(hard_focus="2:1,5:1"), problems, {})
+
+
+def test_curriculum_state_round_trip_continues_identically():
+    problems = [_problem(p) for p in "abc"]
+    args = _args(hard_focus="2:1,1:5", cccs_span=2)
+    cur = cccs.make_curriculum(args, problems, {"a": 0.1, "b": 0.2, "c": 0.9})
+    cur.pool(problems, 0)
+    for pid, rs in (("a", [1.0]), ("a", [1.0]), ("b", [0.0]), ("a", [1.0])):
+        cur.update(pid, rs)
+    state = json.loads(json.dumps(cur.state_dict()))  # what trainer_state.json holds
+    back = cccs.make_curriculum(args, problems, {"a": 0.0, "b": 0.0, "c": 0.0})  # resume seeds
+    back.load_state_dict(state)
+    assert back.state_dict() == cur.state_dict() and back.stats() == cur.stats()
+    assert [back.prefix(p) for p in problems] == [cur.prefix(p) for p in problems]
+    # the next phase ranks by the restored rates (b: 0.0 < a: 1.0), not the fresh seed
+    assert [p.id for p in back.pool(problems, 1)] == [p.id for p in cur.pool(problems, 1)] == ["b"]
+    # a checkpoint from a run without hard focus: its CCCS part still loads
+    only = cccs.make_curriculum(_args(cccs_span=2), problems, {})
+    only.load_state_dict(state)
+    assert only.cccs.state_dict() == cur.cccs.state_dict()
+
+
+def _grpo(out, *extra):
+    cmd = [sys.executable, os.path.join(ROOT, "grpo.py"), "--curriculum", "cccs", "--cccs-loops",
+           "--cccs-span", "1000", "--cccs-threshold", "2", "--save-every", "1",
+           "--max-problems", "6", "--sft-steps", "2", "--group-size", "2",
+           "--prompts-per-step", "4", "--eval-n", "1", "--max-new-tokens", "24",
+           "--sandbox-workers", "1", "--out", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
+def _updates(out, step):
+    """CCCS updates recorded so far: a span of 1000 and an unreachable threshold keep them all."""
+    state = json.load(open(os.path.join(out, f"step_{step}", "trainer_state.json")))
+    return sum(len(s["history"]) for _, s in state["curriculum"]["cccs"]["problems"])
+
+
+def test_grpo_checkpoints_and_resumes_the_curriculum(tmp_path):
+    _grpo(tmp_path, "--steps", "2")
+    assert _updates(tmp_path, 1) == 4 and _updates(tmp_path, 2) == 8  # 4 groups a step
+    _grpo(tmp_path, "--steps", "3", "--resume")
+    assert _updates(tmp_path, 3) == 12  # continued from step 2's state (a fresh one: 4)
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["step"] for r in rl] == [1, 2, 3]
+    assert all(r["cccs_final"] + r.get("cccs_final-1", 0) + r.get("cccs_final-2", 0) == 6
+               for r in rl)
