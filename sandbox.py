@@ -6,6 +6,13 @@ A program is judged on a list of tests. Two kinds:
   standard I/O   {"input": str, "output": str}    the program reads stdin and prints;
   call-based     {"input": [args], "output": v}   fn_name names a top-level function or a
                                                    method of `class Solution` (LeetCode style).
+Prelude: a call-based program is a LeetCode-style fragment that its judge completes with
+imports (`List`, `defaultdict`, `heapq` are used without importing them). Its globals start with
+LiveCodeBench's import list (PRELUDE_STAR names, then PRELUDE_MODULES; builtins are never
+shadowed). It is put in the namespace, not prepended as text, so line numbers and coverage are
+those of the submitted code. A prelude name is never taken as the program's function: fn_name
+must be bound by the program itself. Standard-I/O programs get no prelude: they are whole
+scripts, judged as a contest judge runs them.
 Verdict per test: pass | wrong_answer | runtime_error | timeout | memory_limit | output_limit.
 Verdict per program: compile_error if the code does not compile (no test runs), else pass when
 every test passes, else the verdict of the first failing test. pass_rate = passed / total.
@@ -107,6 +114,12 @@ PRELOADED = ("math", "collections", "itertools", "functools", "heapq", "bisect",
              "random", "copy", "operator", "typing", "fractions", "decimal", "statistics",
              "datetime", "json", "io", "traceback", "array", "queue", "threading", "dataclasses",
              "enum", "tempfile")
+# LeetCode-style call-based code is a fragment that the judge completes with its own imports
+# (LiveCodeBench's harness: `from X import *` for these, then `import X`). Put the same names in
+# the program's globals, not as source text, so line numbers and coverage stay exact.
+PRELUDE_STAR = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math",
+                "random", "statistics", "itertools", "functools", "operator", "typing")
+PRELUDE_MODULES = PRELUDE_STAR + ("io", "sys", "json", "array", "fractions", "decimal")
 
 
 @dataclass
@@ -246,7 +259,10 @@ def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
             errors.append(e)
         finally:
             if worker is not None:
-                worker.close()
+                try:
+                    worker.close()
+                except Exception:   # best effort already; a thread must not print a traceback
+                    pass
 
     threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(workers, len(jobs)))]
     for t in threads:
@@ -300,7 +316,10 @@ class _Worker:
     def __init__(self):
         self.proc = subprocess.Popen(
             [sys.executable, "-I", os.path.abspath(__file__), "--worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_minimal_env("/"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # LD_BIND_NOW: the worker resolves every libc symbol once, so its children do not
+            # each write (copy-on-write fault) the GOT pages again on first calls.
+            env=_minimal_env("/") | {"LD_BIND_NOW": "1"},
             close_fds=True, start_new_session=True, cwd="/")
         hello = self._read(time.monotonic() + 60)
         if hello is None:
@@ -352,14 +371,49 @@ class _Worker:
             _kill_uid_from_parent(UID_BASE + self.proc.pid)
 
 
-def _kill_uid_from_parent(uid: int):
-    """`kill -9 -1` as `uid` (procps kill; setuid happens in C, the trainer is never forked)."""
+def _kill_uid_from_parent(uid: int, limit_s: float = 5.0):
+    """Kill every live process of `uid` after its worker died mid-test (quietly, never raises).
+
+    First `kill -9 -1` as `uid` (procps kill: one atomic pass, so a fork bomb cannot outrun it;
+    setuid happens in C, the trainer is never forked). Then, as a check and a fallback where that
+    binary is missing, signal what is left from here through pidfds (a pid reused in between is
+    not touched). Zombies are already dead: they only wait for their parent to reap them.
+    """
     try:
         subprocess.run(["kill", "-9", "-1"], user=uid, group=uid, extra_groups=[],
                        env=_minimal_env("/"), check=False, cwd="/",
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError:
+    except (OSError, ValueError, subprocess.SubprocessError):
         pass
+    deadline = time.monotonic() + limit_s
+    while (pids := _live_pids_of(uid)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                pidfd = os.pidfd_open(pid)
+            except OSError:
+                continue
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == uid:   # still that process, pinned by pidfd
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+            finally:
+                os.close(pidfd)
+        time.sleep(0.005)
+
+
+def _live_pids_of(uid: int) -> list[int]:
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and _owner(name) == uid:
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in (b"Z", b"X"):
+                pids.append(int(name))
+    return pids
 
 
 def _judge_job(job: dict, report: dict, wall_time: float) -> Result:
@@ -446,9 +500,17 @@ def _minimal_env(home: str) -> dict:
 # Worker side: runs in `python -I sandbox.py --worker`
 # ---------------------------------------------------------------------------------------------
 
+_LIBC = None   # the worker's handle on libc (prctl, mount, unshare), inherited by children
+
+
 def _worker_main():
+    global _LIBC
     import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
+    import resource    # noqa: F401  (the children's imports are then dictionary look-ups)
+    import shutil      # noqa: F401
+    import tempfile    # noqa: F401
+    import types       # noqa: F401
+    libc = _LIBC = ctypes.CDLL(None, use_errno=True)
     # The protocol moves off fds 0/1 so that nothing printed by accident corrupts it.
     cmd_fd, reply_fd = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -461,6 +523,7 @@ def _worker_main():
             __import__(name)
         except ImportError:
             pass
+    _PRELUDE.update(_leetcode_prelude())
     import gc
     gc.freeze()   # children never scan (and so never copy) the worker's objects
     _write_frame(reply_fd, json.dumps(info).encode())
@@ -472,6 +535,34 @@ def _worker_main():
         if info["workdir_root"] != "/tmp":
             import shutil
             shutil.rmtree(info["workdir_root"], ignore_errors=True)
+
+
+_PRELUDE: dict = {}   # filled once per worker, shared copy-on-write by its children
+
+
+def _leetcode_prelude() -> dict:
+    """{name: object} a call-based program finds in its globals (LiveCodeBench's import list).
+
+    Order of precedence as in that harness: module names > builtins > star-imported names, so
+    `pow`, `open`, `compile` stay the builtins and `random`, `copy`, `datetime` are the modules.
+    Not `from sys import *` / `from io import *`: their stdin/stdout/open would be stale objects.
+    """
+    import builtins
+    names: dict = {}
+    for name in PRELUDE_STAR:
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        public = getattr(module, "__all__", None) or [n for n in vars(module) if n[0] != "_"]
+        names.update({n: getattr(module, n) for n in public if hasattr(module, n)})
+    names = {n: v for n, v in names.items() if not hasattr(builtins, n)}
+    for name in PRELUDE_MODULES:
+        try:
+            names[name] = __import__(name)
+        except ImportError:
+            pass
+    return names
 
 
 def _isolate_worker(libc) -> dict:
@@ -734,12 +825,8 @@ def _child(job, test_input, workdir, uid, info, fds):
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     os.dup2(msg_w, HARNESS_FD)
-    for fd in [int(n) for n in os.listdir("/proc/self/fd")]:
-        if fd > HARNESS_FD:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+    top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]   # no fd of ours is at or above it
+    os.closerange(HARNESS_FD + 1, top if 0 < top < (1 << 20) else 1 << 20)   # close_range(2)
     os.chdir(workdir)
     cpu = math.ceil(job["timeout"]) + 1
     limits = [(resource.RLIMIT_AS, job["memory_mb"] << 20), (resource.RLIMIT_CPU, cpu),
@@ -752,8 +839,7 @@ def _child(job, test_input, workdir, uid, info, fds):
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-        import ctypes
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)   # after setuid, which clears it
+        _LIBC.prctl(1, signal.SIGKILL)   # after setuid, which clears it
     os.environ.clear()
     os.environ.update(_minimal_env(workdir))
     import tempfile
@@ -771,6 +857,8 @@ def _child(job, test_input, workdir, uid, info, fds):
         os._exit(0)
     module = types.ModuleType("__main__")
     module.__builtins__ = builtins
+    if job["fn_name"] is not None:   # a LeetCode fragment; a stdio program is a whole script
+        module.__dict__.update(_PRELUDE)
     sys.modules["__main__"] = module
     lines: set[int] = set()
     tracer = _make_tracer(lines, SOLUTION_FILENAME)
@@ -782,6 +870,10 @@ def _child(job, test_input, workdir, uid, info, fds):
             sys.settrace(tracer)
         exec(compiled, module.__dict__)
         if job["fn_name"] is not None:
+            if (job["fn_name"] not in compiled.co_names and job["fn_name"] in _PRELUDE
+                    and module.__dict__.get(job["fn_name"]) is _PRELUDE[job["fn_name"]]):
+                raise NameError(f"the program defines no function named {job['fn_name']!r} "
+                                "(the prelude's one does not count)")
             value = _find_function(module.__dict__, job["fn_name"])(*test_input)
             sys.settrace(None)
             message.update(_to_plain_message(value))

@@ -54,7 +54,7 @@ def apps_plus_jobs(path: str, timeout: float) -> list[dict]:
                       "output": parse_literal(out[0] if isinstance(out, list) and len(out) == 1
                                               else out)}
                      for args, out in zip(row["inputs"], row["outputs"])]
-            jobs.append(dict(code=LEETCODE_PRELUDE + row["canonical_solution"], tests=tests,
+            jobs.append(dict(code=row["canonical_solution"], tests=tests,
                              fn_name=name, timeout=timeout))
         else:        # standard I/O inside `def NAME():`, which must be called
             tests = [{"input": i, "output": o} for i, o in zip(row["inputs"], row["outputs"])]
@@ -63,20 +63,21 @@ def apps_plus_jobs(path: str, timeout: float) -> list[dict]:
     return jobs
 
 
-# LeetCode's judge imports these before the user's class; APPS+ LeetCode solutions rely on it
-# (`List`, `defaultdict`, `heapq` undefined otherwise). One line, so coverage lines shift by 1.
-LEETCODE_PRELUDE = ("from typing import *; from collections import *; from heapq import *; "
-                    "import heapq, collections, math, bisect, itertools, functools, string\n")
-
+# The baseline gives call-based programs the same LeetCode prelude as the sandbox (LiveCodeBench
+# does it with text before the program; here it is exec'd first, so line numbers agree).
 CALL_RUNNER = """
-import json, sys
+import json, sys, builtins
 args = json.load(open(sys.argv[2]))
 ns = {"__name__": "__main__"}
+exec("".join(f"from {m} import *\\n" for m in %r), ns)
+for name in [n for n in ns if hasattr(builtins, n) and not n.startswith("__")]:
+    del ns[name]
+exec("".join(f"import {m}\\n" for m in %r), ns)
 exec(compile(open(sys.argv[1]).read(), "solution.py", "exec"), ns)
 fn = getattr(ns["Solution"](), sys.argv[3]) if "Solution" in ns else ns[sys.argv[3]]
 value = fn(*args)
 open(sys.argv[4], "w").write(json.dumps(value))
-"""
+""" % (sb.PRELUDE_STAR, sb.PRELUDE_MODULES)
 
 
 def baseline_test(code_path: str, job: dict, test: dict, tmp: str, k: int) -> str:

@@ -103,6 +103,36 @@ def test_call_based_function_and_solution_method():
     assert r.status == "runtime_error" and "add_all" in r.tests[0].stderr
 
 
+def test_call_based_gets_the_leetcode_prelude_as_names_not_text():
+    code = """class Solution:
+    def f(self, a: List[int]) -> Optional[int]:
+        h = list(a); heapify(h)
+        return heapq.heappop(h) + len(Counter(a)) + gcd(4, 6) + bisect_left(sorted(a), 2)
+"""
+    tests = [{"input": [[3, 1, 2, 1]], "output": 1 + 3 + 2 + 2}]
+    r = run(code, tests, fn_name="f", coverage=True)
+    assert r.status == "pass"
+    assert r.executed_lines == {1, 2, 3, 4}               # no prepended line shifts them
+    # builtins are never shadowed (math.pow, io.open, re.compile): 3-argument pow still works
+    r = run("def f(a):\n    return pow(a, 2, 5)", [{"input": [4], "output": 1}], fn_name="f")
+    assert r.status == "pass"
+
+
+def test_prelude_names_do_not_count_as_the_programs_function():
+    tests = [{"input": [4, 6], "output": 2}]
+    r = run("x = 1", tests, fn_name="gcd")                 # math.gcd is in the prelude
+    assert r.status == "runtime_error" and "gcd" in r.tests[0].stderr
+    assert run("from math import gcd", tests, fn_name="gcd").status == "pass"
+
+
+def test_standard_io_gets_no_prelude():
+    r = run("print(Counter('aab')['a'])", [{"input": "", "output": "2"}])
+    assert r.status == "runtime_error" and "NameError" in r.tests[0].stderr
+    r = run("from collections import Counter\nprint(Counter('aab')['a'])",
+            [{"input": "", "output": "2"}])
+    assert r.status == "pass"
+
+
 def test_zero_tests_is_an_error_not_a_free_pass():
     with pytest.raises(ValueError, match="non-empty"):
         sb.run_tests("print(1)", [])
@@ -201,6 +231,43 @@ def test_escaped_children_are_dead_after_return(tmp_path):
     r = run(code, [{"input": "", "output": "x"}])
     pid = int(r.tests[0].output.split()[0])
     assert not alive(pid)
+
+
+@needs_root
+def test_worker_killed_mid_test_is_cleaned_up_quietly(monkeypatch, capfd):
+    """The parent's fallback cleanup (pidfds, no `kill` binary on PATH) kills the test's
+    processes, and nothing is printed (no traceback from the pool's threads)."""
+    import signal
+    import threading
+    monkeypatch.setattr(sb, "_minimal_env", lambda home: {"PATH": "/nonexistent", "HOME": home})
+    workers: list[int] = []
+
+    def kill_worker():
+        deadline = time.monotonic() + 20
+        while not workers and time.monotonic() < deadline:
+            workers.extend(p for p in _children() if b"--worker" in _cmdline(p))
+            time.sleep(0.05)
+        time.sleep(0.5)                                  # the test is running by now
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_worker)
+    killer.start()
+    code = "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(30)\n"
+    r = run(code, [{"input": "", "output": ""}], timeout=20)
+    killer.join()
+    assert workers and r.status == "runtime_error" and "worker died" in r.error
+    assert sb._live_pids_of(sb.UID_BASE + workers[0]) == []
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
 
 
 # --- tamper resistance --------------------------------------------------------------------------
