@@ -51,6 +51,10 @@ from __future__ import annotations
 
 import ast
 import copy
+import json
+import os
+import random
+import time
 import types
 
 import torch
@@ -377,4 +381,408 @@ class ValueModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.body(input_ids=input_ids, attention_mask=attention_mask,
                            use_cache=False).last_hidden_state           # [B, T, H]
-        return self.head(hidden.float()).squeeze(-1)                    # [B, T]
+        # = head(hidden).squeeze(-1), written without a view (FSDP2 hooks dislike views).
+        return hidden.float() @ self.head.weight[0] + self.head.bias[0]  # [B, T]
+
+
+# ============================================================================= the trainer
+# `torchrun ppo_fgo.py --model tiny` (or plain `python ppo_fgo.py`), on grpo.py's and model.py's
+# machinery. Per step: generate (+ sandbox verdicts and coverage) -> StepCoder reward and FGO
+# masks -> old log-probs, reference log-probs, old values (no grad) -> KL-in-reward, GAE,
+# whitening -> PPO epochs (policy loss + value loss, one backward) -> weight sync -> log /
+# checkpoint. Choices of this trainer:
+# - The reference and the critic start from the policy AFTER the SFT warm start (StepCoder's
+#   SFT model), not from the base checkpoint; both are saved with every checkpoint (ref.pt,
+#   critic.pt), so a resumed run keeps the same ones.
+# - Advantages are whitened over the tokens the policy loss sees (the FGO-kept ones).
+# - The critic's learning rate is constant (no schedule); the policy's follows grpo's.
+
+
+class _NoOptimizer:
+    """Stands in for the frozen reference's optimizer in save/load_checkpoint's extras."""
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def completion_fgo_mask(tokenizer, completion, prefix: str, program: str | None,
+                        result) -> list[int] | None:
+    """FGO mask over completion.token_ids, or None (nothing to mask: no code, no trusted
+    coverage, or the decoded tokens do not reproduce the text the reward was computed on).
+
+    The rewarded program is data.extract_code of head + text, head = "```python\\n" + prefix
+    for a CCCS prefix (cccs.rewarded_program with prefill) and "" otherwise; the token spans
+    are shifted by len(head), so prefix lines simply have no tokens.
+    """
+    executed = fgo_executed_lines(result.status, result.executed_lines) if result else None
+    if executed is None or program is None:
+        return None
+    text = tokenizer.decode(completion.token_ids, skip_special_tokens=True,
+                            clean_up_tokenization_spaces=False)
+    if text != completion.text:
+        return None
+    head = f"```python\n{prefix}" if prefix else ""
+    full = head + text
+    spans = [(s + len(head), e + len(head))
+             for s, e in token_char_spans(tokenizer, completion.token_ids)]
+    return fgo_token_mask(full, spans, code_char_span(full, program), executed)
+
+
+def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0):
+    """Sample args.group_size responses for this rank's share of args.prompts_per_step
+    problems, run them on the tests, and build Samples with the StepCoder reward (and, with
+    --fgo, the FGO token mask). Returns (samples, stats of sums: reduce with reduce_sums)."""
+    import grpo
+    G = args.group_size
+    pool = curriculum.pool(problems, step) if curriculum else problems
+    per_rank = max(1, args.prompts_per_step // d.world)
+    # Every rank draws the same global batch (same rng), then takes its own slice.
+    batch = [pool[rng.randrange(len(pool))] for _ in range(per_rank * d.world)]
+    seed = rng.randrange(2**31)
+    batch = batch[d.rank::d.world]
+    prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
+    prompt_ids, comps, passed, results, programs = grpo.generate_and_score(
+        engine, tokenizer, batch, args, seed + d.rank, prefixes, coverage=args.fgo)
+    table = json.loads(args.reward_table) if args.reward_table else None
+    samples = []
+    st = {"samples": 0.0, "reward_sum": 0.0, "pass_sum": 0.0, "len_sum": 0.0,
+          "truncated": 0.0, "no_code": 0.0, "fgo_tokens": 0.0, "fgo_masked": 0.0,
+          "fgo_samples": 0.0}
+    for j, c in enumerate(comps):
+        g = j // G
+        res = results[j]
+        score = stepcoder_reward(res.status if res is not None else None, table)
+        mask = None
+        if args.fgo:
+            mask = completion_fgo_mask(tokenizer, c, prefixes[g] if prefixes else "",
+                                       programs[j], res)
+            st["fgo_samples"] += mask is not None
+            st["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
+        samples.append(grpo.Sample(prompt_ids[g], c.token_ids, 0.0, mask, score,
+                                   key=(batch[g].id, j)))
+        st["samples"] += 1
+        st["reward_sum"] += score
+        st["pass_sum"] += res is not None and res.status == "pass"
+        st["len_sum"] += len(c.token_ids)
+        st["fgo_tokens"] += len(c.token_ids)
+        st["truncated"] += c.finish_reason == "length"
+        st["no_code"] += programs[j] is None
+        status = "no_code" if res is None else res.status
+        st[f"status/{status}"] = st.get(f"status/{status}", 0.0) + 1
+    if curriculum is not None:
+        updates = [(p.id, passed[g * G:(g + 1) * G]) for g, p in enumerate(batch)]
+        for pid, rs in grpo.gather_objects(updates):
+            curriculum.update(pid, rs)
+    return samples, st
+
+
+@torch.no_grad()
+def score_samples(policy, ref, critic, samples, args, pad_id: int, device) -> None:
+    """Old log-probs, reference log-probs (when ref) and old values per response token, into
+    each sample's extras (lists), computed in micro-batches before the update. The value at
+    log-prob position t is the critic's output at token t: the state in which token t+1 was
+    chosen. Every rank runs the same number of forwards (FSDP collectives)."""
+    import grpo
+    chunks = [samples[i:i + args.micro_batch] for i in range(0, len(samples), args.micro_batch)]
+    for k in range(grpo._max_over_ranks(len(chunks), device)):
+        part = chunks[k] if k < len(chunks) else []
+        b = grpo.collate(part, pad_id, device) if part else grpo._empty_batch([], pad_id, device)
+        ids, attn = b["input_ids"], b["attention_mask"]
+        logp = policy(ids, attn, temperature=args.temperature)               # [B, L-1]
+        ref_logp = ref(ids, attn, temperature=args.temperature) if ref is not None else logp
+        values = critic(ids, attn)[:, :-1]                                    # [B, L-1]
+        for i, s in enumerate(part):
+            a, n = len(s.prompt_ids) - 1, len(s.response_ids)
+            s.extras = {"old_logp": logp[i, a:a + n].tolist(),
+                        "ref_logp": ref_logp[i, a:a + n].tolist(),
+                        "old_values": values[i, a:a + n].tolist()}
+
+
+def _padded(rows: list[list[float]]) -> torch.Tensor:
+    out = torch.zeros(len(rows), max([len(r) for r in rows] + [1]))
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = torch.tensor(r, dtype=torch.float)
+    return out
+
+
+def ppo_advantages(samples, args) -> dict:
+    """KL-in-reward, GAE and whitening on the scored samples (response tokens only, right
+    padded to [N, T]); sets each sample's advantage (list) and extras returns. Returns sums for
+    the log (kl, values, returns, explained variance inputs)."""
+    lens = torch.tensor([len(s.response_ids) for s in samples])
+    T = max(int(lens.max()) if len(samples) else 1, 1)
+    resp = (torch.arange(T)[None] < lens[:, None]).float()                    # [N, T]
+    keep = _padded([[1.0] * len(s.response_ids) if s.token_mask is None else s.token_mask
+                    for s in samples])[:, :T] * resp
+    logp = _padded([s.extras["old_logp"] for s in samples])[:, :T]
+    ref = _padded([s.extras["ref_logp"] for s in samples])[:, :T]
+    values = _padded([s.extras["old_values"] for s in samples])[:, :T]
+    score = torch.tensor([s.reward for s in samples], dtype=torch.float)
+    rewards = kl_in_reward(score, logp, ref, resp, args.kl_coef)
+    adv, ret = gae(rewards, values, resp, gamma=args.gamma, lam=args.lam)
+    adv = whiten(adv, keep) if args.whiten else adv * keep
+    for i, s in enumerate(samples):
+        n = len(s.response_ids)
+        s.advantage = adv[i, :n].tolist()
+        s.extras = {"old_logp": s.extras["old_logp"], "old_values": s.extras["old_values"],
+                    "returns": ret[i, :n].tolist()}
+    m = resp
+    return {"tok": float(m.sum()), "kl_sum": float(((logp - ref) * m).sum()),
+            "value_sum": float((values * m).sum()), "ret_sum": float((ret * m).sum()),
+            "ret_sq": float((ret ** 2 * m).sum()),
+            "err_sq": float(((ret - values) ** 2 * m).sum())}
+
+
+def ppo_loss_fn(args, critic):
+    """Clipped policy loss (grpo.policy_loss, FGO mask in batch["mask"]) + vf_coef * clipped
+    value loss over all response tokens (batch["response_mask"], its own global denominator).
+    The critic runs on the same micro-batch; one backward trains both."""
+    from grpo import policy_loss
+
+    def fn(logp, batch, denom):
+        pl, st = policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"],
+                             eps_low=args.eps_low, eps_high=args.eps_high, agg=args.agg,
+                             denom=denom)
+        values = critic(batch["input_ids"], batch["attention_mask"])[:, :-1]
+        vl, vst = value_loss(values, batch["old_values"], batch["returns"],
+                             batch["response_mask"], clip=args.vf_clip, agg=args.agg,
+                             denom=batch["denom_response"])
+        st.pop("kl")      # grpo's k3 term is off here; the KL is in the reward
+        return pl + args.vf_coef * vl, {**st, **vst}
+    return fn
+
+
+def reduce_sums(st: dict) -> dict:
+    """Sum each entry over ranks (keys may differ between ranks: union, sorted)."""
+    from model import all_reduce_sum
+    keys = sorted(set().union(*_gather_keys(st)))
+    return {k: all_reduce_sum(st.get(k, 0.0)) for k in keys}
+
+
+def _gather_keys(st):
+    import grpo
+    return [set(k) for k in grpo.gather_objects([list(st)])]
+
+
+def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
+    n = max(st["samples"], 1)
+    tok = max(adv_st["tok"], 1)
+    ret_mean = adv_st["ret_sum"] / tok
+    ret_var = max(adv_st["ret_sq"] / tok - ret_mean ** 2, 1e-12)
+    row = {"reward_mean": st["reward_sum"] / n, "pass_rate": st["pass_sum"] / n,
+           "response_len": st["len_sum"] / n, "truncated_frac": st["truncated"] / n,
+           "no_code_frac": st["no_code"] / n, "kl_ref": adv_st["kl_sum"] / tok,
+           "value_mean": adv_st["value_sum"] / tok, "return_mean": ret_mean,
+           # 1 - Var(ret - V) / Var(ret), with the mean error counted (E[(ret - V)^2]).
+           "vf_explained_var": 1 - adv_st["err_sq"] / tok / ret_var}
+    row.update({k: v / n for k, v in st.items() if k.startswith("status/")})
+    if fgo:
+        row["fgo_masked_share"] = st["fgo_masked"] / max(st["fgo_tokens"], 1)
+        row["fgo_covered_frac"] = st["fgo_samples"] / n
+    return row
+
+
+def build_critic(args, path, policy, d):
+    """Separate critic: the policy's body (current weights, i.e. after SFT) + a zero value
+    head, FSDP-sharded like the policy, with its own AdamW."""
+    from model import attention_impl, full_state_dict, shard_model
+    if args.critic == "shared":
+        raise SystemExit("--critic shared needs the value head inside the policy's FSDP root "
+                         "forward (model.PolicyLogprobs returning hidden states); not "
+                         "available yet: use --critic separate.")
+    critic = ValueModel.from_pretrained(path, dtype=torch.float32,
+                                     attn_implementation=attention_impl(d.device)).to(d.device)
+    sd = full_state_dict(policy)
+    critic.body.load_state_dict({k[len("model."):]: v for k, v in sd.items()
+                                 if k.startswith("model.")})
+    critic = shard_model(critic, d.device, args.grad_checkpointing, lm=critic.body)
+    opt = torch.optim.AdamW(critic.parameters(), lr=args.critic_lr, betas=(0.9, 0.99),
+                            weight_decay=args.weight_decay)
+    return critic, opt
+
+
+def build_reference(args, path, policy, d):
+    """Frozen copy of the policy as it is now (after SFT): the KL-in-reward anchor."""
+    from model import PolicyLogprobs, full_state_dict, load_causal_lm, shard_model
+    lm = load_causal_lm(path, d.device)
+    lm.load_state_dict(full_state_dict(policy), strict=False)
+    return shard_model(PolicyLogprobs(lm, args.logprob_chunk), d.device).eval().requires_grad_(False)
+
+
+def train(args) -> dict:
+    """SFT warm start -> eval -> PPO steps (StepCoder reward, optional FGO) -> eval."""
+    import grpo
+    from tqdm import tqdm
+    from model import (Timer, init_distributed, latest_checkpoint, load_checkpoint,
+                       save_checkpoint, seed_everything, warmup_cosine)
+    d = init_distributed()
+    seed_everything(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    log = grpo.MetricsLog(args.out, d.main)
+    say = print if d.main else (lambda *a, **k: None)
+    t0 = time.time()
+    train_p, eval_p = grpo.load_problem_sets(args)
+    path, tokenizer, policy, _, engine = grpo.setup_policy(args, d)
+    say(f"[ppo] model {args.model} ({path}), engine {engine.name}, {d.world} rank(s), "
+        f"{len(train_p)} train / {len(eval_p)} eval problems, fgo={args.fgo}")
+
+    # --- warm start, first evaluation ---------------------------------------------------------
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    state, rates = {}, {}
+    if ckpt is None:
+        grpo.sft(policy, tokenizer, train_p, args, d, log)
+        grpo.sync_weights(policy, engine, d)
+        if args.eval_n > 0:
+            before = grpo.run_eval(engine, tokenizer, eval_p, args, d, log, say, "before_rl")
+            state["pass_at_1_before_rl"] = before["pass@1"]
+            rates = before["rates"]
+    curriculum = grpo.make_curriculum(args, train_p, rates)
+
+    # --- models: critic and reference from the current policy, optimizers ----------------------
+    critic, critic_opt = build_critic(args, path, policy, d)
+    ref = build_reference(args, path, policy, d) if args.kl_coef > 0 else None
+    extras = {"critic": (critic, critic_opt)}
+    if ref is not None:
+        extras["ref"] = (ref, _NoOptimizer())
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.99),
+                                  weight_decay=args.weight_decay)
+    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+    rng = random.Random(args.seed)
+    start = 0
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, policy, optimizer, scheduler, d, extras=extras)
+        start = state["step"]
+        rng.setstate(grpo._tuples(state["rng"]))
+        if curriculum is not None and "curriculum" in state:
+            curriculum.load_state_dict(state["curriculum"])
+        grpo.sync_weights(policy, engine, d)
+        say(f"[ppo] resumed from {ckpt} at step {start}")
+    elif args.save_every:
+        # step_0 = the warm-started policy with its critic and reference: --resume skips SFT,
+        # and --model <out>/step_0 --sft-steps 0 starts other runs from the same policy.
+        state.update(rng=rng.getstate())
+        save_checkpoint(args.out, 0, policy, tokenizer, optimizer, scheduler, state, d,
+                        extras=extras)
+
+    timer = Timer()
+    pad = tokenizer.pad_token_id
+    bar = tqdm(range(start, args.steps), desc="ppo", disable=not d.main, dynamic_ncols=True,
+               initial=start, total=args.steps)
+    for step in bar:
+        # --- generate, reward, FGO masks ---------------------------------------------------
+        with timer("generate+reward"):
+            samples, st = ppo_rollout(engine, tokenizer, train_p, rng, args, d, curriculum, step)
+        # --- old log-probs, reference, values; KL-in-reward, GAE ---------------------------
+        with timer("score"):
+            score_samples(policy, ref, critic, samples, args, pad, d.device)
+            adv_st = ppo_advantages(samples, args)
+        # --- PPO update: policy + critic, --ppo-epochs passes over the batch ---------------
+        with timer("update"):
+            for _ in range(args.ppo_epochs):
+                tr = grpo.train_on_samples(
+                    policy, optimizer, samples, ppo_loss_fn(args, critic),
+                    micro_batch=args.micro_batch, agg=args.agg, max_len=args.max_new_tokens,
+                    pad_id=pad, device=d.device, max_grad_norm=args.max_grad_norm,
+                    temperature=args.temperature,
+                    extra_modules=[(critic, critic_opt, args.max_grad_norm)])
+            scheduler.step()
+        # --- weight sync ----------------------------------------------------------------------
+        with timer("sync"):
+            grpo.sync_weights(policy, engine, d)
+        # --- log, checkpoint ----------------------------------------------------------------
+        row = {"phase": "rl", "step": step + 1,
+               **rollout_log(reduce_sums(st), reduce_sums(adv_st), args.fgo), **tr,
+               "lr": scheduler.get_last_lr()[0], **timer.pop(),
+               **(curriculum.stats() if curriculum else {})}
+        log(row)
+        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", pass_=f"{row['pass_rate']:.2f}")
+        if args.save_every and ((step + 1) % args.save_every == 0 or step + 1 == args.steps):
+            state.update(rng=rng.getstate())
+            if curriculum is not None:
+                state["curriculum"] = curriculum.state_dict()
+            save_checkpoint(args.out, step + 1, policy, tokenizer, optimizer, scheduler, state,
+                            d, extras=extras)
+    if args.eval_n > 0 and args.steps > 0:
+        after = grpo.run_eval(engine, tokenizer, eval_p, args, d, log, say, "after_rl")
+        state["pass_at_1_after_rl"] = after["pass@1"]
+    return grpo._finish(args, d, state, t0, say)
+
+
+# ----------------------------------------------------------------------------- flags
+
+PPO_PRESETS = {
+    # CPU default: tiny model on the built-in set; PPO's symmetric clip 0.2.
+    "cpu": dict(out="runs/ppo", eps_high=0.2, critic_lr=6e-5),
+    # StepCoder's reported settings (methods.md section 2), GPU scale.
+    "gpu": dict(out="runs/ppo-gpu", eps_high=0.2, lr=5e-7, critic_lr=1.5e-6, temperature=0.8,
+                top_p=0.9, max_new_tokens=1024),
+}
+
+
+def build_parser():
+    import grpo
+    p = grpo.build_parser()
+    p.prog = "ppo_fgo.py"
+    p.description = ("PPO with GAE and a critic on StepCoder's compiler-feedback reward, with "
+                     "optional FGO (policy loss only on code the tests executed). CPU default: "
+                     "tiny model, built-in problems, SFT warm start, then PPO; pass@1 before "
+                     "and after. GRPO-only flags (--adv-scale, --beta, --dynamic-sampling, "
+                     "--overlong-filter, --reward) do not apply.")
+    g = p.add_argument_group("PPO (StepCoder)")
+    g.add_argument("--fgo", action="store_true",
+                   help="FGO: mask the policy loss of code lines no unit test executed")
+    g.add_argument("--critic", choices=["separate", "shared"], default="separate",
+                   help="critic body: a separate copy of the policy (StepCoder) or the policy's "
+                        "own body (not available yet under FSDP)")
+    g.add_argument("--critic-lr", type=float, default=6e-5,
+                   help="critic learning rate (StepCoder 1.5e-6 = 3x the policy's)")
+    g.add_argument("--kl-coef", type=float, default=0.05,
+                   help="beta of the per-token KL penalty in the reward, to the post-SFT "
+                        "policy (StepCoder 0.05; 0 = no reference model)")
+    g.add_argument("--gamma", type=float, default=1.0, help="GAE discount")
+    g.add_argument("--lam", type=float, default=0.95, help="GAE lambda")
+    g.add_argument("--vf-clip", type=float, default=0.2, help="value clip range c")
+    g.add_argument("--vf-coef", type=float, default=1.0,
+                   help="weight of the value loss in the summed loss (separate critic: only "
+                        "scales the critic's gradient before clipping)")
+    g.add_argument("--ppo-epochs", type=int, default=1,
+                   help="optimizer passes over each rollout batch (1 = on-policy step)")
+    g.add_argument("--no-whiten", dest="whiten", action="store_false",
+                   help="do not whiten advantages over the batch's trained tokens")
+    g.add_argument("--reward-table", default="",
+                   help="JSON overriding StepCoder's rewards, e.g. '{\"wrong_answer\": -0.5}' "
+                        "(keys: pass, wrong_answer, runtime_error, timeout, memory_limit, "
+                        "output_limit, compile_error, no_code)")
+    return p
+
+
+def parse_args(argv=None):
+    import grpo
+    parser = build_parser()
+    pre, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**grpo.PRESETS[pre.preset], **PPO_PRESETS[pre.preset])
+    args = parser.parse_args(argv)
+    if args.reward_table:
+        for k in json.loads(args.reward_table):
+            if k not in STEPCODER_REWARDS:
+                parser.error(f"--reward-table: unknown key {k!r}")
+    return args
+
+
+def main(argv=None):
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    args = parse_args(argv)
+    try:
+        train(args)
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -296,3 +296,199 @@ def test_value_model_shapes_gradients_and_sharing(tmp_path):
         c.head.weight.data.copy_(w)
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids, attn), critic(ids, attn))
+
+
+# ----------------------------------------------------------------------------- the trainer
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class FakeEngine:
+    """Returns fixed completions (the i-th prompt's n completions = texts[i*n:(i+1)*n])."""
+
+    def __init__(self, tok, responses):
+        from engines import Completion
+        self.name, self.prompts = "fake", []
+        ids = [tok.encode(r, add_special_tokens=False) + [tok.eos_token_id] for r in responses]
+        self.comps = [Completion(tok.decode(i, skip_special_tokens=True), i, "stop") for i in ids]
+
+    def generate(self, prompts, n, **kw):
+        self.prompts += prompts
+        return [self.comps[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+
+class FixedPrefix:
+    """The curriculum hooks ppo_rollout uses (cccs.py's object), with one fixed prefix."""
+
+    def __init__(self, prefix):
+        self.prefix_text, self.updates = prefix, []
+
+    def pool(self, problems, step):
+        return problems
+
+    def prefix(self, problem):
+        return self.prefix_text
+
+    def update(self, pid, rates):
+        self.updates.append((pid, list(rates)))
+
+
+def rollout_args(**kw):
+    return argparse.Namespace(**{**dict(group_size=2, prompts_per_step=1, fgo=True,
+                                        reward_table="", temperature=1.0, top_p=1.0,
+                                        max_new_tokens=64, test_timeout=5.0, sandbox_workers=1,
+                                        reward="binary"), **kw})
+
+
+def sign_problem():
+    import data
+    return data.Problem("sign", "test", "Print the sign of n.", "", None,
+                        [{"input": "3\n", "output": "1\n"}, {"input": "0\n", "output": "1\n"}],
+                        [SIGN], "introductory")
+
+
+@pytest.mark.parametrize("cccs", [False, True])
+def test_rollout_rewards_and_logged_fgo_share(bpe_tokenizer, cccs):
+    import random
+
+    from model import Dist
+    tok = bpe_tokenizer
+    prefix = "def sign(x):\n    # positive or zero\n    if x >= 0:\n        return 1\n"
+    if cccs:      # the answer was opened in the prompt: the response continues the program
+        good = SIGN[len(prefix):] + "```\nDone."
+        wrong = "print(2)\n```"              # sign's body (prefix lines) never runs
+    else:
+        good = "Here is the code.\n```python\n" + SIGN + "```\nDone."
+        wrong = "```python\nprint(2)\n```"
+    engine = FakeEngine(tok, [good, wrong])
+    args = rollout_args()
+    cur = FixedPrefix(prefix) if cccs else None
+    samples, st = ppo_fgo.ppo_rollout(engine, tok, [sign_problem()], random.Random(0), args,
+                                      Dist(0, 1, 0, torch.device("cpu")), cur)
+    assert [s.reward for s in samples] == [1.0, -0.3]           # pass, wrong answer
+    assert samples[1].token_mask == [1] * len(samples[1].response_ids)   # all of it ran
+    # The mask is what fgo_token_mask gives on the sandbox-free trace of the same program.
+    ids = engine.comps[0].token_ids
+    spans = token_char_spans(tok, ids)
+    head = "```python\n" + prefix if cccs else ""
+    full = head + good
+    spans = [(s + len(head), e + len(head)) for s, e in spans]
+    expected = fgo_token_mask(full, spans, ppo_fgo.code_char_span(full, SIGN),
+                              traced_lines(SIGN, ["3", "0"]))
+    assert samples[0].token_mask == expected and 0 in expected
+    masked = "".join(tok.decode([ids[i]]) for i, k in enumerate(expected) if k == 0)
+    assert masked.split() == ELSE_BRANCH.split()
+    # The logged share = masked tokens / response tokens over both samples.
+    row = ppo_fgo.rollout_log(st, {"tok": 1, "kl_sum": 0, "value_sum": 0, "ret_sum": 0,
+                                   "ret_sq": 1, "err_sq": 0}, fgo=True)
+    n_masked = expected.count(0)
+    assert row["fgo_masked_share"] == pytest.approx(n_masked / (len(ids) + len(samples[1].response_ids)))
+    assert row["fgo_covered_frac"] == 1.0 and row["pass_rate"] == 0.5
+    assert row["reward_mean"] == pytest.approx(0.35)
+    if cccs:
+        assert engine.prompts[0].endswith("```python\n" + prefix)
+        assert cur.updates == [("sign", [1.0, 0.0])]
+    # Without --fgo nothing is masked and nothing about FGO is logged.
+    samples, st = ppo_fgo.ppo_rollout(engine, tok, [sign_problem()], random.Random(0),
+                                      rollout_args(fgo=False),
+                                      Dist(0, 1, 0, torch.device("cpu")), cur)
+    assert all(s.token_mask is None for s in samples)
+
+
+def test_ppo_advantages_assembly_by_hand():
+    from grpo import Sample
+    a = Sample([1], [5, 6, 7], 0.0, None, 1.0, extras={
+        "old_logp": [-1.0, -1.0, -1.0], "ref_logp": [-1.5, -1.0, -1.0],
+        "old_values": [0.0, 0.0, 0.0]})
+    b = Sample([1, 2], [8, 9], 0.0, [1, 0], -0.3, extras={
+        "old_logp": [-1.0, -1.0], "ref_logp": [-1.0, -1.0], "old_values": [0.0, 0.0]})
+    args = argparse.Namespace(kl_coef=0.2, gamma=1.0, lam=1.0, whiten=False)
+    st = ppo_fgo.ppo_advantages([a, b], args)
+    # a: KL reward -0.2 * 0.5 = -0.1 on token 0, score 1 on token 2: returns 0.9, 1, 1
+    assert a.extras["returns"] == pytest.approx([0.9, 1.0, 1.0])
+    assert a.advantage == pytest.approx([0.9, 1.0, 1.0])         # V = 0, gamma = lam = 1
+    assert b.extras["returns"] == pytest.approx([-0.3, -0.3])    # value targets: every token
+    assert b.advantage == pytest.approx([-0.3, 0.0])             # FGO-masked token: 0
+    assert set(a.extras) == {"old_logp", "old_values", "returns"}
+    assert st["tok"] == 5 and st["kl_sum"] == pytest.approx(0.5)
+    # Whitening over the 4 kept tokens (0.9, 1, 1, -0.3).
+    a.extras["ref_logp"] = [-1.5, -1.0, -1.0]
+    b.extras["ref_logp"] = [-1.0, -1.0]
+    ppo_fgo.ppo_advantages([a, b], argparse.Namespace(kl_coef=0.2, gamma=1.0, lam=1.0,
+                                                      whiten=True))
+    kept = torch.tensor([0.9, 1.0, 1.0, -0.3])
+    z = (kept - kept.mean()) / kept.var(unbiased=False).sqrt()
+    assert a.advantage + b.advantage[:1] == pytest.approx(z.tolist(), abs=1e-5)
+    assert b.advantage[1] == 0.0
+
+
+def test_score_samples_align_with_unpadded_forwards():
+    from grpo import Sample
+    from model import PolicyLogprobs
+    lm = tiny_lm(0)
+    policy = PolicyLogprobs(lm, chunk_size=4)
+    critic = ValueModel.from_policy(lm)
+    torch.nn.init.normal_(critic.head.weight)
+    samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6]), Sample([1, 2], [3])]
+    args = argparse.Namespace(micro_batch=2, temperature=0.7)
+    ppo_fgo.score_samples(policy, None, critic, samples, args, pad_id=0, device="cpu")
+    with torch.no_grad():
+        for s in samples:
+            ids = torch.tensor([s.prompt_ids + s.response_ids])
+            attn = torch.ones_like(ids)
+            a, n = len(s.prompt_ids) - 1, len(s.response_ids)
+            lp = policy(ids, attn, temperature=0.7)[0, a:a + n]
+            v = critic(ids, attn)[0, a:a + n]       # state before each response token
+            assert s.extras["old_logp"] == pytest.approx(lp.tolist(), abs=1e-5)
+            assert s.extras["ref_logp"] == s.extras["old_logp"]   # no reference: KL 0
+            assert s.extras["old_values"] == pytest.approx(v.tolist(), abs=1e-5)
+
+
+def _run_cli(out, *extra):
+    cmd = [sys.executable, os.path.join(ROOT, "ppo_fgo.py"), "--max-problems", "4",
+           "--sft-steps", "2", "--steps", "1", "--group-size", "2", "--prompts-per-step", "2",
+           "--eval-n", "1", "--max-new-tokens", "24", "--save-every", "1", "--out", str(out),
+           *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return [json.loads(line) for line in open(out / "metrics.jsonl")]
+
+
+def test_cli_ppo_step_trains_the_critic_checkpoints_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    rows = _run_cli(out, "--fgo")
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["step"] for r in rl] == [1]
+    assert {"fgo_masked_share", "vf_clip_frac", "kl_ref", "reward_mean"} <= set(rl[0])
+    assert 0.0 <= rl[0]["fgo_masked_share"] <= 1.0
+    assert rl[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-4)   # one epoch: on-policy
+    for step in (0, 1):
+        assert {"critic.pt", "ref.pt", "model.safetensors"} <= set(os.listdir(out / f"step_{step}"))
+    before = torch.load(out / "step_0" / "critic.pt")
+    after = torch.load(out / "step_1" / "critic.pt")
+    assert torch.all(before["head.weight"] == 0)                  # zero-initialised head
+    assert after["head.weight"].abs().sum() > 0                   # ... trained by the step
+    # The head was 0, so the body had no gradient in step 1; it moves from step 2 on.
+    assert all(torch.equal(before[k], after[k]) for k in before if k.startswith("body."))
+    # The reference is frozen: unchanged by the step.
+    r0, r1 = torch.load(out / "step_0" / "ref.pt"), torch.load(out / "step_1" / "ref.pt")
+    assert all(torch.equal(r0[k], r1[k]) for k in r0)
+    rows = _run_cli(out, "--fgo", "--resume", "--steps", "2")
+    assert [r["step"] for r in rows if r["phase"] == "rl"] == [1, 2]
+    step2 = torch.load(out / "step_2" / "critic.pt")
+    assert any(not torch.equal(after[k], step2[k]) for k in after if k.startswith("body."))
+
+
+def test_cli_help_and_reward_table_check():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "ppo_fgo.py"), "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "--fgo" in out.stdout and "--critic-lr" in out.stdout
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "ppo_fgo.py"), "--reward-table",
+                          '{"crash": -2}'], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown key" in bad.stderr
