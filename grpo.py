@@ -616,6 +616,10 @@ def train(args) -> dict:
     scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
     rng = random.Random(args.seed)
     start = 0
+    if ckpt is None and args.save_every:
+        # step_0 = the warm-started policy: --resume skips SFT, and it can seed other runs.
+        state.update(rng=rng.getstate())
+        save_checkpoint(args.out, 0, policy, tokenizer, optimizer, scheduler, state, d)
     if ckpt is not None:
         state = load_checkpoint(ckpt, policy, optimizer, scheduler, d)
         start = state["step"]

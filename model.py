@@ -39,7 +39,7 @@ EOS = "<|endoftext|>"
 
 # ----------------------------------------------------------------------------- tiny model
 
-TINY = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+TINY = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=3,
             num_attention_heads=4, num_key_value_heads=2, vocab_size=1024)
 
 
