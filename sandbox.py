@@ -36,6 +36,12 @@ environment, a few common modules pre-imported. Each worker is a fork server: pe
 child, so a test costs a fork, not a Python start-up. The parent sends a worker only the code and
 the test INPUTS; the expected outputs stay in the parent, which compares what comes back. Workers
 and threads live for one run_batch call and are gone when it returns.
+Cost per test (measured with perf on a 2-core VM): about 3 ms of CPU against about 10 ms for a
+fresh interpreter. Most of it is the kernel's copy-on-write work for the fork: copying the
+worker's page tables and ~750 page faults per test (~500 in the child, whose Python touches
+object refcounts and type caches; ~250 in the worker, whose own writes fault again after every
+fork). Python-level harness work is small: `resource` is preloaded, fds are closed with one
+close_range(2), and LD_BIND_NOW spares each child the dynamic linker's GOT writes.
 
 Isolation (as root; see isolation_report())
 -------------------------------------------

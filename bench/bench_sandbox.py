@@ -3,12 +3,17 @@
 1. Every canonical solution of APPS+ (../shared/data/apps_plus_valid_500.json) through
    sandbox.run_batch, and through a baseline that starts a fresh Python process per test (what
    several public graders do), same worker count, same comparison rules, in the same run.
-   Prints tests/s of both, the speed-up, whether the verdicts agree, the share of canonical
-   solutions that pass and every failure.
-2. The three LiveCodeBench samples, whose "canonical_solution" is `import sys; sys.exit(0)`:
+   Prints tests/s of both (wall clock, and CPU seconds of all processes, which stays meaningful
+   on a shared machine), the speed-up, whether the verdicts agree, the share of canonical
+   solutions that pass and every failure, the slowest tests on both sides, and the best speed-up
+   any per-test harness could reach given the programs' own run time (Amdahl).
+2. Per-test overhead: --trivial N tests of `print(input())` (jobs of 10 tests), sandbox vs the
+   same fresh-Python baseline, in the same run.
+3. The three LiveCodeBench samples, whose "canonical_solution" is `import sys; sys.exit(0)`:
    it must fail every test.
 
     python bench/bench_sandbox.py [--data-dir ../shared/data] [--workers N] [--limit N]
+                                  [--trivial N]
 """
 import argparse
 import ast
@@ -18,6 +23,7 @@ import json
 import os
 import pickle
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -91,33 +97,78 @@ def baseline_test(code_path: str, job: dict, test: dict, tmp: str, k: int) -> st
             ok = sb.outputs_match(test["output"], proc.stdout.decode("utf-8", "replace"))
             return sb.PASS if ok else sb.WRONG_ANSWER
         args_path, out_path = f"{tmp}/args{k}.json", f"{tmp}/out{k}.json"
-        json.dump(test["input"], open(args_path, "w"))
+        with open(args_path, "w") as f:
+            json.dump(test["input"], f)
         proc = subprocess.run([sys.executable, "-c", CALL_RUNNER, code_path, args_path,
                                job["fn_name"], out_path], capture_output=True,
                               timeout=job["timeout"])
         if proc.returncode != 0 or not os.path.exists(out_path):
             return sb.RUNTIME_ERROR
-        ok = sb.values_match(test["output"], json.load(open(out_path)))
+        with open(out_path) as f:
+            ok = sb.values_match(test["output"], json.load(f))
         return sb.PASS if ok else sb.WRONG_ANSWER
     except subprocess.TimeoutExpired:
         return sb.TIMEOUT
 
 
-def run_baseline(jobs: list[dict], workers: int) -> list[list[str]]:
+def run_baseline(jobs: list[dict], workers: int) -> tuple[list[list[str]], list[list[float]]]:
+    """Verdicts and wall seconds per test, one fresh interpreter per test."""
+    def one(i: int, j: int) -> tuple[str, float]:
+        start = time.monotonic()
+        verdict = baseline_test(paths[i], jobs[i], jobs[i]["tests"][j], tmp, i * 1000 + j)
+        return verdict, time.monotonic() - start
+
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for i, job in enumerate(jobs):
             paths.append(f"{tmp}/p{i}.py")
-            open(paths[-1], "w").write(job["code"])
+            with open(paths[-1], "w") as f:
+                f.write(job["code"])
         work = [(i, j) for i, job in enumerate(jobs) for j in range(len(job["tests"]))]
         with ThreadPoolExecutor(workers) as pool:
-            verdicts = list(pool.map(lambda ij: baseline_test(
-                paths[ij[0]], jobs[ij[0]], jobs[ij[0]]["tests"][ij[1]], tmp,
-                ij[0] * 1000 + ij[1]), work))
-    out = [[] for _ in jobs]
-    for (i, _), v in zip(work, verdicts):
-        out[i].append(v)
-    return out
+            outcomes = list(pool.map(lambda ij: one(*ij), work))
+    verdicts, times = [[] for _ in jobs], [[] for _ in jobs]
+    for (i, _), (v, t) in zip(work, outcomes):
+        verdicts[i].append(v)
+        times[i].append(t)
+    return verdicts, times
+
+
+def cpu_seconds() -> float:
+    """User + system CPU of this process and every child it has reaped (workers, tests)."""
+    return sum(getattr(resource.getrusage(who), f) for who in
+               (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+
+
+def timed(fn):
+    """(fn(), wall seconds, CPU seconds)."""
+    cpu, start = cpu_seconds(), time.monotonic()
+    out = fn()
+    return out, time.monotonic() - start, cpu_seconds() - cpu
+
+
+def report_speed(label: str, n_tests: int, ours: tuple, base: tuple):
+    (sb_wall, sb_cpu), (b_wall, b_cpu) = ours, base
+    print(f"{label}: sandbox  {sb_wall:7.2f} s wall {n_tests / sb_wall:8.1f} tests/s, "
+          f"CPU {1000 * sb_cpu / n_tests:6.2f} ms/test")
+    print(f"{label}: baseline {b_wall:7.2f} s wall {n_tests / b_wall:8.1f} tests/s, "
+          f"CPU {1000 * b_cpu / n_tests:6.2f} ms/test (fresh Python per test)")
+    print(f"{label}: speed-up {b_wall / sb_wall:.1f}x wall, {b_cpu / sb_cpu:.1f}x CPU")
+
+
+def trivial_check(n: int, workers: int):
+    """Per-test overhead: n tests of `print(input())`, jobs of 10 tests, both harnesses."""
+    print(f"\n== per-test overhead: {n} tests of print(input()), {workers} workers ==")
+    jobs = [dict(code="print(input())", timeout=10.0, fn_name=None,
+                 tests=[{"input": f"{k}\n", "output": f"{k}\n"}
+                        for k in range(start, min(start + 10, n))])
+            for start in range(0, n, 10)]
+    results, sb_wall, sb_cpu = timed(lambda: sb.run_batch(jobs, workers=workers))
+    (verdicts, _), b_wall, b_cpu = timed(lambda: run_baseline(jobs, workers))
+    ok = all(r.status == sb.PASS for r in results) and all(v == sb.PASS for vs in verdicts
+                                                           for v in vs)
+    report_speed("trivial", n, (sb_wall, sb_cpu), (b_wall, b_cpu))
+    print("all passed on both sides:", ok)
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -161,6 +212,8 @@ def main():
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per test")
     parser.add_argument("--skip-baseline", action="store_true", help="sandbox only")
+    parser.add_argument("--trivial", type=int, default=1000,
+                        help="tests of print(input()) for the per-test overhead check (0: skip)")
     args = parser.parse_args()
     path = os.path.join(args.data_dir, "apps_plus_valid_500.json")
     if not os.path.exists(path):
@@ -169,9 +222,7 @@ def main():
     n_tests = sum(len(j["tests"]) for j in jobs)
     print(f"APPS+: {len(jobs)} canonical solutions, {n_tests} tests, {args.workers} workers")
 
-    start = time.monotonic()
-    results = sb.run_batch(jobs, workers=args.workers)
-    sandbox_s = time.monotonic() - start
+    results, sandbox_s, sandbox_cpu = timed(lambda: sb.run_batch(jobs, workers=args.workers))
     print(f"sandbox : {sandbox_s:7.2f} s  {n_tests / sandbox_s:8.1f} tests/s")
     passed = sum(r.status == sb.PASS for r in results)
     print(f"canonical solutions passing: {passed}/{len(jobs)} = {passed / len(jobs):.1%}")
@@ -182,16 +233,30 @@ def main():
             print(f"  problem {i:3d} fn={job['fn_name']}: {r.status} {r.passed}/{r.total} {detail}")
 
     if not args.skip_baseline:
-        start = time.monotonic()
-        base = run_baseline(jobs, args.workers)
-        base_s = time.monotonic() - start
-        print(f"baseline: {base_s:7.2f} s  {n_tests / base_s:8.1f} tests/s (fresh Python per test)")
-        print(f"speed-up: {base_s / sandbox_s:.1f}x")
+        (base, base_times), base_s, base_cpu = timed(lambda: run_baseline(jobs, args.workers))
+        report_speed("APPS+", n_tests, (sandbox_s, sandbox_cpu), (base_s, base_cpu))
         differ = [(i, [t.status for t in r.tests], b) for i, (r, b) in enumerate(zip(results, base))
                   if r.status != sb.COMPILE_ERROR and [t.status for t in r.tests] != b]
         print(f"verdicts differing per test: {len(differ)} problems")
         for i, ours, theirs in differ:
             print(f"  problem {i}: sandbox {ours} baseline {theirs}")
+        # Where the time goes: the programs' own run time bounds any harness (Amdahl).
+        rows = sorted(((t.time, base_times[i][j], i, j) for i, r in enumerate(results)
+                       for j, t in enumerate(r.tests) if j < len(base_times[i])), reverse=True)
+        child_s = sum(row[0] for row in rows)
+        slow = [row for row in rows if row[0] > 0.1]
+        print(f"child run time (fork to exit) summed over tests: {child_s:.1f} s; "
+              f"{len(slow)} tests over 100 ms take {sum(r[0] for r in slow):.1f} s of it")
+        print("slowest tests (sandbox child s, baseline s incl. start-up):",
+              ", ".join(f"p{i}/t{j} {a:.2f}/{b:.2f}" for a, b, i, j in rows[:8]))
+        if slow:
+            slow_s = sum(r[0] for r in slow)
+            print(f"bound: a harness with zero per-test cost still runs those {slow_s:.1f} s "
+                  f"of program compute on {args.workers} workers: speed-up <= "
+                  f"{base_s / (slow_s / args.workers):.1f}x")
+
+    if args.trivial:
+        trivial_check(args.trivial, args.workers)
 
     lcb = os.path.join(args.data_dir, "livecodebench_v1_samples_3.jsonl")
     if os.path.exists(lcb):
