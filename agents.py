@@ -50,6 +50,16 @@ Interfaces and simplifications
   * Tests are written as blocks `**Test Input:**` + fenced block, `**Test Output:**` + fenced
     block (the seed's format); at most max_tests per reply, broken blocks counted.
   * Turn-level rewards only (no discounting across turns), as in the seed.
+
+Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`, on grpo.py)
+  Warm start: grpo.sft(examples=warm_start_pairs) per model on its roles' turn-0 prompts.
+  Step: play prompts_per_step episodes (each rank its slice, so groups never span ranks) ->
+  group advantages over (problem, episode, turn, role) -> one GRPO update per distinct model
+  -> weight sync. Eval: pass@1 (k = 1) of the coder's turn-0 program alone (the single-agent
+  baseline, same model) and of the final program after max_turns turns with the tester.
+  CPU preset: K = 2, 2 turns, 2 tests per tester reply, 64/96 new tokens (coder/tester), one
+  torch thread (on the shared 2-core box two threads made generation 10-30x slower).
+  GPU preset: the paper's K = 4, 5 turns, 4096 tokens, lr 1e-6.
 """
 import copy
 import json
@@ -107,7 +117,7 @@ def parse_tests(text, max_tests=8):
 def format_tests(tests):
     """The inverse of parse_tests, for showing a tester its previous tests."""
     return "\n".join(
-        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n**Test Output:**\n```\n{t['output']}\n```"
+        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n**Test Output:**\n```\n{t['output'].rstrip()}\n```"
         for t in tests
     )
 
@@ -143,7 +153,7 @@ def format_mismatches(mismatches):
     shown = mismatches[:MAX_SHOWN_MISMATCHES]
     parts = [
         f"Input:\n```\n{_clip(m['input']).rstrip()}\n```\nTester's expected output:\n```\n"
-        f"{_clip(m['expected'])}\n```\nProgram's actual output:\n```\n{_clip(m['actual'])}\n```"
+        f"{_clip(m['expected']).rstrip()}\n```\nProgram's actual output:\n```\n{_clip(m['actual']).rstrip()}\n```"
         for m in shown
     ]
     if len(mismatches) > len(shown):
@@ -481,12 +491,17 @@ def run_episodes(problems, coder_generate, tester_generate, max_turns=5, k=2, al
 # (problem, episode, turn, role) -> one GRPO update per policy -> weight sync into its engine.
 
 AGENT_PRESETS = {
-    # CPU default: tiny model, built-in stdio problems, minutes on 2 cores.
-    "cpu": dict(out="runs/agents", steps=12, prompts_per_step=4, sft_steps=150, eval_n=2,
-                max_new_tokens=160, micro_batch=16),
+    # CPU default: tiny model, built-in stdio problems, a few minutes on a shared 2-core box.
+    # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
+    # tokens (mean 26), two ground-truth tests in the tester format <= 96 tokens (mean 84).
+    # One torch thread: on a contended 2-core machine 2 threads made HF generate 10-30x slower.
+    "cpu": dict(out="runs/agents", steps=10, prompts_per_step=4, sft_steps=100, sft_batch=16,
+                eval_n=1, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
+                max_turns=2, k=2, micro_batch=16, torch_threads=1),
     # AT-GRPO's reported settings at 1.7B (methods.md section 4).
-    "gpu": dict(out="runs/agents-gpu", max_turns=5, k=4, max_new_tokens=4096, lr=1e-6,
-                weight_decay=0.01, eval_temperature=0.6),
+    "gpu": dict(out="runs/agents-gpu", max_turns=5, k=4, max_new_tokens=4096,
+                tester_max_new_tokens=4096, max_tests=8, lr=1e-6, weight_decay=0.01,
+                eval_temperature=0.6, torch_threads=0),
 }
 
 
@@ -504,7 +519,11 @@ def build_parser():
     g.add_argument("--k", type=int, default=2, help="candidates per agent per turn, the GRPO group size (paper 4)")
     g.add_argument("--alpha", type=float, default=0.7, help="weight of the global reward (seed 0.7)")
     g.add_argument("--catch-bonus", type=float, default=0.0, help="tester bonus per valid test that fails a wrong program")
-    g.add_argument("--max-tests", type=int, default=4, help="tests kept per tester reply")
+    g.add_argument("--max-tests", type=int, default=2, help="tests asked for and kept per tester reply")
+    g.add_argument("--tester-max-new-tokens", type=int, default=96,
+                   help="the tester's response budget (--max-new-tokens is the coder's)")
+    g.add_argument("--torch-threads", type=int, default=1,
+                   help="torch CPU threads per process (0 = torch's default)")
     return p
 
 
@@ -546,55 +565,66 @@ def distinct(policies):
     return list(out.values())
 
 
-def engine_generate(pol, args, rng, temperature):
+def max_new_tokens(args, role):
+    return args.tester_max_new_tokens if role == "tester" else args.max_new_tokens
+
+
+def engine_generate(pol, args, rng, temperature, role):
     """A generate function for run_episodes: render, sample one completion per prompt."""
     import data
 
     def generate(prompts):
         texts = [data.render_prompt(pol.tokenizer, m) for m in prompts]
         outs = pol.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
-                                   max_new_tokens=args.max_new_tokens, seed=rng.randrange(2**31))
+                                   max_new_tokens=max_new_tokens(args, role), seed=rng.randrange(2**31))
         return [o[0] for o in outs]
 
     return generate
 
 
-def warm_start_examples(tokenizer, problems, roles, max_tests):
-    """SFT pairs: the turn-0 prompt of each role -> reference program / ground-truth tests."""
+def warm_start_pairs(problems, roles, max_tests):
+    """SFT pairs (messages, answer): the turn-0 prompt of each role -> every reference program
+    (coder) / the first max_tests ground-truth tests in the tester's format (tester)."""
     import data
-    import grpo
 
-    out = []
+    pairs = []
     for p in problems:
         state = EpisodeState(p, 0)
-        pairs = []
         if "coder" in roles:
             pairs += [(coder_messages(state), data.format_answer(s)) for s in p.solutions]
         if "tester" in roles:
             pairs.append((tester_messages(state, max_tests), format_tests(p.tests[:max_tests])))
-        for messages, answer in pairs:
-            ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
-            out.append(grpo.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0))
+    return pairs
+
+
+def warm_start_examples(tokenizer, problems, roles, max_tests):
+    """warm_start_pairs tokenized into grpo.Samples (answer + EOS), for grpo.sft(examples=)."""
+    import data
+    import grpo
+
+    out = []
+    for messages, answer in warm_start_pairs(problems, roles, max_tests):
+        ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
+        out.append(grpo.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0))
     return out
 
 
-def warm_start(pol, examples, args, d):
-    """grpo.sft's loop on our examples (grpo.sft builds single-agent coder examples itself)."""
-    import random
+def tokenizer_texts(problems=None, max_tests=2):
+    """Texts for the tiny tokenizer (model.tiny_corpus) so that tester prompts and answers get
+    merged tokens too: both roles' turn-0 prompts and answers, and one turn-1 prompt per role
+    (a round report with a mismatch), rendered without a chat template as the tiny model is."""
+    import data
 
-    import grpo
-    from model import warmup_cosine
-
-    rng = random.Random(args.seed + 1)
-    optimizer = torch_optim(pol.policy, args.sft_lr, 0.0)
-    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.sft_steps)
-    for _ in range(args.sft_steps):
-        batch = [examples[rng.randrange(len(examples))] for _ in range(args.sft_batch)]
-        grpo.train_on_samples(pol.policy, optimizer, batch[d.rank::d.world], grpo.sft_loss_fn(args),
-                              micro_batch=args.micro_batch, agg="token-mean", max_len=None,
-                              pad_id=pol.tokenizer.pad_token_id, device=d.device,
-                              max_grad_norm=args.max_grad_norm)
-        scheduler.step()
+    problems = [p for p in (problems or data.builtin_problems()) if p.fn_name is None and p.solutions]
+    texts = []
+    for messages, answer in warm_start_pairs(problems, ROLES, max_tests):
+        texts += [data.render_prompt(None, messages), answer]
+    for p in problems:
+        tests = p.tests[:max_tests]
+        state = EpisodeState(p, 0, turn=1, program=p.solutions[0], tests=tests, passed=[False] * len(tests),
+                             mismatches=[{"input": t["input"], "expected": t["output"], "actual": "0"} for t in tests])
+        texts += [data.render_prompt(None, coder_messages(state)), data.render_prompt(None, tester_messages(state, max_tests))]
+    return texts
 
 
 def torch_optim(policy, lr, weight_decay):
@@ -617,12 +647,19 @@ def training_samples(samples, roles, tokenizer, advantages):
 
 
 def rl_step(policies, problems, rng, args, d):
-    """Play one batch of episodes, then one GRPO update of every distinct policy."""
+    """Play one batch of episodes, then one GRPO update of every distinct policy.
+    The returned stats are this rank's episodes (rank 0's are logged)."""
+    import random
+
     import grpo
     import torch
 
-    batch = [problems[rng.randrange(len(problems))] for _ in range(max(1, args.prompts_per_step // d.world))]
-    gens = {r: engine_generate(policies[r], args, rng, args.temperature) for r in ROLES}
+    # Every rank draws the same global batch and sampling seed (same rng), then takes its own
+    # slice and seed: ranks play different episodes, and each episode's groups stay on its rank.
+    per_rank = max(1, args.prompts_per_step // d.world)
+    batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * d.world)][d.rank::d.world]
+    sampler = random.Random(rng.randrange(2**31) + d.rank)
+    gens = {r: engine_generate(policies[r], args, sampler, args.temperature, r) for r in ROLES}
     _, samples, stats = run_episodes(batch, gens["coder"], gens["tester"], args.max_turns, args.k, args.alpha,
                                      args.catch_bonus, args.max_tests, args.test_timeout)
     # Groups are one episode's K candidates at one turn: they never span problems or ranks.
@@ -631,7 +668,8 @@ def rl_step(policies, problems, rng, args, d):
     for pol, roles in distinct(policies):
         train = training_samples(samples, roles, pol.tokenizer, adv)
         st = grpo.train_on_samples(pol.policy, pol.optimizer, train, grpo.grpo_loss_fn(args, pol.ref),
-                                   micro_batch=args.micro_batch, agg=args.agg, max_len=args.max_new_tokens,
+                                   micro_batch=args.micro_batch, agg=args.agg,
+                                   max_len=max(max_new_tokens(args, r) for r in roles),
                                    pad_id=pol.tokenizer.pad_token_id, device=d.device,
                                    max_grad_norm=args.max_grad_norm, temperature=args.temperature)
         pol.scheduler.step()
@@ -647,7 +685,7 @@ def evaluate(policies, problems, args, d, rng):
     from model import all_reduce_sum
 
     mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
-    gens = {r: engine_generate(policies[r], args, rng, args.eval_temperature) for r in ROLES}
+    gens = {r: engine_generate(policies[r], args, rng, args.eval_temperature, r) for r in ROLES}
     episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], args.max_turns, 1, args.alpha,
                                       args.catch_bonus, args.max_tests, args.test_timeout)
     n = all_reduce_sum(len(episodes))
@@ -664,10 +702,12 @@ def train(args):
     import random
     import time
 
-    import data
     import grpo
+    import torch
     from model import init_distributed, seed_everything, warmup_cosine
 
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
     d = init_distributed()
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -679,7 +719,9 @@ def train(args):
     say(f"[agents] {args.policy} policy, {len(train_p)} stdio train / {len(eval_p)} eval problems, "
         f"K={args.k}, max_turns={args.max_turns}")
     for pol, roles in distinct(policies):
-        warm_start(pol, warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests), args, d)
+        # grpo.sft's warm start on this model's roles (its own AdamW, then a fresh one for RL).
+        grpo.sft(pol.policy, pol.tokenizer, train_p, args, d, lambda row, r="/".join(roles): log({**row, "roles": r}),
+                 examples=warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests))
         grpo.sync_weights(pol.policy, pol.engine, d)
         pol.optimizer = torch_optim(pol.policy, args.lr, args.weight_decay)
         pol.scheduler = warmup_cosine(pol.optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)

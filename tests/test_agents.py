@@ -239,3 +239,67 @@ def test_generate_may_return_completions_and_must_return_one_per_prompt():
     assert c0.output.token_ids == [1, 2, 3] and c0.response == code(REF) and c0.terms["global"] == 1.0
     with pytest.raises(ValueError, match="one text per prompt"):
         run_episodes([make_problem()], fixed(code(REF)), lambda prompts: ["x"], max_turns=1, k=2)
+
+
+# --------------------------------------------------------------------------- training glue
+
+
+class CharTokenizer:
+    """One id per character (id = code point), EOS 0: enough for warm_start_examples."""
+
+    chat_template = None
+    eos_token_id = 0
+
+    def __call__(self, text):
+        return {"input_ids": [ord(c) for c in text]}
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids if i)
+
+
+def test_warm_start_examples_follow_the_roles():
+    tok = CharTokenizer()
+    problem = make_problem()
+    problem.solutions = [REF, "print(sum(map(int, input().split())))\n"]
+    coder_only = agents.warm_start_examples(tok, [problem], ["coder"], max_tests=2)
+    both = agents.warm_start_examples(tok, [problem], ["tester", "coder"], max_tests=2)
+    assert len(coder_only) == 2 and len(both) == 3  # one per reference program + one tester example
+    answers = {tok.decode(s.response_ids): tok.decode(s.prompt_ids) for s in both}
+    assert all(s.response_ids[-1] == tok.eos_token_id for s in both)
+    (tester_answer,) = [a for a, prompt in answers.items() if "You are the tester" in prompt]
+    assert parse_tests(tester_answer) == ([{"input": t["input"], "output": t["output"].strip()} for t in GT[:2]], 0)
+    coder_programs = {data.extract_code(a) for a, prompt in answers.items() if "You are the coder" in prompt}
+    assert coder_programs == {s.strip() for s in problem.solutions}
+
+
+def test_tokenizer_texts_hold_both_roles_and_turn_one_prompts():
+    texts = agents.tokenizer_texts([make_problem(), make_problem("fn", fn_name="add")])
+    assert sum("You are the tester" in t for t in texts) == 2 and sum("You are the coder" in t for t in texts) == 2
+    assert sum("Tester's expected output" in t for t in texts) == 2  # the turn-1 round reports
+    assert any(t.startswith("**Test Input:**") for t in texts) and not any("[fn]" in t for t in texts)
+
+
+def test_torchrun_two_ranks_end_to_end(tmp_path):
+    """Two CPU ranks, a tiny config: summary.json has before/after pass@1 over all ranks' episodes."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    out = tmp_path / "run"
+    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", os.path.join(root, "agents.py"), "--model", "tiny",
+           "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4", "--steps", "1", "--prompts-per-step", "2",
+           "--max-turns", "1", "--max-new-tokens", "8", "--tester-max-new-tokens", "8", "--eval-n", "1",
+           "--out", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    for when in ("before", "after"):
+        assert set(summary[when]) >= {"pass@1_coder_alone", "pass@1_after_turns", "agree_rate"}
+        assert summary[when]["episodes"] == 4  # 4 stdio problems x eval_n 1, split over the 2 ranks
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert len(rl) == 1 and rl[0]["episodes"] == 1  # rank 0's share of the 2 prompts
