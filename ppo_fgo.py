@@ -45,7 +45,12 @@ Simplifications and choices (the paper leaves these open):
   no program to run).
 - The critic defaults to a separate copy of the policy's body: StepCoder trains it with its own
   learning rate (critic 1.5e-6 vs policy 5e-7), and value-loss gradients through a shared body
-  would move the policy. Sharing (`share_body=True`) halves the memory.
+  would move the policy. Sharing (`share_body=True`) halves the memory; the trainer does not
+  offer it yet under FSDP (the head would have to run inside the policy's root forward).
+- Trainer (bottom of this file): the reference and the critic start from the policy after the
+  SFT warm start (StepCoder's SFT model); advantages are whitened over the tokens the policy
+  loss sees (FGO-kept); the critic's learning rate is constant; one PPO epoch by default
+  (--ppo-epochs), so the ratio is 1 and the clip only acts from the second epoch on.
 """
 from __future__ import annotations
 
@@ -585,20 +590,33 @@ def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
     return row
 
 
+def copy_from_policy(policy, target, rename) -> None:
+    """Load the policy's current (FSDP-sharded) weights into `target` (sharded too):
+    rank 0 gathers the full state dict on CPU, set_model_state_dict broadcasts it.
+    rename(policy key) -> target key or None (skip). Keys of `target` not given (the
+    critic's head) keep their values."""
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                         set_model_state_dict)
+    sd = get_model_state_dict(policy, options=StateDictOptions(full_state_dict=True,
+                                                               cpu_offload=True))
+    sd = {rename(k): v for k, v in sd.items() if rename(k)}
+    set_model_state_dict(target, sd, options=StateDictOptions(
+        full_state_dict=True, broadcast_from_rank0=True, strict=False))
+
+
 def build_critic(args, path, policy, d):
     """Separate critic: the policy's body (current weights, i.e. after SFT) + a zero value
     head, FSDP-sharded like the policy, with its own AdamW."""
-    from model import attention_impl, full_state_dict, shard_model
+    from model import attention_impl, shard_model
     if args.critic == "shared":
         raise SystemExit("--critic shared needs the value head inside the policy's FSDP root "
                          "forward (model.PolicyLogprobs returning hidden states); not "
                          "available yet: use --critic separate.")
     critic = ValueModel.from_pretrained(path, dtype=torch.float32,
-                                     attn_implementation=attention_impl(d.device)).to(d.device)
-    sd = full_state_dict(policy)
-    critic.body.load_state_dict({k[len("model."):]: v for k, v in sd.items()
-                                 if k.startswith("model.")})
+                                        attn_implementation=attention_impl(d.device)).to(d.device)
     critic = shard_model(critic, d.device, args.grad_checkpointing, lm=critic.body)
+    copy_from_policy(policy, critic, lambda k: "body." + k[len("lm.model."):]
+                     if k.startswith("lm.model.") else None)
     opt = torch.optim.AdamW(critic.parameters(), lr=args.critic_lr, betas=(0.9, 0.99),
                             weight_decay=args.weight_decay)
     return critic, opt
@@ -606,10 +624,11 @@ def build_critic(args, path, policy, d):
 
 def build_reference(args, path, policy, d):
     """Frozen copy of the policy as it is now (after SFT): the KL-in-reward anchor."""
-    from model import PolicyLogprobs, full_state_dict, load_causal_lm, shard_model
-    lm = load_causal_lm(path, d.device)
-    lm.load_state_dict(full_state_dict(policy), strict=False)
-    return shard_model(PolicyLogprobs(lm, args.logprob_chunk), d.device).eval().requires_grad_(False)
+    from model import PolicyLogprobs, load_causal_lm, shard_model
+    ref = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
+                      d.device)
+    copy_from_policy(policy, ref, lambda k: k)
+    return ref.eval().requires_grad_(False)
 
 
 def train(args) -> dict:
@@ -730,7 +749,8 @@ def build_parser():
                      "optional FGO (policy loss only on code the tests executed). CPU default: "
                      "tiny model, built-in problems, SFT warm start, then PPO; pass@1 before "
                      "and after. GRPO-only flags (--adv-scale, --beta, --dynamic-sampling, "
-                     "--overlong-filter, --reward) do not apply.")
+                     "--overlong-filter, --offline-filter, --hard-focus; --reward only feeds "
+                     "the CCCS pass rates) do not apply.")
     g = p.add_argument_group("PPO (StepCoder)")
     g.add_argument("--fgo", action="store_true",
                    help="FGO: mask the policy loss of code lines no unit test executed")

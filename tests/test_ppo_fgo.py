@@ -470,7 +470,15 @@ def test_cli_ppo_step_trains_the_critic_checkpoints_and_resumes(tmp_path):
     assert rl[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-4)   # one epoch: on-policy
     for step in (0, 1):
         assert {"critic.pt", "ref.pt", "model.safetensors"} <= set(os.listdir(out / f"step_{step}"))
+    # Critic body and reference start from the warm-started policy (step_0), not the base.
+    from safetensors.torch import load_file
+    policy0 = load_file(out / "step_0" / "model.safetensors")
     before = torch.load(out / "step_0" / "critic.pt")
+    ref0 = torch.load(out / "step_0" / "ref.pt")
+    for k, v in policy0.items():
+        assert torch.equal(ref0["lm." + k], v)
+        if k.startswith("model."):
+            assert torch.equal(before["body." + k[len("model."):]], v)
     after = torch.load(out / "step_1" / "critic.pt")
     assert torch.all(before["head.weight"] == 0)                  # zero-initialised head
     assert after["head.weight"].abs().sum() > 0                   # ... trained by the step
