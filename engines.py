@@ -384,3 +384,12 @@ class VLLMEngine:
                                "load_weights(...) to wake it, not wake_up().")
         self.llm.wake_up()
         self.asleep = False
+
+    def close(self) -> None:
+        """Shut the engine down. vLLM's teardown also destroys the torch.distributed process
+        group it joined (the trainer's), so call this last, instead of
+        dist.destroy_process_group(); without it the same teardown runs at interpreter exit
+        and complains if the group is already gone."""
+        core = getattr(self.llm.llm_engine, "engine_core", None)
+        if core is not None:
+            core.shutdown()

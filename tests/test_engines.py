@@ -4,13 +4,20 @@ One vLLM engine and one transformers engine serve the whole module (vLLM start-u
 slow part). The tiny model is trained with FSDP2 (world of 1, gloo) exactly as the trainer
 does, its weights pushed into both engines, and vLLM is checked against transformers.
 """
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import engines
 import model
+
+# The environment before any engine starts: an in-process vLLM engine adds variables
+# (LD_PRELOAD, RANK, VLLM_* shared-memory names) that must not leak into the torchrun test.
+CLEAN_ENV = dict(os.environ)
 
 # Code-like texts: the tokenizer is trained on them and the fixed sequences come from them.
 TEXTS = [
@@ -207,3 +214,20 @@ def test_make_engine_picks_vllm_when_it_works_else_transformers(tiny, monkeypatc
     assert isinstance(e, engines.HFEngine) and e.batch_size == 3
     with pytest.raises(SystemExit):
         engines.make_engine("nope", tiny, torch.device("cpu"))
+
+
+def test_grpo_step_with_vllm_under_torchrun(tmp_path):
+    """A full GRPO step (rollouts, rewards, FSDP update, weight sync) with one vLLM engine
+    per rank, 2 ranks on CPU (gloo)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+           "--standalone", "grpo.py", "--engine", "vllm", "--steps", "1", "--sft-steps", "2",
+           "--eval-n", "0", "--prompts-per-step", "2", "--group-size", "4",
+           "--max-new-tokens", "24", "--max-problems", "8", "--out", str(tmp_path)]
+    env = {**CLEAN_ENV, "OMP_NUM_THREADS": "1", "PYTHONPATH": root}
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "engine vllm, 2 rank(s)" in res.stdout
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert len(rl) == 1 and rl[0]["trained_tokens"] > 0 and "time/sync" in rl[0]
