@@ -178,10 +178,6 @@ class WeightSyncExtension:
         self.model_runner.reload_weights(weights_iterator=counted())
         return count[0]
 
-    def weight_checksum(self) -> float:
-        """Sum of |w| over the model's parameters (tests: did a sync change anything?)."""
-        return float(sum(p.detach().float().abs().sum() for p in self.model_runner.model.parameters()))
-
 
 def with_tied_head(named_tensors, tied: bool):
     """Yield named_tensors, adding lm_head.weight right after embed_tokens when the model
