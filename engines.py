@@ -90,6 +90,15 @@ class HFEngine:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return Completion(text, ids, reason)
 
+    def sleep(self) -> None:       # the same interface as VLLMEngine; nothing to free here
+        pass
+
+    def wake_up(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
     @torch.no_grad()
     def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy trainer weights (HF names) into the engine's model, one tensor at a time."""

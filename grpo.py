@@ -528,13 +528,17 @@ def setup_policy(args, d):
     from model import PolicyLogprobs, load_causal_lm, load_tokenizer, resolve_model, shard_model
     path = resolve_model(args.model, seed=args.model_seed)
     tokenizer = load_tokenizer(path)
+    # The engine first: on GPU vLLM checks at start-up that its share of memory is free.
+    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank,
+                         tensor_parallel_size=args.engine_tp,
+                         gpu_memory_utilization=args.engine_mem, sleep_level=args.sleep_level,
+                         max_model_len=args.max_model_len)
     policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
                          d.device, args.grad_checkpointing)
     ref = None
     if args.beta > 0:
         ref = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
                           d.device).eval().requires_grad_(False)
-    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank)
     return path, tokenizer, policy, ref, engine
 
 
@@ -641,6 +645,7 @@ def train(args) -> dict:
             samples, rs = rollout_step(engine, tokenizer, train_p, rng, args, d, curriculum,
                                        step)
         rs = reduce_rollout_stats(rs)
+        engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
         # --- policy update (reference log-probs inside the loss when beta > 0) -------------
         with timer("update"):
             st = train_on_samples(policy, optimizer, samples, grpo_loss_fn(args, ref),
@@ -666,6 +671,7 @@ def train(args) -> dict:
     if args.eval_n > 0:
         after = run_eval(engine, tokenizer, eval_p, args, d, log, say, "after_rl")
         state["pass_at_1_after_rl"] = after["pass@1"]
+    engine.close()        # vLLM's teardown also ends the process group it joined
     return _finish(args, d, state, t0, say)
 
 
@@ -732,8 +738,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "livecodebench, builtin); no path = Hugging Face hub")
     g.add_argument("--eval-data", default="builtin", help="same format as --train-data")
     g.add_argument("--max-problems", type=int, default=0, help="keep the first N problems (0 = all)")
-    g.add_argument("--engine", default="hf", choices=["auto", "vllm", "hf"],
-                   help="generation engine: vLLM or transformers' generate (always works)")
+    g.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"],
+                   help="generation engine: vLLM (auto: when it imports and starts) or "
+                        "transformers' generate (always works)")
+    g.add_argument("--engine-tp", type=int, default=1,
+                   help="vLLM tensor-parallel size: consecutive ranks share one engine "
+                        "(1 for 1.7B; 2 for 8B on 40-48 GB GPUs; 4 for 32B)")
+    g.add_argument("--engine-mem", type=float, default=0.4,
+                   help="vLLM gpu_memory_utilization: share of the device's memory it reserves")
+    g.add_argument("--sleep-level", type=int, choices=[1, 2], default=1,
+                   help="vLLM sleep between generation and update on GPU: 1 offloads weights, "
+                        "2 discards them (they are reloaded by the weight sync)")
+    g.add_argument("--max-model-len", type=int, default=None,
+                   help="vLLM context length (default: prompt budget + --max-new-tokens)")
     g = p.add_argument_group("GRPO")
     g.add_argument("--steps", type=int, default=40, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
     g.add_argument("--prompts-per-step", type=int, default=16, help="prompts per step over all ranks (AT-GRPO: 128)")
@@ -806,15 +823,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")   # keep progress readable
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     args = parse_args(argv)
-    try:
-        train(args)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    train(args)
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
