@@ -272,15 +272,28 @@ def turn_job_keys(state, codes, test_sets):
 
 
 def _passed_and_mismatches(result, tests):
+    """Per tester test: passed?, and the mismatches shown next turn.
+
+    The sandbox returns per-test results only for the tests it ran: none after a compile
+    error, none after a timeout. A test without a result FAILED (with the run's status);
+    zipping the short list would leave `passed` empty and all([]) would call a program that
+    does not even compile "agreeing" with the tester.
+    """
     if result is None:  # no program or no tests: nothing passes
         return [False] * len(tests), [
             {"input": t["input"], "expected": t["output"], "actual": "(no program)"} for t in tests
         ]
     passed, mismatches = [], []
-    for test, res in zip(tests, result.tests):
-        passed.append(res.status == "pass")
-        if res.status != "pass":
-            actual = res.output if res.status == "wrong_answer" else f"{res.status}: {res.stderr or res.output}"
+    for i, test in enumerate(tests):
+        res = result.tests[i] if i < len(result.tests) else None
+        passed.append(res is not None and res.status == "pass")
+        if res is None:
+            actual = f"{result.status}: {result.error}" if result.error else f"{result.status} (not run)"
+        elif res.status == "wrong_answer":
+            actual = res.output
+        elif res.status != "pass":
+            actual = f"{res.status}: {res.stderr or res.output}"
+        if not passed[-1]:
             mismatches.append({"input": test["input"], "expected": test["output"], "actual": actual})
     return passed, mismatches
 
@@ -495,8 +508,8 @@ AGENT_PRESETS = {
     # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
     # tokens (mean 26), two ground-truth tests in the tester format <= 96 tokens (mean 84).
     # One torch thread: on a contended 2-core machine 2 threads made HF generate 10-30x slower.
-    "cpu": dict(out="runs/agents", steps=10, prompts_per_step=4, sft_steps=100, sft_batch=16,
-                eval_n=1, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
+    "cpu": dict(out="runs/agents", steps=10, prompts_per_step=4, sft_steps=250, sft_batch=16,
+                eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
                 max_turns=2, k=2, micro_batch=16, torch_threads=1),
     # AT-GRPO's reported settings at 1.7B (methods.md section 4).
     "gpu": dict(out="runs/agents-gpu", max_turns=5, k=4, max_new_tokens=4096,
@@ -678,7 +691,14 @@ def rl_step(policies, problems, rng, args, d):
     return stats
 
 
-def evaluate(policies, problems, args, d, rng):
+def episode_record(e):
+    """One finished episode as JSON: what was played and how it scored (eval dumps)."""
+    return {"problem": e.problem.id, "turns": e.turn, "agree": e.agree, "gt_pass_rate": e.gt_pass_rate,
+            "coder_alone_global": e.history[0]["coder"]["global"] if e.history else None,
+            "program": e.program, "tests": e.tests, "valid": e.valid, "passed": e.passed}
+
+
+def evaluate(policies, problems, args, d, rng, dump=None):
     """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
     the coder alone (its turn-0 program: the single-agent baseline, same model and prompt) and
     the final program after up to max_turns turns with the tester."""
@@ -692,8 +712,20 @@ def evaluate(policies, problems, args, d, rng):
     alone = all_reduce_sum(sum(e.history[0]["coder"]["global"] == 1.0 for e in episodes))
     final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
     agree = all_reduce_sum(sum(e.agree for e in episodes))
+    if dump and d.main:  # rank 0's episodes, one JSON line each
+        with open(dump, "w") as f:
+            f.writelines(json.dumps(episode_record(e)) + "\n" for e in episodes)
     return {"pass@1_coder_alone": alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
             "agree_rate": agree / max(n, 1), "episodes": int(n)}
+
+
+REWARD_TERMS = ("coder_global_mean", "coder_local_mean", "coder_reward_mean", "tester_local_mean",
+                "tester_valid_share_mean", "tester_catch_share_mean", "tester_reward_mean", "agree_rate", "pass_at_1")
+
+
+def reward_term_means(rows):
+    """Mean of each reward term over RL steps (rank 0's episodes), for summary.json."""
+    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS} if rows else {}
 
 
 def train(args):
@@ -726,19 +758,25 @@ def train(args):
         pol.optimizer = torch_optim(pol.policy, args.lr, args.weight_decay)
         pol.scheduler = warmup_cosine(pol.optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
     rng = random.Random(args.seed)
-    summary = {"before": evaluate(policies, eval_p, args, d, random.Random(args.seed + 7))}
+    summary = {"before": evaluate(policies, eval_p, args, d, random.Random(args.seed + 7),
+                                  os.path.join(args.out, "eval_before.jsonl"))}
     say(f"[agents] before RL: {summary['before']}")
     log({"phase": "eval", "when": "before_rl", **summary["before"]})
+    history = []
     for step in range(args.steps):
         t = time.time()
         stats = rl_step(policies, train_p, rng, args, d)
+        history.append(stats)
         log({"phase": "rl", "step": step + 1, "seconds": round(time.time() - t, 1), **stats})
         say(f"[agents] step {step + 1}: coder reward {stats.get('coder_reward_mean', 0):.3f} tester reward "
             f"{stats.get('tester_reward_mean', 0):.3f} agree {stats['agree_rate']:.2f} pass@1 {stats['pass_at_1']:.2f}")
-    summary["after"] = evaluate(policies, eval_p, args, d, random.Random(args.seed + 7))
+    summary["after"] = evaluate(policies, eval_p, args, d, random.Random(args.seed + 7),
+                                os.path.join(args.out, "eval_after.jsonl"))
     say(f"[agents] after RL: {summary['after']}")
     log({"phase": "eval", "when": "after_rl", **summary["after"]})
-    summary.update(policy=args.policy, steps=args.steps, wall_seconds=round(time.time() - t0, 1))
+    half = len(history) // 2
+    summary.update(policy=args.policy, steps=args.steps, wall_seconds=round(time.time() - t0, 1),
+                   rl_first_half=reward_term_means(history[:half]), rl_second_half=reward_term_means(history[half:]))
     if d.main:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)

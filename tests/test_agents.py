@@ -303,3 +303,12 @@ def test_torchrun_two_ranks_end_to_end(tmp_path):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r["phase"] == "rl"]
     assert len(rl) == 1 and rl[0]["episodes"] == 1  # rank 0's share of the 2 prompts
+
+
+def test_program_that_does_not_compile_never_agrees():
+    """The sandbox gives no per-test results after a compile error: every test must count as failed."""
+    episodes, samples, _ = run_episodes([make_problem()], fixed(code("print(")), fixed(GOOD_TESTS), max_turns=1, k=1)
+    (ep,) = episodes
+    assert not ep.agree and ep.passed == [False, False] and len(ep.mismatches) == 2
+    assert "compile_error" in ep.mismatches[0]["actual"]
+    assert by_role(samples, "coder")[0].terms["local"] == 0.0
