@@ -694,6 +694,7 @@ def train(args) -> dict:
         # --- generate, reward, FGO masks ---------------------------------------------------
         with timer("generate+reward"):
             samples, st = ppo_rollout(engine, tokenizer, train_p, rng, args, d, curriculum, step)
+        engine.sleep()        # GPU: free the engine's memory for scoring and the update
         # --- old log-probs, reference, values; KL-in-reward, GAE ---------------------------
         with timer("score"):
             score_samples(policy, ref, critic, samples, args, pad, d.device)
@@ -727,6 +728,7 @@ def train(args) -> dict:
     if args.eval_n > 0 and args.steps > 0:
         after = grpo.run_eval(engine, tokenizer, eval_p, args, d, log, say, "after_rl")
         state["pass_at_1_after_rl"] = after["pass@1"]
+    engine.close()            # vLLM's teardown also ends the process group it joined
     return grpo._finish(args, d, state, t0, say)
 
 
@@ -793,15 +795,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")   # keep progress readable
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     args = parse_args(argv)
-    try:
-        train(args)
-    finally:
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+    train(args)
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
