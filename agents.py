@@ -545,7 +545,8 @@ def parse_args(argv=None):
 
     parser = build_parser()
     pre, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**grpo.PRESETS[pre.preset], **AGENT_PRESETS[pre.preset])
+    # Ours override grpo.py's where both set a key (out, max_new_tokens, lr, ...).
+    parser.set_defaults(**{**grpo.PRESETS[pre.preset], **AGENT_PRESETS[pre.preset]})
     return parser.parse_args(argv)
 
 

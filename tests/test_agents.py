@@ -312,3 +312,10 @@ def test_program_that_does_not_compile_never_agrees():
     assert not ep.agree and ep.passed == [False, False] and len(ep.mismatches) == 2
     assert "compile_error" in ep.mismatches[0]["actual"]
     assert by_role(samples, "coder")[0].terms["local"] == 0.0
+
+
+def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
+    gpu = agents.parse_args(["--preset", "gpu"])
+    assert (gpu.k, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (4, 5, 4096, 1e-6, "runs/agents-gpu")
+    cpu = agents.parse_args(["--k", "3"])
+    assert (cpu.k, cpu.max_turns, cpu.max_tests, cpu.torch_threads, cpu.out) == (3, 2, 2, 1, "runs/agents")
