@@ -52,7 +52,8 @@ Interfaces and simplifications
   * Turn-level rewards only (no discounting across turns), as in the seed.
 
 Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`, on grpo.py)
-  Warm start: grpo.sft(examples=warm_start_pairs) per model on its roles' turn-0 prompts.
+  Warm start: grpo.sft(examples=warm_start_pairs) per model on its roles' turn-0 prompts and
+  (--repair-sft) turn-1 prompts from repair_states: a wrong program or a wrong test, with its answer.
   Step: play prompts_per_step episodes (each rank its slice, so groups never span ranks) ->
   group advantages over (problem, episode, turn, role) -> one GRPO update per distinct model
   -> weight sync. Eval: pass@1 (k = 1) of the coder's turn-0 program alone (the single-agent
@@ -535,6 +536,9 @@ def build_parser():
     g.add_argument("--max-tests", type=int, default=2, help="tests asked for and kept per tester reply")
     g.add_argument("--tester-max-new-tokens", type=int, default=96,
                    help="the tester's response budget (--max-new-tokens is the coder's)")
+    g.add_argument("--repair-sft", type=int, default=1, choices=[0, 1],
+                   help="1: the warm start also trains turn-1 prompts (a wrong program or a wrong test shown; "
+                        "answer: the right program / tests); 0: turn-0 prompts only")
     g.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads per process (0 = torch's default)")
     return p
@@ -596,9 +600,38 @@ def engine_generate(pol, args, rng, temperature, role):
     return generate
 
 
-def warm_start_pairs(problems, roles, max_tests):
+def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=512):
+    """Turn-1 states with a known right answer, so the warm start also covers the prompts
+    the agents see after a disagreement -> [(state, right program, right tests)]:
+      wrong program: the next problem's reference on the first max_tests ground-truth tests
+                     (the coder should write the reference, the tester keep its tests);
+      wrong test:    the reference on those tests with the first expected output replaced by
+                     another test's output (the coder should keep its program, the tester fix it).
+    Mismatches come from the sandbox (one run_batch); a state whose program passes anyway is dropped."""
+    problems = [p for p in problems if p.fn_name is None and p.solutions and p.tests]
+    if run_batch is None:
+        from sandbox import run_batch
+    cases = []
+    for i, p in enumerate(problems):
+        gt = [dict(t) for t in p.tests[:max_tests]]
+        wrong = problems[(i + 1) % len(problems)].solutions[0]
+        bad = [dict(t) for t in gt]
+        bad[0]["output"] = next((t["output"] for t in p.tests if t["output"].strip() != gt[0]["output"].strip()), "0")
+        cases += [(EpisodeState(p, i), wrong, gt, p.solutions[0], gt), (EpisodeState(p, i), p.solutions[0], bad, p.solutions[0], gt)]
+    keys = [k for state, code, tests, _, _ in cases for k in turn_job_keys(state, [code], [tests])]
+    results = run_jobs(keys, run_batch, timeout, memory_mb)
+    out = []
+    for state, code, tests, right_code, right_tests in cases:
+        branch = make_branch(state, code, tests, [], results)
+        if not branch.agree:
+            out.append((branch, right_code, right_tests))
+    return out
+
+
+def warm_start_pairs(problems, roles, max_tests, repairs=()):
     """SFT pairs (messages, answer): the turn-0 prompt of each role -> every reference program
-    (coder) / the first max_tests ground-truth tests in the tester's format (tester)."""
+    (coder) / the first max_tests ground-truth tests in the tester's format (tester); and for
+    each repair_states entry, its turn-1 prompt -> the right program / the right tests."""
     import data
 
     pairs = []
@@ -608,16 +641,21 @@ def warm_start_pairs(problems, roles, max_tests):
             pairs += [(coder_messages(state), data.format_answer(s)) for s in p.solutions]
         if "tester" in roles:
             pairs.append((tester_messages(state, max_tests), format_tests(p.tests[:max_tests])))
+    for state, program, tests in repairs:
+        if "coder" in roles:
+            pairs.append((coder_messages(state), data.format_answer(program)))
+        if "tester" in roles:
+            pairs.append((tester_messages(state, max_tests), format_tests(tests)))
     return pairs
 
 
-def warm_start_examples(tokenizer, problems, roles, max_tests):
+def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
     """warm_start_pairs tokenized into grpo.Samples (answer + EOS), for grpo.sft(examples=)."""
     import data
     import grpo
 
     out = []
-    for messages, answer in warm_start_pairs(problems, roles, max_tests):
+    for messages, answer in warm_start_pairs(problems, roles, max_tests, repairs):
         ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
         out.append(grpo.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0))
     return out
@@ -751,10 +789,13 @@ def train(args):
     policies = make_policies(args, d)
     say(f"[agents] {args.policy} policy, {len(train_p)} stdio train / {len(eval_p)} eval problems, "
         f"K={args.k}, max_turns={args.max_turns}")
+    # Turn-1 warm-start examples (--repair-sft): without them the model has only seen turn-0
+    # prompts, and in our first runs every right turn-0 program was rewritten wrong at turn 1.
+    repairs = repair_states(train_p, args.max_tests, timeout=args.test_timeout) if args.repair_sft and args.max_turns > 1 else []
     for pol, roles in distinct(policies):
         # grpo.sft's warm start on this model's roles (its own AdamW, then a fresh one for RL).
         grpo.sft(pol.policy, pol.tokenizer, train_p, args, d, lambda row, r="/".join(roles): log({**row, "roles": r}),
-                 examples=warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests))
+                 examples=warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests, repairs))
         grpo.sync_weights(pol.policy, pol.engine, d)
         pol.optimizer = torch_optim(pol.policy, args.lr, args.weight_decay)
         pol.scheduler = warmup_cosine(pol.optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)

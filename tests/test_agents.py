@@ -319,3 +319,18 @@ def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
     assert (gpu.k, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (4, 5, 4096, 1e-6, "runs/agents-gpu")
     cpu = agents.parse_args(["--k", "3"])
     assert (cpu.k, cpu.max_turns, cpu.max_tests, cpu.torch_threads, cpu.out) == (3, 2, 2, 1, "runs/agents")
+
+
+def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
+    problems = [make_problem("p0"), make_problem("p1", reference=MINUS)]
+    repairs = agents.repair_states(problems, max_tests=2)
+    p0 = [(s, prog, tests) for s, prog, tests in repairs if s.problem.id == "p0"]
+    (wrong_prog, prog_a, tests_a), (wrong_test, prog_b, tests_b) = p0
+    assert wrong_prog.program == MINUS and wrong_prog.mismatches and wrong_prog.turn == 1
+    assert prog_a == REF and tests_a == GT[:2]  # fix the program, keep the (right) tests
+    assert wrong_test.program == REF and wrong_test.tests[0]["output"] != GT[0]["output"]
+    assert len(wrong_test.mismatches) == 1 and prog_b == REF and tests_b == GT[:2]  # keep the program, fix the test
+    messages = agents.coder_messages(wrong_prog)[1]["content"]
+    assert "The coder's last program" in messages and "Program's actual output" in messages
+    pairs = agents.warm_start_pairs(problems, ["coder"], 2, repairs)
+    assert len(pairs) == 2 + len(repairs)  # one turn-0 pair per reference + one per repair state
