@@ -358,7 +358,7 @@ def _grpo(out, *extra):
            "--cccs-span", "1000", "--cccs-threshold", "2", "--save-every", "1",
            "--max-problems", "6", "--sft-steps", "2", "--group-size", "2",
            "--prompts-per-step", "4", "--eval-n", "1", "--max-new-tokens", "24",
-           "--sandbox-workers", "1", "--out", str(out), *extra]
+           "--sandbox-workers", "1", "--engine", "hf", "--out", str(out), *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
