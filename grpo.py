@@ -112,7 +112,8 @@ def global_denominator(masks: list[torch.Tensor], agg: str, max_len: int | None 
     elif agg == "seq-mean-token-mean":
         local = sum(m.shape[0] for m in masks)
     else:
-        local = sum(m.shape[0] for m in masks) * (max_len or max(m.shape[1] for m in masks))
+        local = sum(m.shape[0] for m in masks) * (max_len or max((m.shape[1] for m in masks),
+                                                                 default=1))
     return max(all_reduce_sum(local), 1.0)
 
 
@@ -232,18 +233,16 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     """
     from model import all_reduce_sum
     world = dist.get_world_size() if dist.is_initialized() else 1
-    chunks = [samples[i:i + micro_batch] for i in range(0, len(samples), micro_batch)]
-    n_steps = _max_over_ranks(len(chunks), device)
-    batches = [collate(c, pad_id, device) for c in chunks]
-    denom = global_denominator([b["mask"] for b in batches] or [torch.zeros(1, 1)], agg, max_len)
-    denom_response = global_denominator([b["response_mask"] for b in batches]
-                                        or [torch.zeros(1, 1)], agg, max_len)
+    parts = list(micro_batches(samples, micro_batch, pad_id, device))
+    batches = [b for _, b in parts]
+    real = [b for part, b in parts if part]      # empty padding batches count for nothing
+    denom = global_denominator([b["mask"] for b in real], agg, max_len)
+    denom_response = global_denominator([b["response_mask"] for b in real], agg, max_len)
     for opt in [optimizer] + [e[1] for e in extra_modules]:
         opt.zero_grad(set_to_none=True)
     sums: dict[str, float] = {}
     loss_sum = 0.0
-    for k in range(n_steps):
-        batch = batches[k] if k < len(batches) else _empty_batch(batches, pad_id, device)
+    for batch in batches:
         batch["denom_response"] = denom_response
         logp, ent = policy(batch["input_ids"], batch["attention_mask"],
                            temperature=temperature, with_entropy=True)
@@ -257,11 +256,12 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
             sums[key] = sums.get(key, 0.0) + v * n_tok
         sums["_tokens"] = sums.get("_tokens", 0.0) + n_tok
     grad_norm = _clip_and_step(policy, optimizer, max_grad_norm)
-    for module, opt, max_norm in extra_modules:
-        _clip_and_step(module, opt, max_norm)
+    extra_norms = {f"grad_norm_extra{i}": _clip_and_step(m, opt, max_norm)
+                   for i, (m, opt, max_norm) in enumerate(extra_modules)}
     tokens = all_reduce_sum(sums.pop("_tokens", 0.0))
     out = {k: all_reduce_sum(v) / max(tokens, 1) for k, v in sorted(sums.items())}
-    out.update(loss=all_reduce_sum(loss_sum), grad_norm=grad_norm, trained_tokens=tokens)
+    out.update(loss=all_reduce_sum(loss_sum), grad_norm=grad_norm, trained_tokens=tokens,
+               **extra_norms)
     return out
 
 
@@ -271,20 +271,31 @@ def _clip_and_step(module, optimizer, max_grad_norm: float) -> float:
     return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
 
 
-def _max_over_ranks(n: int, device) -> int:
+def max_over_ranks(n: int, device) -> int:
     t = torch.tensor(n, device=device)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return int(t)
 
 
-def _empty_batch(batches, pad_id, device) -> dict:
-    """A one-row batch whose masks are all zero: it contributes no loss, only collectives."""
-    keys = batches[0].keys() if batches else ("advantages", "mask", "response_mask")
-    out = {k: torch.zeros(1, 1, device=device) for k in keys}
-    out["input_ids"] = torch.full((1, 2), pad_id, dtype=torch.long, device=device)
-    out["attention_mask"] = torch.ones_like(out["input_ids"])
-    return out
+class _EmptyBatch(dict):
+    """A one-row batch whose every per-token tensor is zero: no loss, only collectives."""
+
+    def __missing__(self, key):
+        return torch.zeros(1, 1, device=self["input_ids"].device)
+
+
+def micro_batches(samples: list[Sample], size: int, pad_id: int, device):
+    """Yield (samples, collated batch) per micro-batch of `size`. Every rank yields the same
+    number: a rank with fewer samples gets empty batches, so all ranks join every FSDP
+    collective of the forward and backward passes."""
+    chunks = [samples[i:i + size] for i in range(0, len(samples), size)]
+    for k in range(max_over_ranks(len(chunks), device)):
+        if k < len(chunks):
+            yield chunks[k], collate(chunks[k], pad_id, device)
+        else:
+            ids = torch.full((1, 2), pad_id, dtype=torch.long, device=device)
+            yield [], _EmptyBatch(input_ids=ids, attention_mask=torch.ones_like(ids))
 
 
 def grpo_loss_fn(args, ref=None):
@@ -526,6 +537,9 @@ def setup_policy(args, d):
     """Model path, tokenizer, FSDP-sharded policy (and frozen reference when beta > 0), engine."""
     from engines import make_engine
     from model import PolicyLogprobs, load_causal_lm, load_tokenizer, resolve_model, shard_model
+    if d.device.type == "cpu" and args.cpu_threads > 0:
+        # Tiny models are overhead-bound: extra threads only fight the sandbox's workers.
+        torch.set_num_threads(args.cpu_threads)
     path = resolve_model(args.model, seed=args.model_seed)
     tokenizer = load_tokenizer(path)
     # The engine first: on GPU vLLM checks at start-up that its share of memory is free.
@@ -574,7 +588,7 @@ def train(args) -> dict:
     """SFT warm start -> eval -> GRPO steps -> eval, with checkpoints and metrics."""
     from tqdm import tqdm
     from model import (Timer, init_distributed, latest_checkpoint, load_checkpoint,
-                       save_checkpoint, seed_everything, warmup_cosine)
+                       seed_everything, warmup_cosine)
     d = init_distributed()
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -598,8 +612,8 @@ def train(args) -> dict:
             state["pass_at_1_before_rl"] = before["pass@1"]
             rates = before["rates"]
         if args.eval_only:
-            return _finish(args, d, state, t0, say)
-    if args.offline_filter or args.hard_focus:
+            return finish_run(args, d, state, t0, say)
+    if (args.offline_filter or args.hard_focus) and ckpt is None:
         # Per-problem solve rates of the starting policy on the TRAIN problems.
         if not set(p.id for p in train_p) <= set(rates):
             rates = evaluate(engine, tokenizer, train_p, args, d, max(args.eval_n, 4),
@@ -620,14 +634,13 @@ def train(args) -> dict:
     scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
     rng = random.Random(args.seed)
     start = 0
-    if ckpt is None and args.save_every:
+    if ckpt is None:
         # step_0 = the warm-started policy: --resume skips SFT, and it can seed other runs.
-        state.update(rng=rng.getstate())
-        save_checkpoint(args.out, 0, policy, tokenizer, optimizer, scheduler, state, d)
+        save_step(args, 0, policy, tokenizer, optimizer, scheduler, state, rng, curriculum, d)
     if ckpt is not None:
         state = load_checkpoint(ckpt, policy, optimizer, scheduler, d)
         start = state["step"]
-        rng.setstate(_tuples(state["rng"]))
+        rng.setstate(rng_state_from_json(state["rng"]))
         if curriculum is not None and "curriculum" in state:
             curriculum.load_state_dict(state["curriculum"])
         if "train_ids" in state:
@@ -662,17 +675,27 @@ def train(args) -> dict:
         log(row)
         bar.set_postfix(reward=f"{rs['reward_mean']:.3f}", len=f"{rs['response_len']:.0f}")
         # --- checkpoint ---------------------------------------------------------------------
-        if args.save_every and ((step + 1) % args.save_every == 0 or step + 1 == args.steps):
-            state.update(rng=rng.getstate())
-            if curriculum is not None:
-                state["curriculum"] = curriculum.state_dict()
-            save_checkpoint(args.out, step + 1, policy, tokenizer, optimizer, scheduler,
-                            state, d)
+        save_step(args, step + 1, policy, tokenizer, optimizer, scheduler, state, rng,
+                  curriculum, d)
     if args.eval_n > 0:
         after = run_eval(engine, tokenizer, eval_p, args, d, log, say, "after_rl")
         state["pass_at_1_after_rl"] = after["pass@1"]
     engine.close()        # vLLM's teardown also ends the process group it joined
-    return _finish(args, d, state, t0, say)
+    return finish_run(args, d, state, t0, say)
+
+
+def save_step(args, step, policy, tokenizer, optimizer, scheduler, state, rng, curriculum, d,
+              extras=None) -> None:
+    """Checkpoint after `step` when --save-every asks (every N steps, step 0 and the last),
+    with the data position (rng) and the curriculum's state in trainer_state.json."""
+    from model import save_checkpoint
+    if not args.save_every or (step % args.save_every and step != args.steps):
+        return
+    state.update(rng=rng.getstate())
+    if curriculum is not None:
+        state["curriculum"] = curriculum.state_dict()
+    save_checkpoint(args.out, step, policy, tokenizer, optimizer, scheduler, state, d,
+                    extras=extras)
 
 
 def make_curriculum(args, problems, rates):
@@ -683,12 +706,12 @@ def make_curriculum(args, problems, rates):
     return cccs.make_curriculum(args, problems, rates)
 
 
-def _tuples(x):
+def rng_state_from_json(x):
     """JSON turns random.getstate()'s tuples into lists; setstate wants tuples back."""
-    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+    return tuple(rng_state_from_json(v) for v in x) if isinstance(x, list) else x
 
 
-def _finish(args, d, state, t0, say):
+def finish_run(args, d, state, t0, say):
     summary = {k: v for k, v in state.items() if k not in ("rng", "curriculum", "train_ids")}
     summary.update(wall_seconds=round(time.time() - t0, 1), model=args.model, seed=args.seed,
                    steps=args.steps)
@@ -809,6 +832,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sandbox-workers", type=int, default=None, help="sandbox processes (default: one per core)")
     g = p.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
+    g.add_argument("--cpu-threads", type=int, default=1,
+X
+                        "1 was 3-5x faster than 2 for the tiny model on a loaded machine")
     g.add_argument("--out", default="runs/grpo", help="output dir: metrics.jsonl, summary.json, step_N/ checkpoints")
     g.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps and at the end (0 = never)")
     g.add_argument("--resume", action="store_true", help="continue from <out>/latest")

@@ -491,10 +491,7 @@ def score_samples(policy, ref, critic, samples, args, pad_id: int, device) -> No
     log-prob position t is the critic's output at token t: the state in which token t+1 was
     chosen. Every rank runs the same number of forwards (FSDP collectives)."""
     import grpo
-    chunks = [samples[i:i + args.micro_batch] for i in range(0, len(samples), args.micro_batch)]
-    for k in range(grpo._max_over_ranks(len(chunks), device)):
-        part = chunks[k] if k < len(chunks) else []
-        b = grpo.collate(part, pad_id, device) if part else grpo._empty_batch([], pad_id, device)
+    for part, b in grpo.micro_batches(samples, args.micro_batch, pad_id, device):
         ids, attn = b["input_ids"], b["attention_mask"]
         logp = policy(ids, attn, temperature=args.temperature)               # [B, L-1]
         ref_logp = ref(ids, attn, temperature=args.temperature) if ref is not None else logp
@@ -636,7 +633,7 @@ def train(args) -> dict:
     import grpo
     from tqdm import tqdm
     from model import (Timer, init_distributed, latest_checkpoint, load_checkpoint,
-                       save_checkpoint, seed_everything, warmup_cosine)
+                       seed_everything, warmup_cosine)
     d = init_distributed()
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -674,17 +671,16 @@ def train(args) -> dict:
     if ckpt is not None:
         state = load_checkpoint(ckpt, policy, optimizer, scheduler, d, extras=extras)
         start = state["step"]
-        rng.setstate(grpo._tuples(state["rng"]))
+        rng.setstate(grpo.rng_state_from_json(state["rng"]))
         if curriculum is not None and "curriculum" in state:
             curriculum.load_state_dict(state["curriculum"])
         grpo.sync_weights(policy, engine, d)
         say(f"[ppo] resumed from {ckpt} at step {start}")
-    elif args.save_every:
+    else:
         # step_0 = the warm-started policy with its critic and reference: --resume skips SFT,
         # and --model <out>/step_0 --sft-steps 0 starts other runs from the same policy.
-        state.update(rng=rng.getstate())
-        save_checkpoint(args.out, 0, policy, tokenizer, optimizer, scheduler, state, d,
-                        extras=extras)
+        grpo.save_step(args, 0, policy, tokenizer, optimizer, scheduler, state, rng,
+                       curriculum, d, extras)
 
     timer = Timer()
     pad = tokenizer.pad_token_id
@@ -719,17 +715,13 @@ def train(args) -> dict:
                **(curriculum.stats() if curriculum else {})}
         log(row)
         bar.set_postfix(reward=f"{row['reward_mean']:.3f}", pass_=f"{row['pass_rate']:.2f}")
-        if args.save_every and ((step + 1) % args.save_every == 0 or step + 1 == args.steps):
-            state.update(rng=rng.getstate())
-            if curriculum is not None:
-                state["curriculum"] = curriculum.state_dict()
-            save_checkpoint(args.out, step + 1, policy, tokenizer, optimizer, scheduler, state,
-                            d, extras=extras)
+        grpo.save_step(args, step + 1, policy, tokenizer, optimizer, scheduler, state, rng,
+                       curriculum, d, extras)
     if args.eval_n > 0 and args.steps > 0:
         after = grpo.run_eval(engine, tokenizer, eval_p, args, d, log, say, "after_rl")
         state["pass_at_1_after_rl"] = after["pass@1"]
     engine.close()            # vLLM's teardown also ends the process group it joined
-    return grpo._finish(args, d, state, t0, say)
+    return grpo.finish_run(args, d, state, t0, say)
 
 
 # ----------------------------------------------------------------------------- flags
