@@ -291,7 +291,7 @@ def test_torchrun_two_ranks_end_to_end(tmp_path):
     out = tmp_path / "run"
     cmd = [torchrun, "--standalone", "--nproc_per_node", "2", os.path.join(root, "agents.py"), "--model", "tiny",
            "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4", "--steps", "1", "--prompts-per-step", "2",
-           "--max-turns", "1", "--max-new-tokens", "8", "--tester-max-new-tokens", "8", "--eval-n", "1",
+           "--max-turns", "2", "--max-new-tokens", "8", "--tester-max-new-tokens", "8", "--eval-n", "1",
            "--out", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
