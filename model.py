@@ -243,22 +243,48 @@ class PolicyLogprobs(nn.Module):
     Wrapping the LM (rather than calling its body and head from outside) keeps the whole
     forward inside one module, which FSDP2 needs: the root module's pre-forward hook is what
     gathers the embedding, final norm and head weights.
+
+    value_head=True adds a scalar value head (nn.Linear(H, 1), fp32, zero-initialised) on the
+    LM's last hidden states: PPO's shared critic. It is a submodule of this root, so
+    shard_model shards it with the root's parameters and the root's hook gathers it; it must
+    be added before shard_model. Its weights never leave as LM weights: full_state_dict and
+    iter_full_params give only the LM's (HF) parameters, and checkpoints store the head
+    beside them as value_head.pt.
     """
 
-    def __init__(self, lm: nn.Module, chunk_size: int = 256):
+    def __init__(self, lm: nn.Module, chunk_size: int = 256, value_head: bool = False):
         super().__init__()
         self.lm = lm
         self.chunk_size = chunk_size
+        self.value_head = None
+        if value_head:
+            device = next(lm.parameters()).device
+            self.value_head = nn.Linear(lm.config.hidden_size, 1, dtype=torch.float32,
+                                        device=device)
+            nn.init.zeros_(self.value_head.weight)   # V = 0 at first: no noise in the
+            nn.init.zeros_(self.value_head.bias)     # first advantages
 
     def forward(self, input_ids, attention_mask, temperature: float = 1.0,
-                with_entropy: bool = False):
-        """input_ids, attention_mask [B, L] -> logp [B, L-1] (and entropy [B, L-1])."""
+                with_entropy: bool = False, with_values: bool = False):
+        """input_ids, attention_mask [B, L] -> logp [B, L-1] (and entropy [B, L-1]; and, with
+        with_values, the value head's values [B, L-1] fp32, last: position t is the state
+        after token t, in which token t+1 was chosen). Values are computed here, inside the
+        root forward, so FSDP has the head's weights gathered."""
         body = self.lm.get_decoder()
         hidden = body(input_ids=input_ids, attention_mask=attention_mask,
                       use_cache=False).last_hidden_state                # [B, L, H]
         weight = self.lm.get_output_embeddings().weight                 # [V, H]
-        return chunked_token_logprobs(hidden[:, :-1], weight, input_ids[:, 1:], temperature,
-                                      self.chunk_size, with_entropy)
+        out = chunked_token_logprobs(hidden[:, :-1], weight, input_ids[:, 1:], temperature,
+                                     self.chunk_size, with_entropy)
+        if not with_values:
+            return out
+        if self.value_head is None:
+            raise ValueError("with_values=True needs PolicyLogprobs(..., value_head=True)")
+        # fp32 on both sides: under bf16 mixed precision FSDP hands the head over in bf16.
+        # Written without a view of the output (FSDP2 hooks dislike views).
+        values = (hidden[:, :-1].float() @ self.value_head.weight[0].float()
+                  + self.value_head.bias[0].float())                   # [B, L-1]
+        return (*out, values) if with_entropy else (out, values)
 
 
 def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: bool = False,
@@ -283,12 +309,19 @@ def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: boo
     return module
 
 
-def full_state_dict(module: PolicyLogprobs) -> dict[str, torch.Tensor]:
-    """Gather the full (unsharded) LM weights on every rank, on CPU, with HF parameter names."""
+def _gathered_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Full (unsharded) state dict of `module` on CPU, every key. Under torch.distributed only
+    rank 0 gets the tensors (get_model_state_dict's cpu_offload); the others get {}."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-    sd = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True,
-                                                               cpu_offload=True))
-    return {k.removeprefix("lm."): v for k, v in sd.items()}
+    return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True,
+                                                                 cpu_offload=True))
+
+
+def full_state_dict(module: PolicyLogprobs) -> dict[str, torch.Tensor]:
+    """Gather the full (unsharded) LM weights on CPU (rank 0's; see _gathered_state_dict),
+    with HF parameter names. Only the LM's: a value head (value_head=True) is left out."""
+    return {k.removeprefix("lm."): v for k, v in _gathered_state_dict(module).items()
+            if k.startswith("lm.")}
 
 
 def iter_full_params(module: PolicyLogprobs, device: torch.device):
@@ -296,8 +329,11 @@ def iter_full_params(module: PolicyLogprobs, device: torch.device):
 
     Each FSDP2 parameter is a DTensor; full_tensor() all-gathers just that one, so the full
     model never sits twice in memory. Every rank must iterate in the same order.
+    Only the LM's parameters: a value head never reaches a generation engine.
     """
     for name, p in module.named_parameters():
+        if not name.startswith("lm."):
+            continue
         t = p.full_tensor() if hasattr(p, "full_tensor") else p
         yield name.removeprefix("lm."), t.detach()
 
@@ -320,7 +356,8 @@ def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, 
     per-rank optimizer shards, scheduler, RNG and trainer state (data position, curricula).
 
     extras: {name: (module, optimizer)} saved beside it (PPO's critic): the full weights as
-    <name>.pt on rank 0 and the optimizer in each rank's file.
+    <name>.pt on rank 0 and the optimizer in each rank's file. A value head on `module`
+    (PolicyLogprobs(value_head=True)) goes to value_head.pt, never into the HF weights.
     Written into step_<N>.tmp then renamed; `latest` names the last complete one.
     Resume needs the same number of ranks (the optimizer state is sharded like the model).
     """
@@ -328,7 +365,10 @@ def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, 
     extras = extras or {}
     final = os.path.join(out_dir, f"step_{step}")
     tmp = final + ".tmp"
-    sd = full_state_dict(module)
+    gathered = _gathered_state_dict(module)
+    sd = {k.removeprefix("lm."): v for k, v in gathered.items() if k.startswith("lm.")}
+    head_sd = {k.removeprefix("value_head."): v for k, v in gathered.items()
+               if k.startswith("value_head.")}
     extra_sd = {name: get_model_state_dict(m, options=StateDictOptions(
         full_state_dict=True, cpu_offload=True)) for name, (m, _) in extras.items()}
     if d.main:
@@ -336,6 +376,8 @@ def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, 
         os.makedirs(tmp)
         module.lm.save_pretrained(tmp, state_dict=sd)
         tokenizer.save_pretrained(tmp)
+        if head_sd:
+            torch.save(head_sd, os.path.join(tmp, "value_head.pt"))
         for name, esd in extra_sd.items():
             torch.save(esd, os.path.join(tmp, f"{name}.pt"))
         with open(os.path.join(tmp, "trainer_state.json"), "w") as f:
@@ -374,7 +416,8 @@ def latest_checkpoint(out_dir: str) -> str | None:
 def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: Dist,
                     extras=None) -> dict:
     """Restore weights, optimizer, scheduler, RNG (and `extras`, as in save_checkpoint) saved
-    by save_checkpoint; return the trainer state."""
+    by save_checkpoint; return the trainer state. A value head on `module` is restored from
+    value_head.pt."""
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
@@ -388,7 +431,14 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
     tied = getattr(module.lm.config, "tie_word_embeddings", False)
     if tied and "lm_head.weight" not in sd:
         sd["lm_head.weight"] = sd["model.embed_tokens.weight"]
-    set_model_state_dict(module, {f"lm.{k}": v for k, v in sd.items()},
+    sd = {f"lm.{k}": v for k, v in sd.items()}
+    if getattr(module, "value_head", None) is not None:
+        head = os.path.join(ckpt, "value_head.pt")
+        if not os.path.exists(head):
+            raise SystemExit(f"checkpoint {ckpt} has no value_head.pt: it was not written by a "
+                             "policy with a value head (PPO --critic shared)")
+        sd.update({f"value_head.{k}": v for k, v in torch.load(head).items()})
+    set_model_state_dict(module, sd,
                          options=StateDictOptions(full_state_dict=True))
     for name, (m, opt) in (extras or {}).items():
         set_model_state_dict(m, torch.load(os.path.join(ckpt, f"{name}.pt")),

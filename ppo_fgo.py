@@ -43,10 +43,15 @@ Simplifications and choices (the paper leaves these open):
 - memory_limit and output_limit are runtime failures the program caused: -0.6, like a
   runtime error. A response with no extractable code gets -1, like a compile error (there is
   no program to run).
-- The critic defaults to a separate copy of the policy's body: StepCoder trains it with its own
-  learning rate (critic 1.5e-6 vs policy 5e-7), and value-loss gradients through a shared body
-  would move the policy. Sharing (`share_body=True`) halves the memory; the trainer does not
-  offer it yet under FSDP (the head would have to run inside the policy's root forward).
+- The critic defaults to a separate copy of the policy's body (`--critic separate`):
+  StepCoder trains it with its own learning rate (critic 1.5e-6 vs policy 5e-7), and
+  value-loss gradients through a shared body would move the policy. `--critic shared` puts
+  the value head on the policy's own body instead (model.PolicyLogprobs(value_head=True),
+  inside the policy's FSDP root): one body in memory instead of two and one forward per
+  micro-batch, at the price that vf_coef * value loss also moves the policy's body, at the
+  policy's learning rate. The head alone gets --critic-lr (its own AdamW param group,
+  constant); the gradient clip covers body and head together. Either way the value loss is
+  not FGO-masked (above).
 - Trainer (bottom of this file): the reference and the critic start from the policy after the
   SFT warm start (StepCoder's SFT model); advantages are whitened over the tokens the policy
   loss sees (FGO-kept); the critic's learning rate is constant; one PPO epoch by default
@@ -386,8 +391,9 @@ class ValueModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.body(input_ids=input_ids, attention_mask=attention_mask,
                            use_cache=False).last_hidden_state           # [B, T, H]
-        # = head(hidden).squeeze(-1), written without a view (FSDP2 hooks dislike views).
-        return hidden.float() @ self.head.weight[0] + self.head.bias[0]  # [B, T]
+        # = head(hidden).squeeze(-1), written without a view (FSDP2 hooks dislike views);
+        # fp32 on both sides: under bf16 mixed precision FSDP hands the head over in bf16.
+        return hidden.float() @ self.head.weight[0].float() + self.head.bias[0].float()
 
 
 # ============================================================================= the trainer
@@ -401,6 +407,10 @@ class ValueModel(nn.Module):
 #   critic.pt), so a resumed run keeps the same ones.
 # - Advantages are whitened over the tokens the policy loss sees (the FGO-kept ones).
 # - The critic's learning rate is constant (no schedule); the policy's follows grpo's.
+# - --critic shared: the value head lives in the policy (PolicyLogprobs(value_head=True)),
+#   old values come from the same forward as the old log-probs, the value loss from the same
+#   forward as the policy loss; the head is saved as value_head.pt (never in the HF weights
+#   or the engine's), its lr is its own param group of the policy's optimizer.
 
 
 class _NoOptimizer:
@@ -489,13 +499,19 @@ def score_samples(policy, ref, critic, samples, args, pad_id: int, device) -> No
     """Old log-probs, reference log-probs (when ref) and old values per response token, into
     each sample's extras (lists), computed in micro-batches before the update. The value at
     log-prob position t is the critic's output at token t: the state in which token t+1 was
-    chosen. Every rank runs the same number of forwards (FSDP collectives)."""
+    chosen. critic None = the shared critic: values from the policy's own value head, in
+    the same forward as the log-probs. Every rank runs the same number of forwards (FSDP
+    collectives)."""
     import grpo
     for part, b in grpo.micro_batches(samples, args.micro_batch, pad_id, device):
         ids, attn = b["input_ids"], b["attention_mask"]
-        logp = policy(ids, attn, temperature=args.temperature)               # [B, L-1]
+        if critic is None:
+            logp, values = policy(ids, attn, temperature=args.temperature,
+                                  with_values=True)                           # [B, L-1] x2
+        else:
+            logp = policy(ids, attn, temperature=args.temperature)           # [B, L-1]
+            values = critic(ids, attn)[:, :-1]                                # [B, L-1]
         ref_logp = ref(ids, attn, temperature=args.temperature) if ref is not None else logp
-        values = critic(ids, attn)[:, :-1]                                    # [B, L-1]
         for i, s in enumerate(part):
             a, n = len(s.prompt_ids) - 1, len(s.response_ids)
             s.extras = {"old_logp": logp[i, a:a + n].tolist(),
@@ -538,17 +554,41 @@ def ppo_advantages(samples, args) -> dict:
             "err_sq": float(((ret - values) ** 2 * m).sum())}
 
 
+class SharedCritic(nn.Module):
+    """--critic shared: what grpo.train_on_samples trains as "the policy". Its forward runs
+    the policy (PolicyLogprobs with a value head) with values and returns what grpo expects
+    (logp, and entropy); the same forward's values [B, L-1] wait in .values for the loss
+    (ppo_loss_fn). Its parameters are the policy's, head included, so the one optimizer step
+    and grad clip cover both."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+        self.values = None
+
+    def forward(self, input_ids, attention_mask, temperature: float = 1.0,
+                with_entropy: bool = False):
+        *out, self.values = self.policy(input_ids, attention_mask, temperature=temperature,
+                                        with_entropy=with_entropy, with_values=True)
+        return tuple(out) if with_entropy else out[0]
+
+
 def ppo_loss_fn(args, critic):
     """Clipped policy loss (grpo.policy_loss, FGO mask in batch["mask"]) + vf_coef * clipped
     value loss over all response tokens (batch["response_mask"], its own global denominator).
-    The critic runs on the same micro-batch; one backward trains both."""
+    critic: a separate ValueModel, run here on the same micro-batch, or a SharedCritic (the
+    module train_on_samples runs as the policy), whose forward already made the values.
+    One backward trains both."""
     from grpo import policy_loss
 
     def fn(logp, batch, denom):
         pl, st = policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"],
                              eps_low=args.eps_low, eps_high=args.eps_high, agg=args.agg,
                              denom=denom)
-        values = critic(batch["input_ids"], batch["attention_mask"])[:, :-1]
+        if isinstance(critic, SharedCritic):
+            values = critic.values                                            # [B, L-1]
+        else:
+            values = critic(batch["input_ids"], batch["attention_mask"])[:, :-1]
         vl, vst = value_loss(values, batch["old_values"], batch["returns"],
                              batch["response_mask"], clip=args.vf_clip, agg=args.agg,
                              denom=batch["denom_response"])
@@ -605,10 +645,6 @@ def build_critic(args, path, policy, d):
     """Separate critic: the policy's body (current weights, i.e. after SFT) + a zero value
     head, FSDP-sharded like the policy, with its own AdamW."""
     from model import attention_impl, shard_model
-    if args.critic == "shared":
-        raise SystemExit("--critic shared needs the value head inside the policy's FSDP root "
-                         "forward (model.PolicyLogprobs returning hidden states); not "
-                         "available yet: use --critic separate.")
     critic = ValueModel.from_pretrained(path, dtype=torch.float32,
                                         attn_implementation=attention_impl(d.device)).to(d.device)
     critic = shard_model(critic, d.device, args.grad_checkpointing, lm=critic.body)
@@ -619,12 +655,48 @@ def build_critic(args, path, policy, d):
     return critic, opt
 
 
+def build_shared_policy(args, path, policy, d):
+    """--critic shared: the policy rebuilt with a zero value head inside its FSDP root
+    (model.PolicyLogprobs(value_head=True): the head must exist before sharding), sharded
+    like grpo.setup_policy's, LM weights copied from `policy` (after SFT). The caller drops
+    the old one."""
+    from model import PolicyLogprobs, load_causal_lm, shard_model
+    shared = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk,
+                                        value_head=True), d.device, args.grad_checkpointing)
+    copy_from_policy(policy, shared, lambda k: k)
+    return shared
+
+
+def build_optimizer(args, policy):
+    """The policy's AdamW and schedule (grpo's warm-up + cosine). With a value head (shared
+    critic) the head is its own param group at --critic-lr, kept constant like the separate
+    critic's."""
+    from model import warmup_cosine
+    head = list(policy.value_head.parameters()) if policy.value_head is not None else []
+    head_ids = {id(p) for p in head}
+    groups = [{"params": [p for p in policy.parameters() if id(p) not in head_ids],
+               "lr": args.lr}]
+    if head:
+        groups.append({"params": head, "lr": args.critic_lr})
+    optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99),
+                                  weight_decay=args.weight_decay)
+    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+    if head:   # same schedule for the body, constant for the head (initial lrs are kept)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, [scheduler.lr_lambdas[0], _constant_lr])
+    return optimizer, scheduler
+
+
+def _constant_lr(step):
+    return 1.0
+
+
 def build_reference(args, path, policy, d):
     """Frozen copy of the policy as it is now (after SFT): the KL-in-reward anchor."""
     from model import PolicyLogprobs, load_causal_lm, shard_model
     ref = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
                       d.device)
-    copy_from_policy(policy, ref, lambda k: k)
+    copy_from_policy(policy, ref, lambda k: k if k.startswith("lm.") else None)
     return ref.eval().requires_grad_(False)
 
 
@@ -633,7 +705,7 @@ def train(args) -> dict:
     import grpo
     from tqdm import tqdm
     from model import (Timer, init_distributed, latest_checkpoint, load_checkpoint,
-                       seed_everything, warmup_cosine)
+                       seed_everything)
     d = init_distributed()
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -658,14 +730,21 @@ def train(args) -> dict:
     curriculum = grpo.make_curriculum(args, train_p, rates)
 
     # --- models: critic and reference from the current policy, optimizers ----------------------
-    critic, critic_opt = build_critic(args, path, policy, d)
+    # Separate: a critic module with its own optimizer, trained as an extra module. Shared:
+    # the policy itself carries the head (SharedCritic is what train_on_samples runs).
+    extras, extra_modules = {}, []
+    if args.critic == "shared":
+        policy = build_shared_policy(args, path, policy, d)
+        critic, trained = None, SharedCritic(policy)
+    else:
+        critic, critic_opt = build_critic(args, path, policy, d)
+        trained = policy
+        extras["critic"] = (critic, critic_opt)
+        extra_modules = [(critic, critic_opt, args.max_grad_norm)]
     ref = build_reference(args, path, policy, d) if args.kl_coef > 0 else None
-    extras = {"critic": (critic, critic_opt)}
     if ref is not None:
         extras["ref"] = (ref, _NoOptimizer())
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, betas=(0.9, 0.99),
-                                  weight_decay=args.weight_decay)
-    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+    optimizer, scheduler = build_optimizer(args, policy)
     rng = random.Random(args.seed)
     start = 0
     if ckpt is not None:
@@ -699,11 +778,12 @@ def train(args) -> dict:
         with timer("update"):
             for _ in range(args.ppo_epochs):
                 tr = grpo.train_on_samples(
-                    policy, optimizer, samples, ppo_loss_fn(args, critic),
+                    trained, optimizer, samples,
+                    ppo_loss_fn(args, trained if critic is None else critic),
                     micro_batch=args.micro_batch, agg=args.agg, max_len=args.max_new_tokens,
                     pad_id=pad, device=d.device, max_grad_norm=args.max_grad_norm,
                     temperature=args.temperature,
-                    extra_modules=[(critic, critic_opt, args.max_grad_norm)])
+                    extra_modules=extra_modules)
             scheduler.step()
         # --- weight sync ----------------------------------------------------------------------
         with timer("sync"):
@@ -749,10 +829,13 @@ def build_parser():
     g.add_argument("--fgo", action="store_true",
                    help="FGO: mask the policy loss of code lines no unit test executed")
     g.add_argument("--critic", choices=["separate", "shared"], default="separate",
-                   help="critic body: a separate copy of the policy (StepCoder) or the policy's "
-                        "own body (not available yet under FSDP)")
+                   help="critic body: a separate copy of the policy (default, StepCoder: own "
+                        "weights and lr, the value loss never moves the policy) or the "
+                        "policy's own body with a value head (half the memory; the value "
+                        "loss also trains the policy's body at its lr)")
     g.add_argument("--critic-lr", type=float, default=6e-5,
-                   help="critic learning rate (StepCoder 1.5e-6 = 3x the policy's)")
+                   help="critic learning rate, constant (StepCoder 1.5e-6 = 3x the policy's); "
+                        "with --critic shared it applies to the value head only")
     g.add_argument("--kl-coef", type=float, default=0.05,
                    help="beta of the per-token KL penalty in the reward, to the post-SFT "
                         "policy (StepCoder 0.05; 0 = no reference model)")
@@ -761,7 +844,8 @@ def build_parser():
     g.add_argument("--vf-clip", type=float, default=0.2, help="value clip range c")
     g.add_argument("--vf-coef", type=float, default=1.0,
                    help="weight of the value loss in the summed loss (separate critic: only "
-                        "scales the critic's gradient before clipping)")
+                        "scales the critic's gradient before clipping; shared: also how hard "
+                        "the value loss pulls on the policy's body)")
     g.add_argument("--ppo-epochs", type=int, default=1,
                    help="optimizer passes over each rollout batch (1 = on-policy step)")
     g.add_argument("--no-whiten", dest="whiten", action="store_false",

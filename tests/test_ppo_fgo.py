@@ -449,6 +449,83 @@ def test_score_samples_align_with_unpadded_forwards():
             assert s.extras["old_values"] == pytest.approx(v.tolist(), abs=1e-5)
 
 
+def test_shared_value_head_values_exports_and_gradients():
+    """PolicyLogprobs(value_head=True): same log-probs, values = head(hidden) in the same
+    forward; the head never shows in the exported (HF / engine) weights; SharedCritic feeds
+    grpo's (logp, entropy) and ppo_loss_fn's value loss trains head and body."""
+    from grpo import Sample
+    from model import PolicyLogprobs, full_state_dict, iter_full_params
+    lm = tiny_lm(0)
+    policy = PolicyLogprobs(lm, chunk_size=4, value_head=True)
+    assert torch.all(policy.value_head.weight == 0) and policy.value_head.bias.item() == 0
+    torch.manual_seed(2)
+    torch.nn.init.normal_(policy.value_head.weight)
+    ids = torch.randint(1, 50, (2, 7))
+    attn = torch.ones_like(ids)
+    with torch.no_grad():
+        logp, values = policy(ids, attn, temperature=0.7, with_values=True)
+        torch.testing.assert_close(logp, PolicyLogprobs(lm, 4)(ids, attn, temperature=0.7))
+        hidden = lm.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
+        expect = policy.value_head(hidden).squeeze(-1)[:, :-1]
+        torch.testing.assert_close(values, expect)
+    assert values.shape == (2, 6)
+    with pytest.raises(ValueError):
+        PolicyLogprobs(lm, 4)(ids, attn, with_values=True)
+    hf_names = set(lm.state_dict())
+    assert set(full_state_dict(policy)) == hf_names
+    assert [n for n, _ in iter_full_params(policy, "cpu")] == [n for n, _ in
+                                                              lm.named_parameters()]
+    # score_samples with critic None takes the values from the policy's own forward.
+    samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6])]
+    args = argparse.Namespace(micro_batch=2, temperature=0.7, eps_low=0.2, eps_high=0.2,
+                              agg="token-mean", vf_clip=0.2, vf_coef=1.0)
+    ppo_fgo.score_samples(policy, None, None, samples, args, pad_id=0, device="cpu")
+    with torch.no_grad():
+        for s in samples:
+            row = torch.tensor([s.prompt_ids + s.response_ids])
+            a, n = len(s.prompt_ids) - 1, len(s.response_ids)
+            v = policy(row, torch.ones_like(row), with_values=True)[1][0, a:a + n]
+            assert s.extras["old_values"] == pytest.approx(v.tolist(), abs=1e-5)
+    # One forward through SharedCritic: grpo's view, and the value loss reaches head + body.
+    from grpo import collate
+    for s in samples:
+        s.advantage = [0.0] * len(s.response_ids)           # no policy gradient
+        s.extras["returns"] = [1.0] * len(s.response_ids)
+        del s.extras["ref_logp"]
+    batch = collate(samples, 0, "cpu")
+    batch["denom_response"] = float(batch["response_mask"].sum())
+    shared = ppo_fgo.SharedCritic(policy)
+    lp, ent = shared(batch["input_ids"], batch["attention_mask"], temperature=0.7,
+                     with_entropy=True)
+    assert lp.shape == ent.shape == shared.values.shape == (2, 4)   # L = 5 tokens
+    loss, st = ppo_fgo.ppo_loss_fn(args, shared)(lp, batch, float(batch["mask"].sum()))
+    assert "vf_clip_frac" in st and loss.item() > 0
+    loss.backward()
+    assert policy.value_head.weight.grad.abs().sum() > 0
+    assert lm.model.layers[0].mlp.down_proj.weight.grad.abs().sum() > 0
+
+
+def test_shared_critic_optimizer_groups_and_schedule():
+    from model import PolicyLogprobs
+    policy = PolicyLogprobs(tiny_lm(0), 4, value_head=True)
+    args = argparse.Namespace(lr=1e-3, critic_lr=5e-2, weight_decay=0.0, warmup_steps=2,
+                              steps=4, min_lr_ratio=0.1)
+    opt, sched = ppo_fgo.build_optimizer(args, policy)
+    body, head = opt.param_groups
+    assert {id(p) for p in head["params"]} == {id(p) for p in policy.value_head.parameters()}
+    assert len(body["params"]) + 2 == len(list(policy.parameters()))
+    lrs = []
+    for _ in range(4):
+        lrs.append([g["lr"] for g in opt.param_groups])
+        opt.step()
+        sched.step()
+    assert [h for _, h in lrs] == [5e-2] * 4                  # head: constant --critic-lr
+    assert lrs[0][0] == pytest.approx(5e-4) and lrs[1][0] == pytest.approx(1e-3)  # warm-up
+    # Without a head: one group, grpo's schedule as before.
+    opt, _ = ppo_fgo.build_optimizer(args, PolicyLogprobs(tiny_lm(0), 4))
+    assert len(opt.param_groups) == 1
+
+
 def _run_cli(out, *extra):
     cmd = [sys.executable, os.path.join(ROOT, "ppo_fgo.py"), "--max-problems", "4",
            "--sft-steps", "2", "--steps", "1", "--group-size", "2", "--prompts-per-step", "2",
@@ -491,6 +568,38 @@ def test_cli_ppo_step_trains_the_critic_checkpoints_and_resumes(tmp_path):
     assert [r["step"] for r in rows if r["phase"] == "rl"] == [1, 2]
     step2 = torch.load(out / "step_2" / "critic.pt")
     assert any(not torch.equal(after[k], step2[k]) for k in after if k.startswith("body."))
+
+
+def test_cli_shared_critic_trains_the_head_keeps_it_out_of_hf_weights_and_resumes(tmp_path):
+    from safetensors.torch import load_file
+    out = tmp_path / "shared"
+    fast = ("--critic", "shared", "--engine", "hf", "--eval-n", "0")
+    rows = _run_cli(out, *fast)
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["step"] for r in rl] == [1]
+    assert rl[0]["value_mean"] == 0.0                             # zero head scored step 1
+    assert not any(k.startswith("grad_norm_extra") for k in rl[0])   # no separate critic
+    for step in (0, 1):
+        files = set(os.listdir(out / f"step_{step}"))
+        assert {"value_head.pt", "ref.pt", "model.safetensors"} <= files
+        assert "critic.pt" not in files
+        weights = load_file(out / f"step_{step}" / "model.safetensors")
+        assert not any("value" in k for k in weights)             # HF checkpoint: LM only
+        assert not any(k.startswith("value_head") for k in torch.load(
+            out / f"step_{step}" / "ref.pt"))
+    h0 = torch.load(out / "step_0" / "value_head.pt")
+    h1 = torch.load(out / "step_1" / "value_head.pt")
+    assert set(h0) == {"weight", "bias"} and torch.all(h0["weight"] == 0)
+    assert h1["weight"].abs().sum() > 0                           # trained by the step
+    opt = torch.load(out / "step_1" / "rank0.pt", weights_only=False)["optimizer"]
+    assert len(opt["param_groups"]) == 2                          # body lr, head lr
+    rows = _run_cli(out, *fast, "--resume", "--steps", "2")
+    rl = [r for r in rows if r["phase"] == "rl"]
+    assert [r["step"] for r in rl] == [1, 2]
+    # Step 2 scored with the restored (trained) head: a fresh zero head would give exactly 0.
+    assert rl[1]["value_mean"] != 0.0
+    h2 = torch.load(out / "step_2" / "value_head.pt")
+    assert not torch.equal(h1["weight"], h2["weight"])
 
 
 def test_cli_help_and_reward_table_check():
