@@ -58,8 +58,8 @@ Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`, on
   group advantages over (problem, episode, turn, role) -> one GRPO update per distinct model
   -> weight sync. Eval: pass@1 (k = 1) of the coder's turn-0 program alone (the single-agent
   baseline, same model) and of the final program after max_turns turns with the tester.
-  CPU preset: K = 2, 2 turns, 2 tests per tester reply, 64/96 new tokens (coder/tester), one
-  torch thread (on the shared 2-core box two threads made generation 10-30x slower).
+  CPU preset: K = 2, 2 turns, 2 tests per tester reply, 64/96 new tokens (coder/tester), HF
+  engine, grpo's --cpu-threads 1 (on the shared 2-core box 2 threads made generation 10-30x slower).
   GPU preset: the paper's K = 4, 5 turns, 4096 tokens, lr 1e-6.
 """
 import copy
@@ -508,14 +508,16 @@ AGENT_PRESETS = {
     # CPU default: tiny model, built-in stdio problems, a few minutes on a shared 2-core box.
     # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
     # tokens (mean 26), two ground-truth tests in the tester format <= 96 tokens (mean 84).
-    # One torch thread: on a contended 2-core machine 2 threads made HF generate 10-30x slower.
+    # grpo's --cpu-threads 1 matters: on a contended 2-core machine 2 threads made HF generate
+    # 10-30x slower. The HF engine: the figures in .notes/agents.md were measured with it, and
+    # two vLLM engines in one process (per-role) are untested.
     "cpu": dict(out="runs/agents", steps=10, prompts_per_step=4, sft_steps=250, sft_batch=16,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
-                max_turns=2, k=2, micro_batch=16, torch_threads=1),
+                max_turns=2, k=2, micro_batch=16, engine="hf"),
     # AT-GRPO's reported settings at 1.7B (methods.md section 4).
     "gpu": dict(out="runs/agents-gpu", max_turns=5, k=4, max_new_tokens=4096,
                 tester_max_new_tokens=4096, max_tests=8, lr=1e-6, weight_decay=0.01,
-                eval_temperature=0.6, torch_threads=0),
+                eval_temperature=0.6),
 }
 
 
@@ -539,8 +541,6 @@ def build_parser():
     g.add_argument("--repair-sft", type=int, default=1, choices=[0, 1],
                    help="1: the warm start also trains turn-1 prompts (a wrong program or a wrong test shown; "
                         "answer: the right program / tests); 0: turn-0 prompts only")
-    g.add_argument("--torch-threads", type=int, default=1,
-                   help="torch CPU threads per process (0 = torch's default)")
     return p
 
 
@@ -774,11 +774,8 @@ def train(args):
     import time
 
     import grpo
-    import torch
     from model import init_distributed, seed_everything, warmup_cosine
 
-    if args.torch_threads > 0:
-        torch.set_num_threads(args.torch_threads)
     d = init_distributed()
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -822,6 +819,8 @@ def train(args):
     if d.main:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
+    for pol, _ in distinct(policies):
+        pol.engine.close()  # vLLM's teardown also ends the process group it joined (engines.py)
     return summary
 
 

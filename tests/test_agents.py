@@ -318,7 +318,7 @@ def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
     gpu = agents.parse_args(["--preset", "gpu"])
     assert (gpu.k, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (4, 5, 4096, 1e-6, "runs/agents-gpu")
     cpu = agents.parse_args(["--k", "3"])
-    assert (cpu.k, cpu.max_turns, cpu.max_tests, cpu.torch_threads, cpu.out) == (3, 2, 2, 1, "runs/agents")
+    assert (cpu.k, cpu.max_turns, cpu.max_tests, cpu.engine, cpu.out) == (3, 2, 2, "hf", "runs/agents")
 
 
 def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
