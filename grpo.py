@@ -533,8 +533,9 @@ def sft(policy, tokenizer, problems, args, d, log, examples=None):
             log({"phase": "sft", "step": step, "nll": st["loss"], "grad_norm": st["grad_norm"]})
 
 
-def setup_policy(args, d):
-    """Model path, tokenizer, FSDP-sharded policy (and frozen reference when beta > 0), engine."""
+def setup_policy(args, d, value_head: bool = False):
+    """Model path, tokenizer, FSDP-sharded policy (and frozen reference when beta > 0), engine.
+    value_head: give the policy a scalar head inside its FSDP root (PPO's shared critic)."""
     from engines import make_engine
     from model import PolicyLogprobs, load_causal_lm, load_tokenizer, resolve_model, shard_model
     if d.device.type == "cpu" and args.cpu_threads > 0:
@@ -547,7 +548,8 @@ def setup_policy(args, d):
                          tensor_parallel_size=args.engine_tp,
                          gpu_memory_utilization=args.engine_mem, sleep_level=args.sleep_level,
                          max_model_len=args.max_model_len)
-    policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
+    policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk,
+                                        value_head=value_head),
                          d.device, args.grad_checkpointing)
     ref = None
     if args.beta > 0:
@@ -775,9 +777,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-model-len", type=int, default=None,
                    help="vLLM context length (default: prompt budget + --max-new-tokens)")
     g = p.add_argument_group("GRPO")
-    g.add_argument("--steps", type=int, default=40, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
-    g.add_argument("--prompts-per-step", type=int, default=16, help="prompts per step over all ranks (AT-GRPO: 128)")
-    g.add_argument("--group-size", type=int, default=8, help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
+    g.add_argument("--steps", type=int, default=50, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
+    g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step over all ranks (AT-GRPO: 128)")
+    g.add_argument("--group-size", type=int, default=16, help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (1.0 keeps sampler and trainer log-probs consistent)")
     g.add_argument("--max-new-tokens", type=int, default=96, help="response budget (AT-GRPO 4096; DRIVE 24k in stage 1)")
@@ -812,7 +814,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="before RL, drop train problems every sample solves or none does "
                         "(Skywork/AceReason; DRIVE's data curation)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--lr", type=float, default=2e-5, help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
+    g.add_argument("--lr", type=float, default=5e-5, help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
     g.add_argument("--min-lr-ratio", type=float, default=1.0, help="cosine floor as a share of --lr (1.0 = constant after warm-up)")
     g.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (AT-GRPO 0.01)")
     g.add_argument("--warmup-steps", type=int, default=3, help="linear LR warm-up steps (SFT and RL)")

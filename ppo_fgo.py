@@ -655,18 +655,6 @@ def build_critic(args, path, policy, d):
     return critic, opt
 
 
-def build_shared_policy(args, path, policy, d):
-    """--critic shared: the policy rebuilt with a zero value head inside its FSDP root
-    (model.PolicyLogprobs(value_head=True): the head must exist before sharding), sharded
-    like grpo.setup_policy's, LM weights copied from `policy` (after SFT). The caller drops
-    the old one."""
-    from model import PolicyLogprobs, load_causal_lm, shard_model
-    shared = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk,
-                                        value_head=True), d.device, args.grad_checkpointing)
-    copy_from_policy(policy, shared, lambda k: k)
-    return shared
-
-
 def build_optimizer(args, policy):
     """The policy's AdamW and schedule (grpo's warm-up + cosine). With a value head (shared
     critic) the head is its own param group at --critic-lr, kept constant like the separate
@@ -713,7 +701,8 @@ def train(args) -> dict:
     say = print if d.main else (lambda *a, **k: None)
     t0 = time.time()
     train_p, eval_p = grpo.load_problem_sets(args)
-    path, tokenizer, policy, _, engine = grpo.setup_policy(args, d)
+    path, tokenizer, policy, _, engine = grpo.setup_policy(
+        args, d, value_head=args.critic == "shared")   # shared: the head lives in the policy's root
     say(f"[ppo] model {args.model} ({path}), engine {engine.name}, {d.world} rank(s), "
         f"{len(train_p)} train / {len(eval_p)} eval problems, fgo={args.fgo}")
 
@@ -734,7 +723,6 @@ def train(args) -> dict:
     # the policy itself carries the head (SharedCritic is what train_on_samples runs).
     extras, extra_modules = {}, []
     if args.critic == "shared":
-        policy = build_shared_policy(args, path, policy, d)
         critic, trained = None, SharedCritic(policy)
     else:
         critic, critic_opt = build_critic(args, path, policy, d)
