@@ -825,16 +825,8 @@ def train(args):
 
 
 def main(argv=None):
-    import torch.distributed as dist
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    try:
-        train(parse_args(argv))
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    import grpo
+    grpo.run_entry_point(train, parse_args, argv)
 
 
 if __name__ == "__main__":

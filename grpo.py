@@ -850,15 +850,22 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None):
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")   # keep progress readable
+def run_entry_point(train_fn, parse_fn, argv=None):
+    """main() of grpo.py, ppo_fgo.py and agents.py: quiet the libraries' own progress output,
+    parse the flags, train, leave the process group."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")   # keep our progress bar readable
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    args = parse_args(argv)
-    train(args)
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    try:
+        train_fn(parse_fn(argv))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def main(argv=None):
+    run_entry_point(train, parse_args, argv)
 
 
 if __name__ == "__main__":

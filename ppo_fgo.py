@@ -859,14 +859,8 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")   # keep progress readable
-    from transformers.utils import logging as hf_logging
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    args = parse_args(argv)
-    train(args)
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    import grpo
+    grpo.run_entry_point(train, parse_args, argv)
 
 
 if __name__ == "__main__":
