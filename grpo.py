@@ -777,7 +777,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-model-len", type=int, default=None,
                    help="vLLM context length (default: prompt budget + --max-new-tokens)")
     g = p.add_argument_group("GRPO")
-    g.add_argument("--steps", type=int, default=50, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
+    g.add_argument("--steps", type=int, default=100, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step over all ranks (AT-GRPO: 128)")
     g.add_argument("--group-size", type=int, default=16, help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
@@ -823,7 +823,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--grad-checkpointing", action="store_true", help="recompute activations in backward")
     g.add_argument("--logprob-chunk", type=int, default=256, help="positions per chunk of the log-prob computation")
     g = p.add_argument_group("warm start and evaluation")
-    g.add_argument("--sft-steps", type=int, default=300, help="supervised steps on reference solutions before RL (0 = none)")
+    g.add_argument("--sft-steps", type=int, default=200, help="supervised steps on reference solutions before RL (0 = none)")
     g.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate")
     g.add_argument("--sft-batch", type=int, default=32, help="SFT examples per step over all ranks")
     g.add_argument("--eval-n", type=int, default=8, help="samples per problem for pass@1/pass@n (0 = no evaluation)")
