@@ -229,15 +229,24 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     every rank joins every collective.
     extra_modules: (module, optimizer, max_grad_norm) triples trained by the same backward
     (PPO's critic, whose loss_fn adds the value loss).
+    When loss_fn.zero_advantage_is_inert is True (GRPO with beta = 0), samples whose advantage
+    is zero are left out of the forward/backward (exact: their gradient is zero) but still count
+    in the normalisers; the stats then describe the trained samples only.
     Returns a dict of stats (token-weighted means, loss, entropy, grad_norm).
     """
     from model import all_reduce_sum
     world = dist.get_world_size() if dist.is_initialized() else 1
-    parts = list(micro_batches(samples, micro_batch, pad_id, device))
-    batches = [b for _, b in parts]
-    real = [b for part, b in parts if part]      # empty padding batches count for nothing
-    denom = global_denominator([b["mask"] for b in real], agg, max_len)
-    denom_response = global_denominator([b["response_mask"] for b in real], agg, max_len)
+    # The normalisers count every sample, including those skipped below.
+    whole = [collate(samples, pad_id, "cpu")] if samples else []
+    denom = global_denominator([b["mask"] for b in whole], agg, max_len)
+    denom_response = global_denominator([b["response_mask"] for b in whole], agg, max_len)
+    if getattr(loss_fn, "zero_advantage_is_inert", False):
+        # On-policy GRPO without KL: a zero advantage is a zero loss and a zero gradient, so
+        # these samples (groups whose rewards are all equal) need no forward/backward at all.
+        samples = [s for s in samples if not _all_zero(s.advantage)]
+    # Similar lengths together: less padding per micro-batch (the sum does not depend on order).
+    samples = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
+    batches = [b for _, b in micro_batches(samples, micro_batch, pad_id, device)]
     for opt in [optimizer] + [e[1] for e in extra_modules]:
         opt.zero_grad(set_to_none=True)
     sums: dict[str, float] = {}
@@ -263,6 +272,12 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     out.update(loss=all_reduce_sum(loss_sum), grad_norm=grad_norm, trained_tokens=tokens,
                **extra_norms)
     return out
+
+
+def _all_zero(advantage) -> bool:
+    """True when a Sample's advantage (a float, or a list per token) is zero everywhere."""
+    return all(a == 0 for a in advantage) if isinstance(advantage, (list, tuple)) else \
+        advantage == 0
 
 
 def _clip_and_step(module, optimizer, max_grad_norm: float) -> float:
@@ -310,6 +325,8 @@ def grpo_loss_fn(args, ref=None):
                            eps_low=args.eps_low,
                            eps_high=args.eps_high, ref_logp=ref_logp, beta=args.beta,
                            agg=args.agg, denom=denom)
+    # Zero advantage -> zero loss and gradient, unless the KL term gives every token one.
+    fn.zero_advantage_is_inert = ref is None or args.beta == 0
     return fn
 
 
@@ -777,7 +794,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-model-len", type=int, default=None,
                    help="vLLM context length (default: prompt budget + --max-new-tokens)")
     g = p.add_argument_group("GRPO")
-    g.add_argument("--steps", type=int, default=100, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
+    g.add_argument("--steps", type=int, default=130, help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step over all ranks (AT-GRPO: 128)")
     g.add_argument("--group-size", type=int, default=16, help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
     g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
@@ -814,7 +831,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="before RL, drop train problems every sample solves or none does "
                         "(Skywork/AceReason; DRIVE's data curation)")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--lr", type=float, default=5e-5, help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
+    g.add_argument("--lr", type=float, default=1.5e-4, help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
     g.add_argument("--min-lr-ratio", type=float, default=1.0, help="cosine floor as a share of --lr (1.0 = constant after warm-up)")
     g.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (AT-GRPO 0.01)")
     g.add_argument("--warmup-steps", type=int, default=3, help="linear LR warm-up steps (SFT and RL)")

@@ -195,6 +195,41 @@ def test_update_is_invariant_to_ranks_and_micro_batches(small_model, tmp_path, a
             assert torch.allclose(run["weights"][name], w, atol=2e-5), (key, name)
 
 
+def test_zero_advantage_samples_are_skipped_exactly(small_model):
+    """GRPO without KL: leaving zero-advantage samples out of the forward/backward (but in the
+    token-mean normaliser) gives the same update as running them, with fewer sequences."""
+    from types import SimpleNamespace
+    g = torch.Generator().manual_seed(3)
+    samples = [grpo.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
+                           torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
+                           [1.0, 0.0, 0.0, -0.5][i % 4]) for i in range(8)]
+    args = SimpleNamespace(beta=0.0, temperature=1.0, eps_low=0.2, eps_high=0.28,
+                           agg="token-mean")
+    results = {}
+    for skip in (True, False):
+        torch.manual_seed(0)
+        policy = model.PolicyLogprobs(model.load_causal_lm(small_model, torch.device("cpu")), 4)
+        seen = []
+        policy.register_forward_hook(lambda m, inp, out: seen.append(inp[0].shape[0]))
+        fn = grpo.grpo_loss_fn(args)
+        assert fn.zero_advantage_is_inert
+        if not skip:
+            fn = (lambda f: lambda *a: f(*a))(fn)      # same loss, no skipping declared
+        st = grpo.train_on_samples(policy, torch.optim.SGD(policy.parameters(), lr=1.0), samples,
+                                   fn, micro_batch=3, agg="token-mean", max_len=8, pad_id=0,
+                                   device=torch.device("cpu"), max_grad_norm=1e9)
+        results[skip] = (sum(seen), st["loss"], policy.state_dict())
+        assert st["grad_norm"] > 1e-3                           # the update did something
+    assert results[True][0] == 4 and results[False][0] == 8     # rows run through the model
+    assert results[True][1] == pytest.approx(results[False][1], abs=1e-7)
+    moved = max((results[True][2][k] - results[False][2][k]).abs().max().item()
+                for k in results[True][2])
+    assert moved < 1e-6
+    # With a KL term every token has a gradient: nothing may be skipped.
+    assert not grpo.grpo_loss_fn(SimpleNamespace(**{**vars(args), "beta": 0.1}),
+                                 ref=object()).zero_advantage_is_inert
+
+
 TINY_RUN = ["--max-problems", "6", "--sft-steps", "2", "--group-size", "2",
             "--prompts-per-step", "4", "--eval-n", "1", "--max-new-tokens", "16",
             "--micro-batch", "4", "--save-every", "1", "--engine", "hf"]
