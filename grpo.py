@@ -231,7 +231,8 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     (PPO's critic, whose loss_fn adds the value loss).
     When loss_fn.zero_advantage_is_inert is True (GRPO with beta = 0), samples whose advantage
     is zero are left out of the forward/backward (exact: their gradient is zero) but still count
-    in the normalisers; the stats then describe the trained samples only.
+    in the normalisers; the stats then describe the trained samples only, plus zero_adv_frac
+    (the share of samples skipped).
     Returns a dict of stats (token-weighted means, loss, entropy, grad_norm).
     """
     from model import all_reduce_sum
@@ -243,7 +244,11 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     if getattr(loss_fn, "zero_advantage_is_inert", False):
         # On-policy GRPO without KL: a zero advantage is a zero loss and a zero gradient, so
         # these samples (groups whose rewards are all equal) need no forward/backward at all.
+        n_all = len(samples)
         samples = [s for s in samples if not _all_zero(s.advantage)]
+        skipped = (all_reduce_sum(float(n_all - len(samples))), all_reduce_sum(float(n_all)))
+    else:
+        skipped = None
     # Similar lengths together: less padding per micro-batch (the sum does not depend on order).
     samples = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
     batches = [b for _, b in micro_batches(samples, micro_batch, pad_id, device)]
@@ -271,6 +276,8 @@ def train_on_samples(policy, optimizer, samples: list[Sample], loss_fn, *, micro
     out = {k: all_reduce_sum(v) / max(tokens, 1) for k, v in sorted(sums.items())}
     out.update(loss=all_reduce_sum(loss_sum), grad_norm=grad_norm, trained_tokens=tokens,
                **extra_norms)
+    if skipped is not None:
+        out["zero_adv_frac"] = skipped[0] / max(skipped[1], 1.0)
     return out
 
 
@@ -876,6 +883,10 @@ def run_entry_point(train_fn, parse_fn, argv=None):
     hf_logging.set_verbosity_error()
     try:
         train_fn(parse_fn(argv))
+        if dist.is_initialized():
+            # Tearing gloo down while a peer is still in its last collective aborted a rank
+            # now and then ("terminate called without an active exception"): wait for all.
+            dist.barrier()
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

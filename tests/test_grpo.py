@@ -220,6 +220,7 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
                                    device=torch.device("cpu"), max_grad_norm=1e9)
         results[skip] = (sum(seen), st["loss"], policy.state_dict())
         assert st["grad_norm"] > 1e-3                           # the update did something
+        assert st.get("zero_adv_frac") == (0.5 if skip else None)
     assert results[True][0] == 4 and results[False][0] == 8     # rows run through the model
     assert results[True][1] == pytest.approx(results[False][1], abs=1e-7)
     moved = max((results[True][2][k] - results[False][2][k]).abs().max().item()
