@@ -156,15 +156,16 @@ def report_speed(label: str, n_tests: int, ours: tuple, base: tuple):
     print(f"{label}: speed-up {b_wall / sb_wall:.1f}x wall, {b_cpu / sb_cpu:.1f}x CPU")
 
 
-def trivial_check(n: int, workers: int):
+def trivial_check(n: int, workers: int, baseline_workers: int):
     """Per-test overhead: n tests of `print(input())`, jobs of 10 tests, both harnesses."""
-    print(f"\n== per-test overhead: {n} tests of print(input()), {workers} workers ==")
+    print(f"\n== per-test overhead: {n} tests of print(input()), {workers} workers "
+          f"(baseline: {baseline_workers}) ==")
     jobs = [dict(code="print(input())", timeout=10.0, fn_name=None,
                  tests=[{"input": f"{k}\n", "output": f"{k}\n"}
                         for k in range(start, min(start + 10, n))])
             for start in range(0, n, 10)]
     results, sb_wall, sb_cpu = timed(lambda: sb.run_batch(jobs, workers=workers))
-    (verdicts, _), b_wall, b_cpu = timed(lambda: run_baseline(jobs, workers))
+    (verdicts, _), b_wall, b_cpu = timed(lambda: run_baseline(jobs, baseline_workers))
     ok = all(r.status == sb.PASS for r in results) and all(v == sb.PASS for vs in verdicts
                                                            for v in vs)
     report_speed("trivial", n, (sb_wall, sb_cpu), (b_wall, b_cpu))
@@ -209,6 +210,9 @@ def main():
                         help="folder with apps_plus_valid_500.json and the LiveCodeBench samples")
     parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                         help="parallel workers for both the sandbox and the baseline")
+    parser.add_argument("--baseline-workers", type=int, default=None,
+                        help="workers of the baseline only (default: --workers; 1 = tests one "
+                             "after another, as a grader without a pool runs them)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per test")
     parser.add_argument("--skip-baseline", action="store_true", help="sandbox only")
@@ -219,8 +223,10 @@ def main():
     if not os.path.exists(path):
         raise SystemExit(f"{path} not found: pass --data-dir pointing at the shared data folder.")
     jobs = apps_plus_jobs(path, args.timeout)[:args.limit]
+    args.baseline_workers = args.baseline_workers or args.workers
     n_tests = sum(len(j["tests"]) for j in jobs)
-    print(f"APPS+: {len(jobs)} canonical solutions, {n_tests} tests, {args.workers} workers")
+    print(f"APPS+: {len(jobs)} canonical solutions, {n_tests} tests, {args.workers} workers "
+          f"(baseline: {args.baseline_workers})")
 
     results, sandbox_s, sandbox_cpu = timed(lambda: sb.run_batch(jobs, workers=args.workers))
     print(f"sandbox : {sandbox_s:7.2f} s  {n_tests / sandbox_s:8.1f} tests/s")
@@ -233,7 +239,7 @@ def main():
             print(f"  problem {i:3d} fn={job['fn_name']}: {r.status} {r.passed}/{r.total} {detail}")
 
     if not args.skip_baseline:
-        (base, base_times), base_s, base_cpu = timed(lambda: run_baseline(jobs, args.workers))
+        (base, base_times), base_s, base_cpu = timed(lambda: run_baseline(jobs, args.baseline_workers))
         report_speed("APPS+", n_tests, (sandbox_s, sandbox_cpu), (base_s, base_cpu))
         differ = [(i, [t.status for t in r.tests], b) for i, (r, b) in enumerate(zip(results, base))
                   if r.status != sb.COMPILE_ERROR and [t.status for t in r.tests] != b]
@@ -256,7 +262,7 @@ def main():
                   f"{base_s / (slow_s / args.workers):.1f}x")
 
     if args.trivial:
-        trivial_check(args.trivial, args.workers)
+        trivial_check(args.trivial, args.workers, args.baseline_workers)
 
     lcb = os.path.join(args.data_dir, "livecodebench_v1_samples_3.jsonl")
     if os.path.exists(lcb):
