@@ -395,6 +395,9 @@ class VLLMEngine:
         group it joined (the trainer's), so call this last, instead of
         dist.destroy_process_group(); without it the same teardown runs at interpreter exit
         and complains if the group is already gone."""
+        import torch.distributed as dist
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.barrier()    # as model.close_distributed: no rank tears down a group in use
         core = getattr(self.llm.llm_engine, "engine_core", None)
         if core is not None:
             core.shutdown()

@@ -885,15 +885,13 @@ def run_entry_point(train_fn, parse_fn, argv=None):
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    from model import close_distributed
+    finished = False
     try:
         train_fn(parse_fn(argv))
-        if dist.is_initialized():
-            # Tearing gloo down while a peer is still in its last collective aborted a rank
-            # now and then ("terminate called without an active exception"): wait for all.
-            dist.barrier()
+        finished = True
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        close_distributed(wait=finished)
 
 
 def main(argv=None):

@@ -32,8 +32,7 @@ def main():
     sd = model.full_state_dict(policy)
     if d.main:
         torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"]}, out)
-    torch.distributed.barrier()          # nobody tears gloo down while a peer still uses it
-    torch.distributed.destroy_process_group()
+    model.close_distributed()
 
 
 if __name__ == "__main__":
