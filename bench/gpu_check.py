@@ -563,6 +563,8 @@ def run_size(name: str, tiny_path: str, tokenizer, problems, dev: Device, args, 
         policy = model.shard_model(model.PolicyLogprobs(lm, args.logprob_chunk), dev.device,
                                    args.grad_checkpointing)
         res["fsdp"] = {"world": torch.distributed.get_world_size(),
+                       "dtensor_params": all(hasattr(p, "full_tensor")
+                                             for p in policy.parameters()),
                        "mixed_precision": "bf16 params / fp32 reduce" if dev.cuda else "fp32"}
         optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
         small = est * 0.1
@@ -595,6 +597,11 @@ def fmt(x, spec: str = ".3g") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def cell(notes: list[str]) -> str:
+    """Notes as one Markdown table cell: no newlines, no column bars."""
+    return "; ".join(" ".join(n.split()) for n in notes).replace("|", "/")
+
+
 def markdown(report: dict) -> str:
     """One table: a row per (size, engine); a skipped or failed size gets its reason."""
     m = report["meta"]
@@ -612,7 +619,7 @@ def markdown(report: dict) -> str:
         params = f"{r['params'] / 1e6:.0f}M" if r.get("params") else "-"
         if r["status"] != "ok":
             lines.append(f"| {r['size']} | {params} | - | {r['status']} |" + " |" * 10
-                         + f" {r.get('reason', '')} |")
+                         + f" {cell([r.get('reason', '')])} |")
             continue
         tr, lp = r.get("train", {}), r.get("logprobs", {})
         notes = [f"{k}: {v['status']} ({v.get('reason', '')})" for k, v in
@@ -640,7 +647,7 @@ def markdown(report: dict) -> str:
                 f"{fmt(tr.get('tokens_per_s'), '.0f')} | {fmt(tr.get('mfu'), '.1%')} | "
                 f"{fmt(g.get('update_mfu'), '.1%')} | "
                 f"{fmt(max(peaks) if peaks else None, '.1f')} | {lp_diff} | {lp_mem} | "
-                f"{sync} | {'; '.join(row_notes).replace('|', '/')} |")
+                f"{sync} | {cell(row_notes)} |")
     lines += ["", "Step seconds are means over the steps after the first (warm-up). MFU = "
               "6 * params * tokens / seconds / peak (attention FLOPs not counted). Log-probs: "
               f"bf16, batch {m['lp_batch']} x seq {m['lp_seq']}, chunk {m['logprob_chunk']}, "
@@ -710,8 +717,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation checkpointing of the decoder layers (shard_model)")
     p.add_argument("--vllm-mem", type=float, default=0.3,
                    help="vLLM gpu_memory_utilization (its share of the GPU while awake)")
-    p.add_argument("--max-model-len", type=int, default=2048,
-                   help="vLLM max_model_len (prompt + response)")
+    p.add_argument("--max-model-len", type=int, default=None,
+                   help="vLLM max_model_len, prompt + response (default: the model's "
+                        "max_position_embeddings: 1024 tiny, 4096 the others)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights, ids and sampling")
     return p
 

@@ -1,0 +1,167 @@
+"""bench/gpu_check.py: its pure helpers, and `--cpu-smoke` run end to end as a subprocess.
+
+The smoke run is the GPU check's code path on the CPU (FSDP2 over gloo on one rank, the tiny
+model and a tiny-layered Qwen3 at the full 151,936 vocabulary); the test reads the JSON and
+Markdown it writes. It must not rot before a GPU is lent.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import gpu_check  # noqa: E402
+
+SMOKE_SIZES = ("tiny", "qwen3-mini")
+
+
+def run_check(out_dir, *flags, timeout=300):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MASTER_", "VLLM_")) and k not in
+           ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES")}
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "gpu_check.py"), "--cpu-smoke",
+           "--out", str(out_dir), *flags]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(os.path.join(out_dir, "gpu_check.json")) as f:
+        report = json.load(f)
+    with open(os.path.join(out_dir, "gpu_check.md")) as f:
+        md = f.read()
+    return report, md, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    # A generous budget: on a loaded machine the smoke run must not skip a size.
+    return run_check(tmp_path_factory.mktemp("smoke"), "--peak-tflops", "0.5",
+                     "--budget", "400")
+
+
+def by_size(report):
+    return {r["size"]: r for r in report["sizes"]}
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+def test_peak_flops_table_and_override():
+    assert gpu_check.peak_flops_for("NVIDIA H200", None) == 989e12
+    assert gpu_check.peak_flops_for("NVIDIA H100 PCIe", None) == 756e12   # before plain H100
+    assert gpu_check.peak_flops_for("NVIDIA H100 80GB HBM3", None) == 989e12
+    assert gpu_check.peak_flops_for("NVIDIA A100-SXM4-80GB", None) == 312e12
+    assert gpu_check.peak_flops_for("Some CPU", None) is None
+    assert gpu_check.peak_flops_for("NVIDIA H200", 500.0) == 500e12
+
+
+def test_mfu_formula():
+    # 6 * 1e9 params * 1e4 tokens in 1 s on a 1e15 FLOP/s device = 6%.
+    assert gpu_check.mfu(10**9, 1e4, 1.0, 1e15) == pytest.approx(0.06)
+    assert gpu_check.mfu(10**9, 1e4, 1.0, None) is None
+
+
+def test_response_mask_positions():
+    # Row 0: prompt of 2, response of 3 -> log-prob positions 1, 2, 3 (they score tokens 2-4).
+    m = gpu_check.response_mask([2, 3], [3, 1], 6)
+    assert m.tolist() == [[0, 1, 1, 1, 0], [0, 0, 1, 0, 0]]
+
+
+def test_pad_rows():
+    ids, attn = gpu_check.pad_rows([[5, 6, 7], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [8, 0, 0]]
+    assert attn.tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_prediction_rescales_by_the_measured_size():
+    assert gpu_check.predict_seconds("qwen2.5-1.5b", {}, cpu=False) == \
+        gpu_check.SIZES["qwen2.5-1.5b"]["est_s"]
+    # The 0.5B took twice its guess: the 1.5B is expected to as well.
+    measured = {"qwen2.5-0.5b": {"seconds": 2 * gpu_check.SIZES["qwen2.5-0.5b"]["est_s"],
+                                 "est_s": gpu_check.SIZES["qwen2.5-0.5b"]["est_s"]}}
+    assert gpu_check.predict_seconds("qwen2.5-1.5b", measured, cpu=False) == \
+        pytest.approx(2 * gpu_check.SIZES["qwen2.5-1.5b"]["est_s"])
+
+
+def test_every_flag_has_help():
+    for action in gpu_check.build_parser()._actions:
+        assert action.help, action.option_strings
+
+
+# ----------------------------------------------------------------------------- the smoke run
+
+def test_smoke_runs_the_small_sizes_and_skips_the_rest_with_a_reason(smoke):
+    report, _, _ = smoke
+    sizes = by_size(report)
+    assert set(sizes) == set(gpu_check.SIZES)
+    for name, r in sizes.items():
+        if name in SMOKE_SIZES:
+            assert r["status"] == "ok", r
+        else:
+            assert r["status"] == "skipped" and "--cpu-smoke" in r["reason"], r
+    assert report["meta"]["cpu_smoke"] is True and report["meta"]["device"] == "cpu"
+    assert sizes["qwen3-mini"]["vocab"] == gpu_check.BIG_VOCAB
+
+
+def test_smoke_fsdp_and_throughput(smoke):
+    report, _, _ = smoke
+    for name in SMOKE_SIZES:
+        r = by_size(report)[name]
+        assert r["params"] > 0
+        assert r["fsdp"]["world"] == 1 and r["fsdp"]["dtensor_params"] is True
+        tr = r["train"]
+        assert tr["status"] == "ok" and tr["tokens_per_s"] > 0
+        assert 0 < tr["mfu"] < 1                  # --peak-tflops 0.5 gives the CPU a peak
+        assert tr["peak_gib"] is None             # not measured on the CPU
+
+
+def test_smoke_logprobs_agree_in_bf16(smoke):
+    report, _, _ = smoke
+    for name in SMOKE_SIZES:
+        lp = by_size(report)[name]["logprobs"]
+        assert lp["status"] == "ok" and lp["dtype"] == "bfloat16"
+        assert lp["chunk"] < lp["seq"]            # the chunking really splits the sequence
+        assert lp["chunked_vs_plain_max_abs"] < 0.05
+        assert lp["chunked_vs_fp32_max_abs"] < 0.25   # bf16 logits vs fp32 ones
+        assert lp["grad_rel_diff"] < 0.05
+
+
+def test_smoke_grpo_steps_and_weight_sync(smoke):
+    report, _, _ = smoke
+    m = report["meta"]
+    for name in SMOKE_SIZES:
+        g = by_size(report)[name]["grpo"]["hf"]
+        assert g["status"] == "ok" and len(g["steps"]) == m["steps"]
+        for st in g["steps"]:
+            assert st["gen_tokens"] > 0 and st["tokens"] > st["gen_tokens"]
+            assert st["programs"] + st["no_code"] == m["prompts"] * m["group"]
+            assert "sandbox_error" not in st
+        assert set(g["mean"]) == {"generate_s", "reward_s", "update_s", "sync_s", "step_s"}
+        assert all(v >= 0 for v in g["mean"].values())
+        assert g["gen_tokens_per_s"] > 0 and g["update_tokens_per_s"] > 0
+        assert 0 < g["update_mfu"] < 1
+        # After the last sync the engine scores the probe like the trainer (fp32 on the CPU),
+        # and it has moved with the updates: a sync that does nothing fails the second check.
+        assert g["sync_max_abs_diff"] < 1e-3
+        assert g["sync_engine_shift"] > 100 * max(g["sync_max_abs_diff"], 1e-6)
+
+
+def test_smoke_markdown_table(smoke):
+    report, md, stdout = smoke
+    assert "| size | params | engine | status | gen tok/s |" in md
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + len(gpu_check.SIZES)   # header, one row per size (hf only)
+    for name in SMOKE_SIZES:
+        assert any(r.startswith(f"| {name} |") and "| hf | ok |" in r for r in rows)
+    assert any("skipped" in r and "--cpu-smoke runs the tiny sizes only" in r for r in rows)
+    assert "[gpu_check" in stdout                 # progress lines
+
+
+def test_budget_too_small_skips_with_the_reason(tmp_path):
+    report, md, _ = run_check(tmp_path, "--sizes", "tiny", "--budget", "1", timeout=120)
+    tiny = by_size(report)["tiny"]
+    assert tiny["status"] == "skipped" and tiny["reason"].startswith("budget:")
+    assert "budget:" in md
