@@ -8,7 +8,8 @@ and whose reference solutions run as they stand (APPS+ stdio solutions get their
 
     load_problems("apps", split="test")                          # from the Hugging Face hub
     load_problems("apps_plus", path="apps_plus_valid_500.json")  # a local file, native format
-    load_problems("builtin")                                     # ~50 tiny problems of our own
+    load_problems("builtin")                                     # 51 tiny problems of our own
+    load_problems("tasks", split="test")                         # procedural families (tasks.py)
     python data.py prepare --out datasets/code [--local-dir DIR] [--check-solutions]
 
 Decisions and simplifications (each one is a choice the papers' code makes differently):
@@ -43,8 +44,12 @@ import textwrap
 import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from datetime import date
 
-SOURCES = ("apps", "apps_plus", "code_contests", "livecodebench", "humaneval", "builtin", "prepared")
+import tasks
+
+SOURCES = ("apps", "apps_plus", "code_contests", "livecodebench", "humaneval", "builtin", "tasks",
+           "prepared")
 
 
 @dataclass
@@ -70,7 +75,7 @@ class BadRow(ValueError):
 
 # ----------------------------------------------------------------------------------------
 # Prompts: the single-agent coder prompt and the extraction of the program from an answer.
-# agents.py builds its tester/coder prompts on problem_statement, io_instruction, format_test.
+# agents.py builds its tester/coder prompts on problem_statement and io_instruction.
 
 SYSTEM_PROMPT = ("You are an expert Python programmer. Solve the problem and answer with the "
                  "complete program in one ```python code block.")
@@ -79,7 +84,8 @@ SYSTEM_PROMPT = ("You are an expert Python programmer. Solve the problem and ans
 def io_instruction(problem: Problem) -> str:
     """How the program is run, in one sentence (it decides what a correct answer looks like)."""
     if problem.fn_name is None:
-        return "Write a Python program that reads from standard input and prints the answer to standard output."
+        return ("Write a Python program that reads from standard input and prints the answer to "
+                "standard output.")
     if "class Solution" in problem.starter_code:
         return (f"Complete the method `{problem.fn_name}` of class `Solution`; it is called with "
                 "the test's arguments and its return value is checked.")
@@ -105,7 +111,8 @@ def render_prompt(tokenizer, messages: list[dict]) -> str:
     """Messages -> prompt text that ends where the answer starts.
 
     With a chat template (instruct models) the tokenizer's own rendering; without one (our
-    tiny byte-level model) a plain rendering, "### System\\n...\\n\\n### User\\n...\\n\\n### Assistant\\n".
+    tiny byte-level model) a plain rendering,
+    "### System\\n...\\n\\n### User\\n...\\n\\n### Assistant\\n".
     """
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -150,19 +157,11 @@ def extract_code(text: str) -> str | None:
     return None
 
 
-def format_test(test: dict, fn_name: str | None) -> str:
-    """One test as a reader sees it (feedback to the coder, examples for the tester)."""
-    if fn_name is None:
-        return f"Input:\n{test['input']}\nExpected output:\n{test['output']}"
-    args = ", ".join(repr(a) for a in test["input"])
-    return f"{fn_name}({args}) should return {test['output']!r}"
-
-
 # ----------------------------------------------------------------------------------------
 # Small parsers shared by the sources.
 
-def _lines(value) -> str:
-    """APPS stores a stdio input/output as a string or as a list of lines."""
+def _join_lines(value) -> str:
+    """A stdio input/output stored as a string or as a list of lines (APPS) -> one string."""
     return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
@@ -204,7 +203,7 @@ def _call_tests(inputs, outputs, unwrap: bool) -> list[dict]:
 
 
 def _stdio_tests(inputs, outputs) -> list[dict]:
-    return [{"input": _lines(i), "output": _lines(o)} for i, o in zip(inputs, outputs)]
+    return [{"input": _join_lines(i), "output": _join_lines(o)} for i, o in zip(inputs, outputs)]
 
 
 def _fn_from_starter(starter: str) -> str | None:
@@ -216,14 +215,16 @@ def _fn_from_starter(starter: str) -> str | None:
 # APPS (codeparrot/apps).
 
 def apps_problem(row: dict, index: int = 0) -> Problem:
-    io_spec = _json(row.get("input_output") or "", "unparsable input_output") if row.get("input_output") else {}
+    raw = row.get("input_output")
+    io_spec = _json(raw, "unparsable input_output") if raw else {}
     if not isinstance(io_spec, dict) or not io_spec.get("inputs"):
         raise BadRow("no tests")
     fn_name = io_spec.get("fn_name") or None
     inputs, outputs = io_spec["inputs"], io_spec.get("outputs") or []
     if len(inputs) != len(outputs):
         raise BadRow("inputs and outputs differ in length")
-    tests = (_call_tests(inputs, outputs, unwrap=True) if fn_name else _stdio_tests(inputs, outputs))
+    tests = (_call_tests(inputs, outputs, unwrap=True) if fn_name
+             else _stdio_tests(inputs, outputs))
     solutions = _json(row.get("solutions") or "[]", "unparsable solutions")
     return Problem(
         id=f"apps/{row.get('problem_id', index)}", source="apps", question=row["question"],
@@ -282,9 +283,11 @@ def apps_plus_problem(row: dict, index: int = 0) -> Problem:
         tests = [{"input": a, "output": o} for a, o in zip(args, outs)]
         solutions = [solution]
     return Problem(
-        id=f"apps_plus/{index}", source="apps_plus", question=_docstring_text(row.get("prompt", "")),
+        id=f"apps_plus/{index}", source="apps_plus",
+        question=_docstring_text(row.get("prompt", "")),
         starter_code=starter_out, fn_name=fn_name, tests=tests,
-        solutions=[s for s in solutions if s.strip()], difficulty=row.get("difficulty") or "unknown",
+        solutions=[s for s in solutions if s.strip()],
+        difficulty=row.get("difficulty") or "unknown",
         metadata=metadata)
 
 
@@ -294,7 +297,8 @@ def apps_plus_problem(row: dict, index: int = 0) -> Problem:
 # The hub's ClassLabel names (dataset card); used only when a local file stores ints.
 CC_LABELS = {
     "language": ["UNKNOWN_LANGUAGE", "PYTHON", "CPP", "PYTHON3", "JAVA"],
-    "source": ["UNKNOWN_SOURCE", "CODECHEF", "CODEFORCES", "HACKEREARTH", "CODEJAM", "ATCODER", "AIZU"],
+    "source": ["UNKNOWN_SOURCE", "CODECHEF", "CODEFORCES", "HACKEREARTH", "CODEJAM", "ATCODER",
+               "AIZU"],
     "difficulty": ["UNKNOWN_DIFFICULTY", "EASY", "MEDIUM", "HARD", "HARDER", "HARDEST", "EXTERNAL"]
                   + [chr(c) for c in range(ord("A"), ord("V") + 1)],
 }
@@ -316,7 +320,8 @@ def code_contests_problem(row: dict, index: int = 0, tests=CC_TEST_KINDS, labels
         raise BadRow("reads or writes named files")
     unknown = set(tests) - set(CC_TEST_KINDS)
     if unknown:
-        raise DataError(f"Unknown CodeContests test kind {sorted(unknown)}; use {list(CC_TEST_KINDS)}.")
+        raise DataError(f"Unknown CodeContests test kind {sorted(unknown)}; "
+                        f"use {list(CC_TEST_KINDS)}.")
     all_tests = []
     for kind in tests:
         block = row.get(f"{kind}_tests") or {}
@@ -331,7 +336,8 @@ def code_contests_problem(row: dict, index: int = 0, tests=CC_TEST_KINDS, labels
         solutions=solutions, difficulty=_label(row.get("difficulty", 0), labels["difficulty"]),
         metadata={"platform": _label(row.get("source", 0), labels["source"]),
                   "cf_rating": row.get("cf_rating"), "cf_tags": list(row.get("cf_tags") or []),
-                  "time_limit_s": (limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9 or None,
+                  "time_limit_s": ((limit.get("seconds") or 0) + (limit.get("nanos") or 0) / 1e9
+                                   or None),
                   "memory_limit_bytes": row.get("memory_limit_bytes")})
 
 
@@ -345,7 +351,8 @@ def _code_contests_repackaged(row: dict, index: int) -> Problem:
         labels = _json(row.get("labels") or "{}", "unparsable labels")
         cases = _json(row.get("test") or "[]", "unparsable tests")
         tests = [{"input": c["input"]["stdin"], "output": c["output"]["stdout"]} for c in cases]
-        return Problem(f"code_contests/{labels.get('name') or row.get('id', index)}", "code_contests",
+        return Problem(f"code_contests/{labels.get('name') or row.get('id', index)}",
+                       "code_contests",
                        row["content"].strip(), "", None, tests, [],
                        str(labels.get("difficulty", "unknown")), {"platform": labels.get("source")})
     raise BadRow("unknown CodeContests row format")
@@ -358,7 +365,8 @@ class _PlainUnpickler(pickle.Unpickler):
     """Unpickles only what pickle's opcodes build by themselves (dict, list, tuple, str, bytes,
     numbers, bool, None) plus set/frozenset: any global (class, function) is refused, so
     downloaded test data cannot run code."""
-    SAFE = {("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "str", "int", "float", "bool")}
+    SAFE = {("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "str", "int",
+                                      "float", "bool")}
 
     def find_class(self, module, name):
         if (module, name) in self.SAFE:
@@ -389,8 +397,10 @@ def _lcb_tests(cases: list[dict], fn_name: str | None) -> list[dict]:
     for case in cases:
         if case.get("testtype") == "functional" or fn_name:
             # One JSON argument per input line; the output is JSON.
-            args = [_json(line, "unparsable functional test") for line in case["input"].split("\n") if line.strip()]
-            tests.append({"input": args, "output": _json(case["output"], "unparsable functional test")})
+            args = [_json(line, "unparsable functional test")
+                    for line in case["input"].split("\n") if line.strip()]
+            tests.append({"input": args,
+                          "output": _json(case["output"], "unparsable functional test")})
         else:
             tests.append({"input": case["input"], "output": case["output"]})
     return tests
@@ -402,7 +412,8 @@ def livecodebench_problem(row: dict, index: int = 0) -> Problem:
     meta = _json(row.get("metadata") or "{}", "unparsable metadata")
     fn_name = meta.get("func_name") or None
     cases = _json(row.get("public_test_cases") or "[]", "unparsable public tests")
-    cases += decode_private_tests(row["private_test_cases"]) if row.get("private_test_cases") else []
+    private = row.get("private_test_cases")
+    cases += decode_private_tests(private) if private else []
     return Problem(
         id=f"livecodebench/{row.get('question_id', index)}", source="livecodebench",
         question=row["question_content"], starter_code=row.get("starter_code") or "",
@@ -424,8 +435,10 @@ def _livecodebench_repackaged(row: dict, index: int) -> Problem:
     except Exception as e:
         raise BadRow(f"undecodable tests ({type(e).__name__})") from None
     fn_name = spec.get("fn_name") or None
-    tests = ([{"input": [_json(a, "unparsable functional test") for a in i.split("\n") if a.strip()],
-               "output": _json(o, "unparsable functional test")} for i, o in zip(spec["inputs"], spec["outputs"])]
+    bad = "unparsable functional test"
+    tests = ([{"input": [_json(a, bad) for a in i.split("\n") if a.strip()],
+               "output": _json(o, bad)}
+              for i, o in zip(spec["inputs"], spec["outputs"])]
              if fn_name else _stdio_tests(spec["inputs"], spec["outputs"]))
     content = row["content"]
     question = content.split("### Question:\n", 1)[-1].split("\n### Format:", 1)[0].strip()
@@ -451,7 +464,8 @@ def humaneval_problem(row: dict, index: int = 0) -> Problem:
                 and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
             continue
         call, expected = node.test.left, node.test.comparators[0]
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "candidate"):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "candidate"):
             continue
         try:
             args = [ast.literal_eval(a) for a in call.args]
@@ -459,7 +473,8 @@ def humaneval_problem(row: dict, index: int = 0) -> Problem:
         except ValueError:
             continue  # computed arguments or expectations: only in metadata["check"]
     return Problem(
-        id=row["task_id"], source="humaneval", question=_docstring_text(row["prompt"]) or row["prompt"],
+        id=row["task_id"], source="humaneval",
+        question=_docstring_text(row["prompt"]) or row["prompt"],
         starter_code=row["prompt"], fn_name=row["entry_point"], tests=tests,
         solutions=[row["prompt"] + row["canonical_solution"]], difficulty="unknown",
         metadata={"check": row["test"]})
@@ -475,7 +490,8 @@ def read_rows(path: str, stats: Counter | None = None) -> list[dict]:
     """
     stats = stats if stats is not None else Counter()
     if not os.path.exists(path):
-        raise DataError(f"No such data file: {path}; pass the path of a .json, .jsonl or .parquet file.")
+        raise DataError(f"No such data file: {path}; pass the path of a .json, .jsonl or "
+                        ".parquet file.")
     if path.endswith(".parquet"):
         import pyarrow.parquet as pq  # comes with `datasets`
         return pq.read_table(path).to_pylist()
@@ -508,7 +524,8 @@ def read_rows(path: str, stats: Counter | None = None) -> list[dict]:
 
 
 # LiveCodeBench releases are cumulative: release_vN = test.jsonl ... testN.jsonl.
-LCB_RELEASES = {f"release_v{n}": ["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, n + 1)] for n in range(1, 7)}
+LCB_RELEASES = {f"release_v{n}": ["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, n + 1)]
+                for n in range(1, 7)}
 
 
 def _hub_rows(name: str, split: str, opts: dict):
@@ -532,13 +549,16 @@ def _hub_rows(name: str, split: str, opts: dict):
         else:
             release = opts.get("release", "release_v1")
             if release not in LCB_RELEASES:
-                raise DataError(f"Unknown LiveCodeBench release {release!r}; use one of {list(LCB_RELEASES)}.")
-            ds = load_dataset("livecodebench/code_generation_lite", data_files=LCB_RELEASES[release], split="train")
+                raise DataError(f"Unknown LiveCodeBench release {release!r}; "
+                                f"use one of {list(LCB_RELEASES)}.")
+            ds = load_dataset("livecodebench/code_generation_lite",
+                              data_files=LCB_RELEASES[release], split="train")
     except DataError:
         raise
     except Exception as e:
         raise DataError(f"Could not load {name} ({split}) from the Hugging Face hub "
-                        f"({type(e).__name__}); offline, pass path= to a local file in its native format.") from None
+                        f"({type(e).__name__}); offline, pass path= to a local file in its "
+                        "native format.") from None
     labels = None
     if name == "code_contests":  # decode ClassLabels by the dataset's own names
         f = ds.features
@@ -550,16 +570,19 @@ def _hub_rows(name: str, split: str, opts: dict):
 # ----------------------------------------------------------------------------------------
 # load_problems: read, convert, filter, count.
 
-FILTERS = {"min_tests": 1, "max_tests": None, "need_solution": False, "difficulty": None, "limit": None}
+FILTERS = {"min_tests": 1, "max_tests": None, "need_solution": False, "difficulty": None,
+           "limit": None}
 SOURCE_FILTERS = {"code_contests": {"tests": CC_TEST_KINDS},
-                  "livecodebench": {"release": "release_v1", "start_date": None, "end_date": None}}
+                  "livecodebench": {"release": "release_v1", "start_date": None, "end_date": None},
+                  "tasks": {"seed": 0}}
 
 
 def _options(name: str, filters: dict) -> dict:
     opts = {**FILTERS, **SOURCE_FILTERS.get(name, {})}
     unknown = set(filters) - set(opts)
     if unknown:
-        raise DataError(f"Unknown filter {sorted(unknown)} for {name}; known filters: {sorted(opts)}.")
+        raise DataError(f"Unknown filter {sorted(unknown)} for {name}; "
+                        f"known filters: {sorted(opts)}.")
     return {**opts, **filters}
 
 
@@ -586,11 +609,14 @@ def drop_reason(problem: Problem, opts: dict) -> str | None:
 
 def load_problems(name: str, split: str = "test", path: str | None = None,
                   stats: Counter | None = None, **filters) -> list[Problem]:
-    """Problems of one source: from the hub (path None) or a local file in native format.
+    """Problems of one source: from the hub (path None) or a local file in native format;
+    builtin and tasks are generated by tasks.py (tasks: split train | test | heldout |
+    train_sample, given as split= or as path=, which is where `tasks:SPLIT` puts it).
 
     filters: min_tests=1, max_tests=None (truncate), need_solution=False, difficulty=None
     (a label or a list), limit=None; code_contests: tests=("public", "private", "generated");
-    livecodebench: release="release_v1", start_date/end_date="YYYY-MM-DD" (contest date).
+    livecodebench: release="release_v1", start_date/end_date="YYYY-MM-DD" (contest date);
+    tasks: seed=0 (the fixed split is seed 0).
     stats (a Counter) receives "read", "kept" and one count per drop reason.
     """
     if name not in SOURCES:
@@ -598,11 +624,14 @@ def load_problems(name: str, split: str = "test", path: str | None = None,
     opts = _options(name, filters)
     stats = stats if stats is not None else Counter()
     if name == "builtin":
-        rows, labels = builtin_problems(), None
+        rows, labels = tasks.builtin_rows(), None
+    elif name == "tasks":
+        rows, labels = tasks.task_rows(_tasks_split(split, path), opts["seed"]), None
     elif path is not None:
         rows, labels = read_rows(path, stats), None
     elif name == "prepared":
-        raise DataError("load_problems('prepared') needs path= to a file written by `data.py prepare`.")
+        raise DataError("load_problems('prepared') needs path= to a file written by "
+                        "`data.py prepare`.")
     else:
         rows, labels = _hub_rows(name, split, opts)
     problems = []
@@ -633,15 +662,25 @@ def load_problems(name: str, split: str = "test", path: str | None = None,
     return problems
 
 
+def _tasks_split(split: str, path: str | None) -> str:
+    """The tasks split: `path` when given (`--train-data tasks:heldout` passes "heldout" there:
+    tasks.py generates its problems, there is no file to read), else `split`."""
+    chosen = path or split
+    if chosen not in tasks.SPLITS:
+        raise DataError(f"Unknown tasks split {chosen!r}: tasks are generated by tasks.py, "
+                        "not read from a file; use tasks:SPLIT with SPLIT one of "
+                        f"{list(tasks.SPLITS)}.")
+    return chosen
+
+
 def _convert(name: str, row, index: int, opts: dict, labels) -> Problem:
-    if name == "builtin":
-        return row
-    if name == "prepared":
+    if name in ("builtin", "tasks", "prepared"):
         return Problem(**row)
     if name == "code_contests":
         return code_contests_problem(row, index, tests=opts["tests"], labels=labels)
-    return {"apps": apps_problem, "apps_plus": apps_plus_problem, "livecodebench": livecodebench_problem,
-            "humaneval": humaneval_problem}[name](row, index)
+    convert = {"apps": apps_problem, "apps_plus": apps_plus_problem,
+               "livecodebench": livecodebench_problem, "humaneval": humaneval_problem}[name]
+    return convert(row, index)
 
 
 def write_problems(problems: list[Problem], path: str) -> None:
@@ -734,7 +773,8 @@ def prepare(args) -> dict[str, list[Problem]]:
             stats = Counter()
             path = _local_file(args.local_dir, source, split) if args.local_dir else None
             if args.local_dir and path is None:
-                table.append((source, split, stats, f"skipped: no {source}_{split}.jsonl/.json/.parquet"))
+                table.append((source, split, stats,
+                              f"skipped: no {source}_{split}.jsonl/.json/.parquet"))
                 continue
             filters = {"min_tests": args.min_tests, "need_solution": split == "train"}
             if source == "code_contests":
@@ -778,232 +818,123 @@ def prepare(args) -> dict[str, list[Problem]]:
 def format_table(table) -> str:
     lines = [f"{'source':<15}{'split':<7}{'read':>7}{'kept':>7}  dropped (reason: count)"]
     for source, split, stats, note in table:
-        dropped = ", ".join(f"{k}: {v}" for k, v in sorted(stats.items()) if k not in ("read", "kept") and v)
-        lines.append(f"{source:<15}{split:<7}{stats['read']:>7}{stats['kept']:>7}  {note or dropped or '-'}")
+        dropped = ", ".join(f"{k}: {v}" for k, v in sorted(stats.items())
+                            if k not in ("read", "kept") and v)
+        lines.append(f"{source:<15}{split:<7}{stats['read']:>7}{stats['kept']:>7}  "
+                     f"{note or dropped or '-'}")
     return "\n".join(lines)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line on stderr (no usage block) and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _count(minimum: int):
+    """An argparse type: an integer >= minimum, named in the error when it is not."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text!r}")
+        return value
+    return parse
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text!r}")
+    return value
+
+
+def _date(text: str) -> str:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
+
+
+def _writable_dir_problem(path: str) -> str | None:
+    """Why `path` cannot become an output directory (None: it can)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"--out {path!r} exists and is not a directory"
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent) or "."
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"--out {path!r}: cannot write in {parent!r}"
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="data.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("prepare", help="write <out>/train.jsonl and <out>/test.jsonl and print what was dropped")
+    p = sub.add_parser("prepare", help="write <out>/train.jsonl and <out>/test.jsonl and print "
+                                       "what was dropped")
     p.add_argument("--out", default="datasets/code", help="output directory")
     p.add_argument("--sources", nargs="+", default=["apps", "code_contests", "livecodebench"],
-                   choices=sorted(PREPARE_SPLITS), help="sources to include (seed: apps code_contests livecodebench)")
+                   choices=sorted(PREPARE_SPLITS),
+                   help="sources to include (seed: apps code_contests livecodebench)")
     p.add_argument("--local-dir", default=None,
                    help="read <source>_<split>.{jsonl,json,parquet} from here instead of the hub")
-    p.add_argument("--min-tests", type=int, default=1, help="drop problems with fewer tests (DeepCoder used 5)")
+    p.add_argument("--min-tests", type=_count(0), default=1,
+                   help="drop problems with fewer tests (DeepCoder used 5)")
     p.add_argument("--check-solutions", action="store_true",
-                   help="run references in the sandbox and drop train problems none of whose references pass")
-    p.add_argument("--max-solutions", type=int, default=3, help="references tried per problem by --check-solutions")
+                   help="run references in the sandbox and drop train problems none of whose "
+                        "references pass")
+    p.add_argument("--max-solutions", type=_count(1), default=3,
+                   help="references tried per problem by --check-solutions")
     p.add_argument("--cc-tests", nargs="+", default=list(CC_TEST_KINDS), choices=CC_TEST_KINDS,
                    help="CodeContests test kinds to use")
-    p.add_argument("--lcb-release", default="release_v1", choices=sorted(LCB_RELEASES), help="LiveCodeBench release")
-    p.add_argument("--lcb-start-date", default=None,
-                   help="keep LiveCodeBench problems from this contest date on (YYYY-MM-DD: after your model's cut-off)")
-    p.add_argument("--dedup-threshold", type=float, default=0.7,
-                   help="drop train problems whose question's 5-shingle Jaccard with a test question reaches this")
+    p.add_argument("--lcb-release", default="release_v1", choices=sorted(LCB_RELEASES),
+                   help="LiveCodeBench release")
+    p.add_argument("--lcb-start-date", type=_date, default=None,
+                   help="keep LiveCodeBench problems from this contest date on (YYYY-MM-DD: after "
+                        "your model's cut-off)")
+    p.add_argument("--dedup-threshold", type=_share, default=0.7,
+                   help="drop train problems whose question's 5-shingle Jaccard with a test "
+                        "question reaches this")
+    return parser
+
+
+def main(argv=None):
+    """`python data.py prepare ...`; a mistake the user can fix is one line and exit status 2."""
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if args.local_dir is not None and not os.path.isdir(args.local_dir):
+        parser.error(f"--local-dir {args.local_dir!r} is not a directory")
+    problem = _writable_dir_problem(args.out)
+    if problem:
+        parser.error(problem)
     try:
         out = prepare(args)
-    except DataError as e:
-        sys.exit(f"error: {e}")
+    except (DataError, OSError) as e:
+        parser.error(str(e))
     if not any(out.values()):
-        sys.exit("error: no problems were loaded; the table above says why for each source.")
+        where = f"--local-dir {args.local_dir!r}" if args.local_dir else "the hub"
+        parser.error(f"no problems were loaded from {where} for --sources "
+                     f"{' '.join(args.sources)}; the table above says why for each source")
 
 
 # ----------------------------------------------------------------------------------------
-# The built-in problem set: ours, tiny, for the CPU default run and the tests.
-# Short questions and 1-4 line references so that a 2-layer model can learn some of them on a
-# CPU in minutes; solutions[0] is the canonical one, the others add variety to the SFT data.
-
-def _stdio(*pairs) -> list[dict]:
-    return [{"input": i + "\n", "output": o + "\n"} for i, o in pairs]
-
-
-def _calls(*pairs) -> list[dict]:
-    return [{"input": list(args), "output": out} for args, out in pairs]
-
-
-_BUILTIN = [
-    # (name, difficulty, question, solutions, tests[, fn_name])
-    ("add_two", "easy", "Read two integers on one line and print their sum.",
-     ["a, b = map(int, input().split())\nprint(a + b)", "print(sum(map(int, input().split())))"],
-     _stdio(("1 2", "3"), ("-5 5", "0"), ("100 23", "123"), ("0 0", "0"))),
-    ("sum_line", "easy", "Read a line of integers and print their sum.",
-     ["print(sum(map(int, input().split())))", "total = 0\nfor x in input().split():\n    total += int(x)\nprint(total)"],
-     _stdio(("1 2 3", "6"), ("10", "10"), ("-1 -2 4", "1"), ("5 5 5 5", "20"))),
-    ("max_line", "easy", "Read a line of integers and print the largest.",
-     ["print(max(map(int, input().split())))", "print(sorted(map(int, input().split()))[-1])"],
-     _stdio(("1 9 3", "9"), ("-4 -2 -7", "-2"), ("5", "5"), ("2 2 1", "2"))),
-    ("min_line", "easy", "Read a line of integers and print the smallest.",
-     ["print(min(map(int, input().split())))", "print(sorted(map(int, input().split()))[0])"],
-     _stdio(("1 9 3", "1"), ("-4 -2 -7", "-7"), ("5", "5"), ("8 3 3", "3"))),
-    ("reverse_line", "easy", "Read a line and print it reversed.",
-     ["print(input()[::-1])", "print(''.join(reversed(input())))"],
-     _stdio(("abc", "cba"), ("hello world", "dlrow olleh"), ("a", "a"), ("racecar", "racecar"))),
-    ("upper_line", "easy", "Read a line and print it in upper case.",
-     ["print(input().upper())"],
-     _stdio(("abc", "ABC"), ("Hello World", "HELLO WORLD"), ("x1y2", "X1Y2"))),
-    ("line_length", "easy", "Read a line and print its number of characters.",
-     ["print(len(input()))"],
-     _stdio(("abc", "3"), ("hello world", "11"), ("a", "1"), ("1234567890", "10"))),
-    ("square", "easy", "Read an integer n and print n squared.",
-     ["n = int(input())\nprint(n * n)", "print(int(input()) ** 2)"],
-     _stdio(("3", "9"), ("-4", "16"), ("0", "0"), ("12", "144"))),
-    ("even_odd", "easy", "Read an integer and print even if it is even, otherwise odd.",
-     ["print('even' if int(input()) % 2 == 0 else 'odd')", "print(['even', 'odd'][int(input()) % 2])"],
-     _stdio(("4", "even"), ("7", "odd"), ("0", "even"), ("-3", "odd"))),
-    ("greet", "easy", "Read a name and print Hello, followed by the name and an exclamation mark.",
-     ["print(f'Hello, {input()}!')", "print('Hello, ' + input() + '!')"],
-     _stdio(("Ada", "Hello, Ada!"), ("Bob", "Hello, Bob!"), ("x", "Hello, x!"))),
-    ("count_vowels", "easy", "Read a lower-case word and print how many vowels (a, e, i, o, u) it has.",
-     ["print(sum(c in 'aeiou' for c in input()))", "print(len([c for c in input() if c in 'aeiou']))"],
-     _stdio(("hello", "2"), ("sky", "0"), ("aeiou", "5"), ("banana", "3"))),
-    ("abs_diff", "easy", "Read two integers and print the absolute value of their difference.",
-     ["a, b = map(int, input().split())\nprint(abs(a - b))"],
-     _stdio(("3 10", "7"), ("10 3", "7"), ("-2 2", "4"), ("5 5", "0"))),
-    ("product_line", "easy", "Read a line of integers and print their product.",
-     ["import math\nprint(math.prod(map(int, input().split())))",
-      "p = 1\nfor x in input().split():\n    p *= int(x)\nprint(p)"],
-     _stdio(("2 3 4", "24"), ("5", "5"), ("-1 2 3", "-6"), ("7 0 9", "0"))),
-    ("count_words", "easy", "Read a line and print how many words it has.",
-     ["print(len(input().split()))"],
-     _stdio(("hello world", "2"), ("one", "1"), ("a b c d e", "5"), ("  spaced   out  ", "2"))),
-    ("sort_line", "easy", "Read a line of integers and print them in increasing order, separated by spaces.",
-     ["print(*sorted(map(int, input().split())))", "print(' '.join(map(str, sorted(map(int, input().split())))))"],
-     _stdio(("3 1 2", "1 2 3"), ("5", "5"), ("-1 -3 2 0", "-3 -1 0 2"), ("2 2 1", "1 2 2"))),
-    ("factorial", "easy", "Read an integer n (0 <= n <= 20) and print n factorial.",
-     ["import math\nprint(math.factorial(int(input())))", "f = 1\nfor i in range(2, int(input()) + 1):\n    f *= i\nprint(f)"],
-     _stdio(("0", "1"), ("1", "1"), ("5", "120"), ("10", "3628800"))),
-    ("sum_to_n", "easy", "Read an integer n and print 1 + 2 + ... + n.",
-     ["n = int(input())\nprint(n * (n + 1) // 2)", "print(sum(range(int(input()) + 1)))"],
-     _stdio(("1", "1"), ("4", "10"), ("100", "5050"), ("0", "0"))),
-    ("palindrome", "easy", "Read a word and print YES if it reads the same backwards, otherwise NO.",
-     ["s = input()\nprint('YES' if s == s[::-1] else 'NO')"],
-     _stdio(("level", "YES"), ("hello", "NO"), ("a", "YES"), ("abba", "YES"), ("ab", "NO"))),
-    ("range_width", "easy", "Read a line of integers and print the largest minus the smallest.",
-     ["a = list(map(int, input().split()))\nprint(max(a) - min(a))"],
-     _stdio(("1 5 3", "4"), ("7", "0"), ("-2 4", "6"), ("9 9 9", "0"))),
-    ("fizzbuzz", "medium",
-     "Read n and print the numbers 1 to n, one a line, but Fizz for multiples of 3, Buzz for multiples "
-     "of 5 and FizzBuzz for multiples of both.",
-     ["for i in range(1, int(input()) + 1):\n    print('FizzBuzz' if i % 15 == 0 else 'Fizz' if i % 3 == 0 else 'Buzz' if i % 5 == 0 else i)",
-      "for i in range(1, int(input()) + 1):\n    print(('Fizz' * (i % 3 == 0) + 'Buzz' * (i % 5 == 0)) or i)"],
-     _stdio(("3", "1\n2\nFizz"), ("5", "1\n2\nFizz\n4\nBuzz"),
-            ("15", "1\n2\nFizz\n4\nBuzz\nFizz\n7\n8\nFizz\nBuzz\n11\nFizz\n13\n14\nFizzBuzz"), ("1", "1"))),
-    ("sum_n_lines", "medium", "The first line holds n; each of the next n lines holds an integer. Print their sum.",
-     ["n = int(input())\nprint(sum(int(input()) for _ in range(n)))",
-      "import sys\nprint(sum(map(int, sys.stdin.read().split()[1:])))"],
-     _stdio(("3\n1\n2\n3", "6"), ("1\n-7", "-7"), ("4\n10\n20\n30\n40", "100"), ("2\n0\n0", "0"))),
-    ("gcd", "medium", "Read two positive integers and print their greatest common divisor.",
-     ["import math\na, b = map(int, input().split())\nprint(math.gcd(a, b))",
-      "a, b = map(int, input().split())\nwhile b:\n    a, b = b, a % b\nprint(a)"],
-     _stdio(("12 18", "6"), ("7 13", "1"), ("100 10", "10"), ("9 9", "9"))),
-    ("is_prime", "medium", "Read an integer n and print YES if it is prime, otherwise NO.",
-     ["n = int(input())\nprint('YES' if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)) else 'NO')"],
-     _stdio(("2", "YES"), ("1", "NO"), ("17", "YES"), ("21", "NO"), ("97", "YES"), ("100", "NO"))),
-    ("fibonacci", "medium", "Read n and print the n-th Fibonacci number, where F(0) = 0 and F(1) = 1.",
-     ["a, b = 0, 1\nfor _ in range(int(input())):\n    a, b = b, a + b\nprint(a)"],
-     _stdio(("0", "0"), ("1", "1"), ("2", "1"), ("10", "55"), ("30", "832040"))),
-    ("digit_sum", "medium", "Read a non-negative integer and print the sum of its digits.",
-     ["print(sum(map(int, input())))", "print(sum(int(c) for c in input()))"],
-     _stdio(("123", "6"), ("0", "0"), ("9999", "36"), ("105", "6"))),
-    ("to_binary", "medium", "Read a non-negative integer and print it in binary, without leading zeros.",
-     ["print(bin(int(input()))[2:])", "print(format(int(input()), 'b'))"],
-     _stdio(("5", "101"), ("0", "0"), ("8", "1000"), ("255", "11111111"))),
-    ("count_distinct", "medium", "Read a line of words and print how many different words it has.",
-     ["print(len(set(input().split())))"],
-     _stdio(("a b a", "2"), ("x", "1"), ("the cat and the hat", "4"), ("b b b b", "1"))),
-    ("second_largest", "medium",
-     "Read a line of integers with at least two different values and print the second largest different value.",
-     ["print(sorted(set(map(int, input().split())))[-2])"],
-     _stdio(("1 2 3", "2"), ("5 5 4", "4"), ("-1 -5 -3", "-3"), ("10 20", "10"))),
-    ("prefix_sums", "medium", "Read a line of integers and print their running sums, separated by spaces.",
-     ["from itertools import accumulate\nprint(*accumulate(map(int, input().split())))",
-      "s = 0\nout = []\nfor x in input().split():\n    s += int(x)\n    out.append(s)\nprint(*out)"],
-     _stdio(("1 2 3", "1 3 6"), ("5", "5"), ("3 -3 3", "3 0 3"), ("0 0 1", "0 0 1"))),
-    ("star_triangle", "medium", "Read n and print n lines; line i holds i stars.",
-     ["for i in range(1, int(input()) + 1):\n    print('*' * i)"],
-     _stdio(("1", "*"), ("3", "*\n**\n***"), ("4", "*\n**\n***\n****"))),
-    ("anagrams", "medium", "Read two words on one line and print YES if they are anagrams of each other, otherwise NO.",
-     ["a, b = input().split()\nprint('YES' if sorted(a) == sorted(b) else 'NO')"],
-     _stdio(("listen silent", "YES"), ("abc abd", "NO"), ("a a", "YES"), ("ab abb", "NO"))),
-    ("most_common_word", "medium", "Read a line of words and print the most frequent one; on a tie, the one that appears first.",
-     ["from collections import Counter\nprint(Counter(input().split()).most_common(1)[0][0])",
-      "w = input().split()\nprint(max(w, key=w.count))"],
-     _stdio(("a b a", "a"), ("x y z", "x"), ("b a a b c", "b"), ("one two two", "two"))),
-    ("balanced", "hard", "Read a string of brackets ()[]{} and print YES if it is balanced, otherwise NO.",
-     ["s = input()\nwhile '()' in s or '[]' in s or '{}' in s:\n    s = s.replace('()', '').replace('[]', '').replace('{}', '')\nprint('NO' if s else 'YES')"],
-     _stdio(("()[]{}", "YES"), ("([)]", "NO"), ("{[()]}", "YES"), ("((", "NO"), (")(", "NO"))),
-    ("primes_upto", "hard", "Read n (n >= 2) and print the primes up to n, separated by spaces.",
-     ["n = int(input())\nprint(*[p for p in range(2, n + 1) if all(p % d for d in range(2, int(p ** 0.5) + 1))])"],
-     _stdio(("10", "2 3 5 7"), ("2", "2"), ("20", "2 3 5 7 11 13 17 19"), ("3", "2 3"))),
-    ("max_subarray", "hard", "Read a line of integers and print the largest sum of a non-empty contiguous run of them.",
-     ["a = list(map(int, input().split()))\nbest = cur = a[0]\nfor x in a[1:]:\n    cur = max(x, cur + x)\n    best = max(best, cur)\nprint(best)"],
-     _stdio(("1 -2 3 4 -1", "7"), ("-3 -1 -2", "-1"), ("5", "5"), ("2 -1 2", "3"))),
-    ("run_length", "hard", "Read a word and print its run-length encoding: each run of a letter as the letter then the run's length.",
-     ["from itertools import groupby\nprint(''.join(f'{k}{len(list(g))}' for k, g in groupby(input())))"],
-     _stdio(("aaabcc", "a3b1c2"), ("a", "a1"), ("abab", "a1b1a1b1"), ("zzzz", "z4"))),
-    ("diagonal_sum", "hard", "Read n, then n lines of n integers (a square matrix). Print the sum of its main diagonal.",
-     ["n = int(input())\nprint(sum(int(input().split()[i]) for i in range(n)))"],
-     _stdio(("2\n1 2\n3 4", "5"), ("1\n7", "7"), ("3\n1 0 0\n0 5 0\n0 0 9", "15"), ("2\n-1 4\n4 -1", "-2"))),
-    # Call-based: a top-level function; the tests call it and check the return value.
-    ("add", "easy", "Return the sum of a and b.",
-     ["def add(a, b):\n    return a + b"], _calls(((1, 2), 3), ((-1, 1), 0), ((10, 5), 15)), "add"),
-    ("is_even", "easy", "Return True if n is even, else False.",
-     ["def is_even(n):\n    return n % 2 == 0"], _calls(((2,), True), ((3,), False), ((0,), True), ((-7,), False)), "is_even"),
-    ("reverse_list", "easy", "Return the list xs reversed.",
-     ["def reverse_list(xs):\n    return xs[::-1]", "def reverse_list(xs):\n    return list(reversed(xs))"],
-     _calls((([1, 2, 3],), [3, 2, 1]), (([],), []), ((["a"],), ["a"])), "reverse_list"),
-    ("count_char", "easy", "Return how many times the character c occurs in the string s.",
-     ["def count_char(s, c):\n    return s.count(c)", "def count_char(s, c):\n    return sum(x == c for x in s)"],
-     _calls((("banana", "a"), 3), (("hello", "z"), 0), (("aaa", "a"), 3)), "count_char"),
-    ("average", "easy", "Return the average of the non-empty list of numbers xs.",
-     ["def average(xs):\n    return sum(xs) / len(xs)"],
-     _calls((([1, 2, 3],), 2.0), (([5],), 5.0), (([1, 2],), 1.5)), "average"),
-    ("is_palindrome", "easy", "Return True if the string s reads the same backwards, else False.",
-     ["def is_palindrome(s):\n    return s == s[::-1]"],
-     _calls((("level",), True), (("abc",), False), (("",), True), (("ab",), False)), "is_palindrome"),
-    ("unique_sorted", "easy", "Return the different values of xs in increasing order.",
-     ["def unique_sorted(xs):\n    return sorted(set(xs))"],
-     _calls((([3, 1, 3, 2],), [1, 2, 3]), (([],), []), (([5, 5],), [5])), "unique_sorted"),
-    ("flatten", "medium", "Return the list of lists xss flattened into one list.",
-     ["def flatten(xss):\n    return [x for xs in xss for x in xs]", "def flatten(xss):\n    return sum(xss, [])"],
-     _calls((([[1, 2], [3]],), [1, 2, 3]), (([],), []), (([[], [4], [5, 6]],), [4, 5, 6])), "flatten"),
-    ("merge_sorted", "medium", "Merge the sorted lists a and b into one sorted list.",
-     ["def merge_sorted(a, b):\n    return sorted(a + b)"],
-     _calls((([1, 3], [2, 4]), [1, 2, 3, 4]), (([], [1]), [1]), (([1, 1], [1]), [1, 1, 1])), "merge_sorted"),
-    ("word_count", "medium", "Return a dict mapping each word of the string s to its number of occurrences.",
-     ["def word_count(s):\n    counts = {}\n    for w in s.split():\n        counts[w] = counts.get(w, 0) + 1\n    return counts",
-      "from collections import Counter\n\ndef word_count(s):\n    return dict(Counter(s.split()))"],
-     _calls((("a b a",), {"a": 2, "b": 1}), (("",), {}), (("x",), {"x": 1})), "word_count"),
-    ("rotate", "medium", "Return the non-empty list xs rotated right by k positions.",
-     ["def rotate(xs, k):\n    k %= len(xs)\n    return xs[-k:] + xs[:-k]"],
-     _calls((([1, 2, 3, 4], 1), [4, 1, 2, 3]), (([1, 2, 3], 0), [1, 2, 3]), (([1, 2, 3], 4), [3, 1, 2])), "rotate"),
-    ("chunks", "medium", "Split the list xs into consecutive pieces of length n (the last may be shorter).",
-     ["def chunks(xs, n):\n    return [xs[i:i + n] for i in range(0, len(xs), n)]"],
-     _calls((([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]]), (([], 3), []), (([1, 2], 2), [[1, 2]])), "chunks"),
-    ("two_sum", "hard", "Return the indices [i, j] (i < j) of the two numbers in nums that add up to target; exactly one pair does.",
-     ["def two_sum(nums, target):\n    seen = {}\n    for j, x in enumerate(nums):\n        if target - x in seen:\n            return [seen[target - x], j]\n        seen[x] = j",
-      "def two_sum(nums, target):\n    for i in range(len(nums)):\n        for j in range(i + 1, len(nums)):\n            if nums[i] + nums[j] == target:\n                return [i, j]"],
-     _calls((([2, 7, 11, 15], 9), [0, 1]), (([3, 2, 4], 6), [1, 2]), (([1, 5, 1], 2), [0, 2])), "two_sum"),
-    ("caesar", "hard", "Shift every lower-case letter of s by k places in the alphabet, wrapping around; keep other characters.",
-     ["def caesar(s, k):\n    return ''.join(chr((ord(c) - 97 + k) % 26 + 97) if c.islower() else c for c in s)"],
-     _calls((("abc", 1), "bcd"), (("xyz", 3), "abc"), (("hi there!", 13), "uv gurer!"), (("a", 26), "a")), "caesar"),
-]
-
+# Our own sets (the rows live in tasks.py: they are data).
 
 def builtin_problems() -> list[Problem]:
-    """The built-in set: ~50 small problems of our own, both test kinds, easy to hard."""
-    problems = []
-    for name, difficulty, question, solutions, tests, *fn in _BUILTIN:
-        fn_name = fn[0] if fn else None
-        # Call-based problems show the signature: the question alone does not fix the argument order.
-        starter = next((ln + "\n" for ln in solutions[0].split("\n") if ln.startswith(f"def {fn_name}(")), "") if fn_name else ""
-        problems.append(Problem(f"builtin/{name}", "builtin", question, starter, fn_name,
-                                [dict(t) for t in tests], list(solutions), difficulty, {}))
-    return problems
+    """The built-in set: 51 small hand-written problems, both test kinds, easy to hard."""
+    return [Problem(**row) for row in tasks.builtin_rows()]
+
+
+def task_problems(split: str = "train", seed: int = 0) -> list[Problem]:
+    """A split of the procedural families (tasks.py): train, test, heldout or train_sample."""
+    return load_problems("tasks", split=split, seed=seed)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,209 @@
+"""Tests for tasks.py: the procedural families are deterministic, the split does not leak,
+every reference passes its tests in the sandbox and its tests run every branch of it, and
+data.load_problems serves the sets (the built-in set unchanged)."""
+import ast
+import json
+import os
+import random
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import cccs  # noqa: E402
+import data  # noqa: E402
+import tasks  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sets():
+    return tasks.generate(0)
+
+
+def fresh(seed):
+    """generate() without its cache: the rows are really made again."""
+    return json.loads(tasks._generate.__wrapped__(seed))
+
+
+# ---------------------------------------------------------------------------- determinism
+
+def test_generator_is_deterministic_for_a_seed():
+    a, b = fresh(0), fresh(0)
+    assert a == b
+    c = fresh(1)
+    assert [r["question"] for r in c["train"]] != [r["question"] for r in a["train"]]
+    for name, family in tasks.FAMILIES.items():   # each family alone, from the same Random
+        one, two = family(random.Random(7)), family(random.Random(7))
+        assert one == two, name
+
+
+def test_sizes_families_and_shape(sets):
+    n = len(tasks.SPLIT_FAMILIES)
+    assert len(sets["train"]) == tasks.COUNTS["train"] * n
+    assert len(sets["test"]) == tasks.COUNTS["test"] * n
+    assert len(sets["heldout"]) == tasks.COUNTS["heldout"] * len(tasks.HELDOUT_FAMILIES)
+    fam = {s: {r["metadata"]["family"] for r in rows} for s, rows in sets.items()}
+    assert fam["train"] == fam["test"] == fam["train_sample"] == set(tasks.SPLIT_FAMILIES)
+    assert fam["heldout"] == set(tasks.HELDOUT_FAMILIES)
+    train_ids = [r["id"] for r in sets["train"]]
+    assert {r["id"] for r in sets["train_sample"]} <= set(train_ids)
+    ids = train_ids + [r["id"] for s in ("test", "heldout") for r in sets[s]]
+    assert len(set(ids)) == len(ids)
+    # the families are interleaved: a prefix is a mix
+    assert {r["metadata"]["family"] for r in sets["train"][:n]} == set(tasks.SPLIT_FAMILIES)
+    for r in sets["train"] + sets["test"] + sets["heldout"]:
+        assert len(r["tests"]) >= tasks.MIN_TESTS, r["id"]
+        assert len(r["solutions"][0].splitlines()) <= 16, r["id"]
+        if r["fn_name"]:
+            assert r["starter_code"] == r["solutions"][0].split("\n")[0] + "\n"
+            assert r["starter_code"].startswith(f"def {r['fn_name']}(")
+            assert all(isinstance(t["input"], list) for t in r["tests"])
+        else:
+            assert r["starter_code"] == "" and all(t["input"].endswith("\n") for t in r["tests"])
+    for split in ("train", "test", "heldout"):   # both ways of being run, in every split
+        assert {r["metadata"]["io"] for r in sets[split]} == {"stdio", "call"}
+
+
+# ---------------------------------------------------------------------------- the split
+
+def test_split_has_no_overlap(sets):
+    splits = ("train", "test", "heldout")
+    questions = {s: {r["question"] for r in sets[s]} for s in splits}
+    refs = {s: {tasks.normalized_code(r["solutions"][0]) for r in sets[s]} for s in splits}
+    params = {s: {json.dumps([r["metadata"]["family"], r["metadata"]["params"]], sort_keys=True)
+                  for r in sets[s]} for s in splits}
+    for i, a in enumerate(splits):
+        for b in splits[i + 1:]:
+            assert not questions[a] & questions[b], (a, b)
+            assert not refs[a] & refs[b], (a, b)
+            assert not params[a] & params[b], (a, b)
+    # within a split too: no repeated statement or reference
+    for s in splits:
+        assert len(questions[s]) == len(refs[s]) == len(sets[s])
+    # the split is a function of the parameters, so another seed's test set is still unseen
+    other = fresh(3)
+    other_test = {json.dumps([r["metadata"]["family"], r["metadata"]["params"]], sort_keys=True)
+                  for r in other["test"]}
+    assert not other_test & params["train"]
+    assert all(tasks.params_split(r["metadata"]["family"], r["metadata"]["params"]) == "test"
+               for r in other["test"])
+
+
+def test_normalized_code_ignores_formatting_only():
+    assert tasks.normalized_code("x = int(input())\nprint( x*2 )  # twice") == \
+        tasks.normalized_code("x = int(input())\nprint(x * 2)")
+    assert tasks.normalized_code("print(x * 2)") != tasks.normalized_code("print(x * 3)")
+
+
+# ---------------------------------------------------------------------------- the sandbox
+
+def branch_lines(code: str) -> set[int]:
+    """First line of every body of every if / elif / else and loop of `code`."""
+    lines = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, (ast.If, ast.For, ast.While)):
+            lines.add(node.body[0].lineno)
+            if node.orelse and not isinstance(node.orelse[0], ast.If):  # an elif adds its own
+                lines.add(node.orelse[0].lineno)
+    return lines
+
+
+def statement_lines(code: str) -> set[int]:
+    return {n.lineno for n in ast.walk(ast.parse(code)) if isinstance(n, ast.stmt)}
+
+
+def test_branch_lines_of_a_chain():
+    code = "x = int(input())\nif x < 3:\n    print('a')\nelif x < 5:\n    print('b')\nelse:\n" \
+           "    print('c')"
+    assert branch_lines(code) == {3, 5, 7}         # the elif's If is in the orelse: line 4
+    assert statement_lines(code) == {1, 2, 3, 4, 5, 7}
+
+
+def test_every_reference_passes_its_tests_and_runs_every_branch(sets):
+    sandbox = pytest.importorskip("sandbox")
+    rows = sets["train"] + sets["test"] + sets["heldout"]
+    jobs = [dict(code=r["solutions"][0], tests=r["tests"], fn_name=r["fn_name"], timeout=4.0,
+                 coverage=True) for r in rows]
+    results = sandbox.run_batch(jobs, workers=2)
+    failed = [(r["id"], res.status) for r, res in zip(rows, results) if res.status != "pass"]
+    assert not failed, failed[:5]
+    uncovered = {}
+    for r, res in zip(rows, results):
+        code = r["solutions"][0]
+        missing = (branch_lines(code) | statement_lines(code)) - res.executed_lines
+        if missing:
+            uncovered[r["id"]] = sorted(missing)
+    assert not uncovered, list(uncovered.items())[:5]
+    # The check can fail: drop the tests that reach the last branch of a 3-way chain.
+    r = next(r for r in rows if r["metadata"]["family"] == "classify"
+             and r["metadata"]["branches"] >= 2 and r["fn_name"] is None)
+    last = r["solutions"][0].splitlines()[-1].strip()          # print('label')
+    label = last[len("print('"):-2]
+    kept = [t for t in r["tests"] if t["output"].strip() != label]
+    res = sandbox.run_tests(r["solutions"][0], kept, coverage=True)
+    assert res.status == "pass" and len(r["solutions"][0].splitlines()) not in res.executed_lines
+
+
+def test_wrong_reference_fails_its_tests(sets):
+    """The expected outputs come from the family's own function, not from the reference:
+    a reference with one constant changed fails."""
+    sandbox = pytest.importorskip("sandbox")
+    r = next(r for r in sets["train"] if r["metadata"]["family"] == "arith"
+             and r["metadata"]["params"]["ops"][-1][0] in "+-")   # c + 1 changes every output
+    code = r["solutions"][0]
+    op, c = r["metadata"]["params"]["ops"][-1]
+    wrong = code[:code.rindex(str(c))] + str(c + 1) + code[code.rindex(str(c)) + len(str(c)):]
+    assert sandbox.run_tests(code, r["tests"], fn_name=r["fn_name"]).status == "pass"
+    assert sandbox.run_tests(wrong, r["tests"], fn_name=r["fn_name"]).status == "wrong_answer"
+
+
+# ---------------------------------------------------------------------------- difficulty
+
+def test_difficulty_numbers():
+    code = "x = int(input())\nif x < 3:\n    print('a')\nelse:\n    print('b')"
+    assert tasks.difficulty(code) == {"branches": 1, "loops": 0, "steps": 5, "lines": 5,
+                                      "score": 12}
+    loop = "s = input()\nx = 0\nfor c in s:\n    if c == 'A':\n        x += 1\nprint(x)"
+    d = tasks.difficulty(loop)
+    assert (d["branches"], d["loops"], d["lines"]) == (1, 1, 6)
+    assert [tasks.difficulty_label(s) for s in (7, 8, 15, 16)] == ["easy", "medium", "medium",
+                                                                   "hard"]
+
+
+def test_difficulty_spread_and_split_points(sets):
+    """classify has 1-6 conditions; the branchy families give CCCS split points."""
+    meta = [r["metadata"] for r in sets["train"]]
+    branches = {m["branches"] for m in meta if m["family"] == "classify"}
+    assert branches == {1, 2, 3, 4, 5, 6}
+    assert {m["branches"] for m in meta if m["family"] == "simulate"} == {2, 3, 4, 5}
+    scores = sorted(m["score"] for m in meta)
+    assert scores[0] <= 4 and scores[-1] >= 35          # a tail for the hard-focus stage
+    assert {r["difficulty"] for r in sets["train"]} == {"easy", "medium", "hard"}
+    for r in sets["train"]:
+        assert len(cccs.split_points(r["solutions"][0])) == r["metadata"]["branches"], r["id"]
+
+
+# ---------------------------------------------------------------------------- data.py
+
+def test_load_problems_serves_every_split(sets):
+    for split in tasks.SPLITS:
+        by_split = data.load_problems("tasks", split=split)
+        by_spec = data.load_problems("tasks", path=split)    # what `tasks:SPLIT` passes
+        assert [p.id for p in by_split] == [p.id for p in by_spec] == [r["id"] for r in sets[split]]
+        assert all(isinstance(p, data.Problem) and p.source == "tasks" for p in by_split)
+    p = data.load_problems("tasks", split="test", limit=3)[0]
+    assert p.question in data.problem_statement(p) and p.tests and p.solutions
+    assert data.task_problems("heldout")[0].metadata["family"] in tasks.HELDOUT_FAMILIES
+    with pytest.raises(data.DataError, match="tasks:SPLIT"):
+        data.load_problems("tasks", path="missing.jsonl")
+    assert data.load_problems("tasks", split="test", seed=1)[0].question != p.question
+
+
+def test_builtin_set_is_served_unchanged():
+    problems = data.load_problems("builtin")
+    assert len(problems) == 51 == len(tasks.BUILTIN)
+    assert [p.id for p in problems] == [f"builtin/{row[0]}" for row in tasks.BUILTIN]
+    add = next(p for p in problems if p.id == "builtin/add")
+    assert add.starter_code == "def add(a, b):\n" and add.tests[0] == {"input": [1, 2], "output": 3}
+    add_two = problems[0]
+    assert add_two.tests[0] == {"input": "1 2\n", "output": "3\n"} and add_two.fn_name is None
