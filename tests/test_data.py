@@ -1,5 +1,6 @@
 """Tests for data.py: every loader on small native-format files written here, the bad-row
 counting, prompts and code extraction, prepare's filters, and the built-in set in the sandbox."""
+
 import base64
 import json
 import os
@@ -26,7 +27,9 @@ def write_jsonl(path, rows, extra_lines=()):
 
 
 def run_stdio(code, stdin):
-    return subprocess.run([sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=20).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code], input=stdin, capture_output=True, text=True, timeout=20
+    ).stdout
 
 
 def sandbox_or_skip():
@@ -38,6 +41,7 @@ def sandbox_or_skip():
 
 
 # ---------------------------------------------------------------------------- built-in set
+
 
 def test_builtin_set_shape():
     ps = data.builtin_problems()
@@ -61,14 +65,20 @@ def test_builtin_set_shape():
 def test_builtin_references_pass_in_sandbox():
     sandbox = sandbox_or_skip()
     ps = data.builtin_problems()
-    jobs = [{"code": s, "tests": p.tests, "fn_name": p.fn_name, "timeout": 10.0} for p in ps for s in p.solutions]
+    jobs = [
+        {"code": s, "tests": p.tests, "fn_name": p.fn_name, "timeout": 10.0}
+        for p in ps
+        for s in p.solutions
+    ]
     names = [(p.id, s) for p in ps for s in p.solutions]
     results = sandbox.run_batch(jobs)
     failed = [(n, r.status) for n, r in zip(names, results) if r.status != "pass"]
     assert failed == []
     # and the check can fail: a wrong program on the same tests does not pass
     p = ps[0]
-    wrong = sandbox.run_batch([{"code": "print(0)", "tests": p.tests, "fn_name": None, "timeout": 10.0}])[0]
+    wrong = sandbox.run_batch(
+        [{"code": "print(0)", "tests": p.tests, "fn_name": None, "timeout": 10.0}]
+    )[0]
     assert wrong.status == "wrong_answer"
 
 
@@ -79,7 +89,9 @@ def test_load_builtin_with_filters():
     assert st["other difficulty"] == st["read"] - len(easy)
     assert len(data.load_problems("builtin", limit=5)) == 5
     assert all(len(p.tests) <= 2 for p in data.load_problems("builtin", max_tests=2))
-    assert data.load_problems("builtin", min_tests=6) and not data.load_problems("builtin", min_tests=7)
+    assert data.load_problems("builtin", min_tests=6) and not data.load_problems(
+        "builtin", min_tests=7
+    )
 
 
 def test_user_errors_are_one_sentence():
@@ -104,6 +116,7 @@ def _has(module):
 
 
 # ---------------------------------------------------------------------------- prompts
+
 
 def test_extract_code():
     assert data.extract_code("x\n```python\na = 1\n```\ntext\n```\nb = 2\n```\nbye") == "b = 2"
@@ -146,82 +159,158 @@ def test_problem_statement_says_how_the_program_is_run():
     stdio = Problem("a", "t", "Q?", "", None, [], [], "easy")
     func = Problem("b", "t", "Q?", "def f(x):\n", "f", [], [], "easy")
     meth = Problem("c", "t", "Q?", "class Solution:\n    def g(self, x):\n", "g", [], [], "easy")
-    assert "standard input" in data.problem_statement(stdio) and "```" not in data.problem_statement(stdio)
-    assert "function `f`" in data.problem_statement(func) and "def f(x):" in data.problem_statement(func)
+    assert "standard input" in data.problem_statement(
+        stdio
+    ) and "```" not in data.problem_statement(stdio)
+    assert "function `f`" in data.problem_statement(func) and "def f(x):" in data.problem_statement(
+        func
+    )
     assert "method `g` of class `Solution`" in data.problem_statement(meth)
-    assert data.format_test({"input": [1, "a"], "output": 2}, "f") == "f(1, 'a') should return 2"
 
 
 # ---------------------------------------------------------------------------- APPS
 
+
 def test_apps_native_jsonl_both_kinds_and_bad_rows(tmp_path):
     rows = [
-        {"problem_id": 7, "question": "Add.", "solutions": json.dumps(["print(sum(map(int, input().split())))"]),
-         "input_output": json.dumps({"inputs": [["1 2"], "3 4\n"], "outputs": ["3\n", ["7"]]}),
-         "difficulty": "introductory", "url": "u", "starter_code": ""},
-        {"problem_id": 8, "question": "Double.", "solutions": json.dumps(["def double(x):\n    return [x * 2]"]),
-         "input_output": json.dumps({"inputs": [[2], [[1]]], "outputs": [[4], [[1, 1]]], "fn_name": "double"}),
-         "difficulty": "interview", "url": "", "starter_code": "def double(x):\n"},
-        {"problem_id": 9, "question": "No tests.", "solutions": "[]", "input_output": "", "difficulty": "interview"},
-        {"problem_id": 10, "question": "Broken.", "solutions": "[]", "input_output": "{not json", "difficulty": "x"},
+        {
+            "problem_id": 7,
+            "question": "Add.",
+            "solutions": json.dumps(["print(sum(map(int, input().split())))"]),
+            "input_output": json.dumps({"inputs": [["1 2"], "3 4\n"], "outputs": ["3\n", ["7"]]}),
+            "difficulty": "introductory",
+            "url": "u",
+            "starter_code": "",
+        },
+        {
+            "problem_id": 8,
+            "question": "Double.",
+            "solutions": json.dumps(["def double(x):\n    return [x * 2]"]),
+            "input_output": json.dumps(
+                {"inputs": [[2], [[1]]], "outputs": [[4], [[1, 1]]], "fn_name": "double"}
+            ),
+            "difficulty": "interview",
+            "url": "",
+            "starter_code": "def double(x):\n",
+        },
+        {
+            "problem_id": 9,
+            "question": "No tests.",
+            "solutions": "[]",
+            "input_output": "",
+            "difficulty": "interview",
+        },
+        {
+            "problem_id": 10,
+            "question": "Broken.",
+            "solutions": "[]",
+            "input_output": "{not json",
+            "difficulty": "x",
+        },
     ]
     path = write_jsonl(tmp_path / "apps_test.jsonl", rows, extra_lines=["{truncated"])
     st = Counter()
     ps = data.load_problems("apps", path=path, stats=st)
     assert [p.id for p in ps] == ["apps/7", "apps/8"]
-    assert st == Counter({"read": 4, "kept": 2, "no tests": 1, "unparsable input_output": 1, "unparsable JSON": 1})
+    assert st == Counter(
+        {"read": 4, "kept": 2, "no tests": 1, "unparsable input_output": 1, "unparsable JSON": 1}
+    )
     stdio, call = ps
-    assert stdio.fn_name is None and stdio.tests == [{"input": "1 2", "output": "3\n"}, {"input": "3 4\n", "output": "7"}]
+    assert stdio.fn_name is None and stdio.tests == [
+        {"input": "1 2", "output": "3\n"},
+        {"input": "3 4\n", "output": "7"},
+    ]
     # one-element output lists are unwrapped to the value
-    assert call.fn_name == "double" and call.tests == [{"input": [2], "output": 4}, {"input": [[1]], "output": [1, 1]}]
+    assert call.fn_name == "double" and call.tests == [
+        {"input": [2], "output": 4},
+        {"input": [[1]], "output": [1, 1]},
+    ]
     assert run_stdio(stdio.solutions[0], stdio.tests[0]["input"]) == "3\n"
 
 
 # ---------------------------------------------------------------------------- APPS+
 
 APPS_PLUS_STDIO = {
-    "prompt": '\ndef XyZw():\n    """Read n and print twice n.\n\n    -----Input-----\n    One integer.\n    """\n',
+    "prompt": '\ndef XyZw():\n    """Read n and print twice n.\n\n    -----Input-----\n'
+    '    One integer.\n    """\n',
     "canonical_solution": "def XyZw():\n    n = int(input())\n    print(2 * n)",
-    "inputs": ["3\n", "10\n"], "outputs": ["6\n", "20\n"], "starter_code": "\ndef XyZw():\n",
-    "scope": [["Function Body", 1, 3]], "difficulty": "introductory"}
+    "inputs": ["3\n", "10\n"],
+    "outputs": ["6\n", "20\n"],
+    "starter_code": "\ndef XyZw():\n",
+    "scope": [["Function Body", 1, 3]],
+    "difficulty": "introductory",
+}
 APPS_PLUS_CALL = {
-    "prompt": '\nclass Solution:\n    def rep(self, s: str, k: int) -> str:\n            """Repeat s k times."""\n',
-    "canonical_solution": "class Solution:\n    def rep(self, s: str, k: int) -> str:\n        return s * k",
-    "inputs": [['"ab"', "2"], ['"x"', 3]], "outputs": [['"abab"'], ["xxx"]],
+    "prompt": "\nclass Solution:\n    def rep(self, s: str, k: int) -> str:\n"
+    '            """Repeat s k times."""\n',
+    "canonical_solution": "class Solution:\n    def rep(self, s: str, k: int) -> str:\n"
+    "        return s * k",
+    "inputs": [['"ab"', "2"], ['"x"', 3]],
+    "outputs": [['"abab"'], ["xxx"]],
     "starter_code": "\nclass Solution:\n    def rep(self, s: str, k: int) -> str:\n",
-    "scope": [], "difficulty": "interview"}
+    "scope": [],
+    "difficulty": "interview",
+}
 
 
 def test_apps_plus_native_json(tmp_path):
     path = tmp_path / "apps_plus.json"
-    path.write_text(json.dumps([APPS_PLUS_STDIO, APPS_PLUS_CALL, {**APPS_PLUS_STDIO, "inputs": [], "outputs": []}]))
+    path.write_text(
+        json.dumps(
+            [APPS_PLUS_STDIO, APPS_PLUS_CALL, {**APPS_PLUS_STDIO, "inputs": [], "outputs": []}]
+        )
+    )
     st = Counter()
     stdio, call = data.load_problems("apps_plus", path=str(path), stats=st)
     assert st["no tests"] == 1 and st["kept"] == 2
     # the problem text comes out of the stub's docstring, dedented
     assert stdio.question == "Read n and print twice n.\n\n-----Input-----\nOne integer."
-    assert stdio.fn_name is None and stdio.starter_code == "" and stdio.metadata["stub"].strip() == "def XyZw():"
+    assert (
+        stdio.fn_name is None
+        and stdio.starter_code == ""
+        and stdio.metadata["stub"].strip() == "def XyZw():"
+    )
     # the stdio solution runs as it stands: its function is called
     assert stdio.solutions[0].rstrip().endswith("XyZw()")
     assert run_stdio(stdio.solutions[0], "3\n") == "6\n"
     assert data._with_call(stdio.solutions[0], "XyZw") == stdio.solutions[0]  # never called twice
     # call-based: literal arguments parsed, [value] unwrapped, a literal string output decoded
     assert call.fn_name == "rep" and "class Solution" in call.starter_code
-    assert call.tests == [{"input": ["ab", 2], "output": "abab"}, {"input": ["x", 3], "output": "xxx"}]
+    assert call.tests == [
+        {"input": ["ab", 2], "output": "abab"},
+        {"input": ["x", 3], "output": "xxx"},
+    ]
 
 
 # ---------------------------------------------------------------------------- CodeContests
 
+
 def cc_row(**kw):
-    row = {"name": "1_A. Sum", "description": "Print a+b.",
-           "public_tests": {"input": ["1 2\n"], "output": ["3\n"]},
-           "private_tests": {"input": ["2 2\n", "5 5\n"], "output": ["4\n", "10\n"]},
-           "generated_tests": {"input": ["0 0\n"], "output": ["0\n"]},
-           "solutions": {"language": [2, 3, 1, 3], "solution": ["int main(){}", "print(sum(map(int,input().split())))",
-                                                              "print sum(map(int,raw_input().split()))", "a,b=map(int,input().split());print(a+b)"]},
-           "incorrect_solutions": {"language": [], "solution": []},
-           "difficulty": 7, "source": 2, "cf_rating": 800, "cf_tags": ["math"],
-           "time_limit": {"seconds": 2, "nanos": 0}, "memory_limit_bytes": 256000000, "input_file": "", "output_file": ""}
+    row = {
+        "name": "1_A. Sum",
+        "description": "Print a+b.",
+        "public_tests": {"input": ["1 2\n"], "output": ["3\n"]},
+        "private_tests": {"input": ["2 2\n", "5 5\n"], "output": ["4\n", "10\n"]},
+        "generated_tests": {"input": ["0 0\n"], "output": ["0\n"]},
+        "solutions": {
+            "language": [2, 3, 1, 3],
+            "solution": [
+                "int main(){}",
+                "print(sum(map(int,input().split())))",
+                "print sum(map(int,raw_input().split()))",
+                "a,b=map(int,input().split());print(a+b)",
+            ],
+        },
+        "incorrect_solutions": {"language": [], "solution": []},
+        "difficulty": 7,
+        "source": 2,
+        "cf_rating": 800,
+        "cf_tags": ["math"],
+        "time_limit": {"seconds": 2, "nanos": 0},
+        "memory_limit_bytes": 256000000,
+        "input_file": "",
+        "output_file": "",
+    }
     row.update(kw)
     return row
 
@@ -229,9 +318,17 @@ def cc_row(**kw):
 def test_code_contests_parquet_labels_and_test_kinds(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
-    rows = [cc_row(), cc_row(name="2_B. Files", input_file="input.txt"),
-            cc_row(name="3_C. Empty", public_tests={"input": [], "output": []}, private_tests={"input": [], "output": []},
-                   generated_tests={"input": [], "output": []})]
+
+    rows = [
+        cc_row(),
+        cc_row(name="2_B. Files", input_file="input.txt"),
+        cc_row(
+            name="3_C. Empty",
+            public_tests={"input": [], "output": []},
+            private_tests={"input": [], "output": []},
+            generated_tests={"input": [], "output": []},
+        ),
+    ]
     path = str(tmp_path / "code_contests_train.parquet")
     pq.write_table(pa.Table.from_pylist(rows), path)
     st = Counter()
@@ -240,7 +337,11 @@ def test_code_contests_parquet_labels_and_test_kinds(tmp_path):
     assert len(p.tests) == 4 and p.tests[0] == {"input": "1 2\n", "output": "3\n"}
     # Python 3 only, labels decoded by name
     assert p.solutions == [rows[0]["solutions"]["solution"][1], rows[0]["solutions"]["solution"][3]]
-    assert p.difficulty == "A" and p.metadata["platform"] == "CODEFORCES" and p.metadata["time_limit_s"] == 2
+    assert (
+        p.difficulty == "A"
+        and p.metadata["platform"] == "CODEFORCES"
+        and p.metadata["time_limit_s"] == 2
+    )
     public = data.load_problems("code_contests", path=path, tests=("public",))
     assert [t["output"] for t in public[0].tests] == ["3\n"]
     # labels come from the names we are given (the hub's features), not fixed numbers
@@ -250,29 +351,59 @@ def test_code_contests_parquet_labels_and_test_kinds(tmp_path):
 
 def test_code_contests_repackaged_formats(tmp_path):
     p165 = tmp_path / "cc165.json"
-    p165.write_text(json.dumps([{"problem": "\nSum.\n", "tests": {"inputs": ["1 2\n"], "outputs": ["3\n"]}}]))
+    p165.write_text(
+        json.dumps([{"problem": "\nSum.\n", "tests": {"inputs": ["1 2\n"], "outputs": ["3\n"]}}])
+    )
     (a,) = data.load_problems("code_contests", path=str(p165))
     assert a.question == "Sum." and a.tests == [{"input": "1 2\n", "output": "3\n"}]
-    row = {"content": "Sum.", "id": 0, "labels": json.dumps({"difficulty": "EASY", "name": "sum", "source": "CODECHEF"}),
-           "test": json.dumps([{"input": {"stdin": "1 2"}, "output": {"stdout": "3\n"}}])}
+    row = {
+        "content": "Sum.",
+        "id": 0,
+        "labels": json.dumps({"difficulty": "EASY", "name": "sum", "source": "CODECHEF"}),
+        "test": json.dumps([{"input": {"stdin": "1 2"}, "output": {"stdout": "3\n"}}]),
+    }
     (b,) = data.load_problems("code_contests", path=write_jsonl(tmp_path / "cc20.jsonl", [row]))
-    assert b.id == "code_contests/sum" and b.difficulty == "EASY" and b.tests == [{"input": "1 2", "output": "3\n"}]
+    assert (
+        b.id == "code_contests/sum"
+        and b.difficulty == "EASY"
+        and b.tests == [{"input": "1 2", "output": "3\n"}]
+    )
 
 
 # ---------------------------------------------------------------------------- LiveCodeBench
+
 
 def compress(obj):
     return base64.b64encode(zlib.compress(pickle.dumps(obj))).decode()
 
 
 def lcb_row(**kw):
-    row = {"question_title": "Seniors", "question_content": "Count people older than 60.",
-           "platform": "leetcode", "question_id": "2727", "contest_id": "c1", "contest_date": "2023-08-01T00:00:00",
-           "starter_code": "class Solution:\n    def countSeniors(self, details: List[str]) -> int:\n        ",
-           "difficulty": "easy",
-           "public_test_cases": json.dumps([{"input": '["7868190130M7522", "5303914400F9211"]', "output": "1", "testtype": "functional"}]),
-           "private_test_cases": compress(json.dumps([{"input": '["1313579440F2036"]\n', "output": "0", "testtype": "functional"}])),
-           "metadata": json.dumps({"func_name": "countSeniors"})}
+    row = {
+        "question_title": "Seniors",
+        "question_content": "Count people older than 60.",
+        "platform": "leetcode",
+        "question_id": "2727",
+        "contest_id": "c1",
+        "contest_date": "2023-08-01T00:00:00",
+        "starter_code": "class Solution:\n    def countSeniors(self, details: List[str]) -> int:"
+        "\n        ",
+        "difficulty": "easy",
+        "public_test_cases": json.dumps(
+            [
+                {
+                    "input": '["7868190130M7522", "5303914400F9211"]',
+                    "output": "1",
+                    "testtype": "functional",
+                }
+            ]
+        ),
+        "private_test_cases": compress(
+            json.dumps(
+                [{"input": '["1313579440F2036"]\n', "output": "0", "testtype": "functional"}]
+            )
+        ),
+        "metadata": json.dumps({"func_name": "countSeniors"}),
+    }
     row.update(kw)
     return row
 
@@ -284,26 +415,44 @@ class Evil:
 
 def test_livecodebench_compressed_private_tests_date_window_and_evil_pickle(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    stdin_row = lcb_row(question_id="abc1", platform="atcoder", contest_date="2024-03-02", metadata="{}", starter_code="",
-                        public_test_cases=json.dumps([{"input": "5\n", "output": "25\n", "testtype": "stdin"}]),
-                        private_test_cases=json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]))
-    evil = lcb_row(question_id="evil", private_test_cases=base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode())
+    stdin_row = lcb_row(
+        question_id="abc1",
+        platform="atcoder",
+        contest_date="2024-03-02",
+        metadata="{}",
+        starter_code="",
+        public_test_cases=json.dumps([{"input": "5\n", "output": "25\n", "testtype": "stdin"}]),
+        private_test_cases=json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
+    )
+    evil = lcb_row(
+        question_id="evil",
+        private_test_cases=base64.b64encode(zlib.compress(pickle.dumps(Evil()))).decode(),
+    )
     path = write_jsonl(tmp_path / "lcb.jsonl", [lcb_row(), stdin_row, evil])
     st = Counter()
     func, stdin = data.load_problems("livecodebench", path=path, stats=st)
     assert not os.path.exists("pwned_by_pickle")  # the unpickler refused os.system
     assert st["undecodable private tests (UnpicklingError)"] == 1
     assert func.fn_name == "countSeniors" and func.metadata["contest_date"] == "2023-08-01"
-    assert func.tests == [{"input": [["7868190130M7522", "5303914400F9211"]], "output": 1},
-                          {"input": [["1313579440F2036"]], "output": 0}]
-    assert stdin.fn_name is None and stdin.tests == [{"input": "5\n", "output": "25\n"}, {"input": "2\n", "output": "4\n"}]
+    assert func.tests == [
+        {"input": [["7868190130M7522", "5303914400F9211"]], "output": 1},
+        {"input": [["1313579440F2036"]], "output": 0},
+    ]
+    assert stdin.fn_name is None and stdin.tests == [
+        {"input": "5\n", "output": "25\n"},
+        {"input": "2\n", "output": "4\n"},
+    ]
     st = Counter()
     late = data.load_problems("livecodebench", path=path, stats=st, start_date="2024-01-01")
     assert [p.id for p in late] == ["livecodebench/abc1"] and st["before the date window"] == 1
-    assert [p.id for p in data.load_problems("livecodebench", path=path, end_date="2023-12-31")] == ["livecodebench/2727"]
+    assert [
+        p.id for p in data.load_problems("livecodebench", path=path, end_date="2023-12-31")
+    ] == ["livecodebench/2727"]
     st = Counter()
     undated = write_jsonl(tmp_path / "undated.jsonl", [lcb_row(contest_date="")])
-    assert data.load_problems("livecodebench", path=undated, stats=st, start_date="2023-01-01") == []
+    assert (
+        data.load_problems("livecodebench", path=undated, stats=st, start_date="2023-01-01") == []
+    )
     assert st["no contest date"] == 1
 
 
@@ -317,9 +466,14 @@ def test_decode_private_tests_plain_json_and_garbage():
 
 def test_livecodebench_repackaged_sample_format(tmp_path):
     spec = {"inputs": ["3\n"], "outputs": ["9\n"]}
-    row = {"id": 1, "content": "You are an expert.\n### Question:\nSquare n.\n\n### Format: Read stdin.\n```python\n# YOUR CODE HERE\n```\n",
-           "canonical_solution": "import sys; sys.exit(0)", "labels": json.dumps({"task_id": "atcoder/abc1_a", "difficulty": "easy"}),
-           "test": compress({"input_output": json.dumps(spec)})}
+    row = {
+        "id": 1,
+        "content": "You are an expert.\n### Question:\nSquare n.\n\n### Format: Read stdin.\n"
+        "```python\n# YOUR CODE HERE\n```\n",
+        "canonical_solution": "import sys; sys.exit(0)",
+        "labels": json.dumps({"task_id": "atcoder/abc1_a", "difficulty": "easy"}),
+        "test": compress({"input_output": json.dumps(spec)}),
+    }
     (p,) = data.load_problems("livecodebench", path=write_jsonl(tmp_path / "s.jsonl", [row]))
     assert p.question == "Square n." and p.starter_code == "" and p.solutions == []
     assert p.tests == [{"input": "3\n", "output": "9\n"}] and p.metadata["platform"] == "atcoder"
@@ -327,14 +481,23 @@ def test_livecodebench_repackaged_sample_format(tmp_path):
 
 # ---------------------------------------------------------------------------- HumanEval
 
+
 def test_humaneval_row_to_call_tests(tmp_path):
-    row = {"task_id": "HumanEval/0", "entry_point": "inc",
-           "prompt": 'def inc(x):\n    """Return x plus one."""\n', "canonical_solution": "    return x + 1\n",
-           "test": "def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(-1) == 0\n"
-                   "    assert abs(candidate(0.5) - 1.5) < 1e-6\n"}
+    row = {
+        "task_id": "HumanEval/0",
+        "entry_point": "inc",
+        "prompt": 'def inc(x):\n    """Return x plus one."""\n',
+        "canonical_solution": "    return x + 1\n",
+        "test": "def check(candidate):\n    assert candidate(1) == 2\n"
+        "    assert candidate(-1) == 0\n"
+        "    assert abs(candidate(0.5) - 1.5) < 1e-6\n",
+    }
     (p,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "he.jsonl", [row]))
     assert p.fn_name == "inc" and p.question == "Return x plus one."
-    assert p.tests == [{"input": [1], "output": 2}, {"input": [-1], "output": 0}]  # the abs() check stays in metadata
+    assert p.tests == [
+        {"input": [1], "output": 2},
+        {"input": [-1], "output": 0},
+    ]  # the abs() check stays in metadata
     ns = {}
     exec(p.solutions[0], ns)
     assert ns["inc"](1) == 2
@@ -342,30 +505,75 @@ def test_humaneval_row_to_call_tests(tmp_path):
 
 # ---------------------------------------------------------------------------- prepare
 
+
 def test_near_duplicates():
-    q = "Given an array of n integers, print the maximum sum of a contiguous subarray of length at least one."
+    q = (
+        "Given an array of n integers, print the maximum sum of a contiguous subarray of length "
+        "at least one."
+    )
     test = [Problem("t1", "x", q, "", None, [], [], "")]
-    train = [Problem("a", "x", q.upper() + "!!", "", None, [], [], ""),
-             Problem("b", "x", q.replace("maximum", "largest"), "", None, [], [], ""),
-             Problem("c", "x", "Read two strings and print whether they are anagrams of each other.", "", None, [], [], "")]
+    train = [
+        Problem("a", "x", q.upper() + "!!", "", None, [], [], ""),
+        Problem("b", "x", q.replace("maximum", "largest"), "", None, [], [], ""),
+        Problem(
+            "c",
+            "x",
+            "Read two strings and print whether they are anagrams of each other.",
+            "",
+            None,
+            [],
+            [],
+            "",
+        ),
+    ]
     dups = data.near_duplicates(train, test, threshold=0.5)
     assert dups == {0: "exact duplicate of a test question", 1: "near-duplicate of a test question"}
 
 
 def test_prepare_local_dir_table_and_round_trip(tmp_path, capsys):
     def apps_row(pid, question, sols=("print(input())",)):
-        return {"problem_id": pid, "question": question, "solutions": json.dumps(list(sols)),
-                "input_output": json.dumps({"inputs": ["a\n"], "outputs": ["a\n"]}), "difficulty": "introductory"}
-    q_shared = "Read a line of text from the input and print exactly the same line back to the output."
-    write_jsonl(tmp_path / "apps_train.jsonl", [apps_row(1, q_shared), apps_row(2, "Echo a word twice on a line."),
-                                                apps_row(3, "A problem without solutions here.", sols=())])
-    write_jsonl(tmp_path / "apps_test.jsonl", [apps_row(10, q_shared, sols=()),
-                                               {"problem_id": 11, "question": "x", "input_output": ""}])
+        return {
+            "problem_id": pid,
+            "question": question,
+            "solutions": json.dumps(list(sols)),
+            "input_output": json.dumps({"inputs": ["a\n"], "outputs": ["a\n"]}),
+            "difficulty": "introductory",
+        }
+
+    q_shared = (
+        "Read a line of text from the input and print exactly the same line back to the output."
+    )
+    write_jsonl(
+        tmp_path / "apps_train.jsonl",
+        [
+            apps_row(1, q_shared),
+            apps_row(2, "Echo a word twice on a line."),
+            apps_row(3, "A problem without solutions here.", sols=()),
+        ],
+    )
+    write_jsonl(
+        tmp_path / "apps_test.jsonl",
+        [apps_row(10, q_shared, sols=()), {"problem_id": 11, "question": "x", "input_output": ""}],
+    )
     out = tmp_path / "out"
-    data.main(["prepare", "--out", str(out), "--sources", "apps", "livecodebench", "--local-dir", str(tmp_path)])
+    data.main(
+        [
+            "prepare",
+            "--out",
+            str(out),
+            "--sources",
+            "apps",
+            "livecodebench",
+            "--local-dir",
+            str(tmp_path),
+        ]
+    )
     table = capsys.readouterr().out
     train_line = next(ln for ln in table.splitlines() if ln.startswith("apps") and " train " in ln)
-    assert "exact duplicate of a test question: 1" in train_line and "no usable solution: 1" in train_line
+    assert (
+        "exact duplicate of a test question: 1" in train_line
+        and "no usable solution: 1" in train_line
+    )
     assert train_line.split()[2:4] == ["3", "1"]  # read 3, kept 1
     assert "skipped: no livecodebench_test" in table
     train = data.load_problems("prepared", path=str(out / "train.jsonl"))
@@ -376,9 +584,16 @@ def test_prepare_local_dir_table_and_round_trip(tmp_path, capsys):
 
 def test_prepare_check_solutions_drops_failing_references(tmp_path, capsys):
     sandbox_or_skip()
-    rows = [{"problem_id": i, "question": f"Problem number {i} echoes.", "solutions": json.dumps([sol]),
-             "input_output": json.dumps({"inputs": ["a\n"], "outputs": ["a\n"]}), "difficulty": "introductory"}
-            for i, sol in enumerate(["print(input())", "print('b')"])]
+    rows = [
+        {
+            "problem_id": i,
+            "question": f"Problem number {i} echoes.",
+            "solutions": json.dumps([sol]),
+            "input_output": json.dumps({"inputs": ["a\n"], "outputs": ["a\n"]}),
+            "difficulty": "introductory",
+        }
+        for i, sol in enumerate(["print(input())", "print('b')"])
+    ]
     write_jsonl(tmp_path / "apps_train.jsonl", rows)
     out = data.prepare(data_args(tmp_path, check_solutions=True))
     assert [p.id for p in out["train"]] == ["apps/0"]
@@ -387,14 +602,89 @@ def test_prepare_check_solutions_drops_failing_references(tmp_path, capsys):
 
 def data_args(tmp_path, **kw):
     import argparse
-    args = dict(out=str(tmp_path / "out"), sources=["apps"], local_dir=str(tmp_path), min_tests=1, check_solutions=False,
-                max_solutions=3, cc_tests=list(data.CC_TEST_KINDS), lcb_release="release_v1", lcb_start_date=None,
-                dedup_threshold=0.7)
+
+    args = dict(
+        out=str(tmp_path / "out"),
+        sources=["apps"],
+        local_dir=str(tmp_path),
+        min_tests=1,
+        check_solutions=False,
+        max_solutions=3,
+        cc_tests=list(data.CC_TEST_KINDS),
+        lcb_release="release_v1",
+        lcb_start_date=None,
+        dedup_threshold=0.7,
+    )
     args.update(kw)
     return argparse.Namespace(**args)
 
 
 def test_prepare_with_nothing_loaded_exits_with_a_sentence(tmp_path, capsys):
-    with pytest.raises(SystemExit, match="no problems were loaded"):
-        data.main(["prepare", "--out", str(tmp_path / "out"), "--sources", "apps", "--local-dir", str(tmp_path)])
-    assert "skipped: no apps_train" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        data.main(
+            [
+                "prepare",
+                "--out",
+                str(tmp_path / "out"),
+                "--sources",
+                "apps",
+                "--local-dir",
+                str(tmp_path),
+            ]
+        )
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert "skipped: no apps_train" in captured.out
+    assert "no problems were loaded" in captured.err and str(tmp_path) in captured.err
+
+
+def prepare_cli_cases(tmp_path):
+    """(argv after data.py, a string the one-line error must name) for a user's usual mistakes."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    out = ["--out", str(tmp_path / "out")]
+    cases = [
+        (["prepare", "--sources", "apps", "mbpp"] + out, "mbpp"),
+        (["prepare", "--local-dir", "/no/such/dir"] + out, "/no/such/dir"),
+        (["prepare", "--local-dir", str(a_file)] + out, str(a_file)),
+        (["prepare", "--local-dir", str(empty), "--sources", "apps"] + out, str(empty)),
+        (["prepare", "--out", str(a_file)], str(a_file)),
+        (["prepare", "--min-tests", "-1"] + out, "-1"),
+        (["prepare", "--min-tests", "five"] + out, "five"),
+        (["prepare", "--max-solutions", "0"] + out, "0"),
+        (["prepare", "--dedup-threshold", "1.5"] + out, "1.5"),
+        (["prepare", "--dedup-threshold", "high"] + out, "high"),
+        (["prepare", "--lcb-start-date", "2024-13-01"] + out, "2024-13-01"),
+        (["prepare", "--lcb-release", "release_v9"] + out, "release_v9"),
+        (["prepare", "--cc-tests", "hidden"] + out, "hidden"),
+        (["prepare", "--no-such-flag"] + out, "--no-such-flag"),
+        (["prepare", "--min-tests"] + out[:0], "--min-tests"),
+        (["frobnicate"], "frobnicate"),
+        ([], "command"),
+    ]
+    if os.geteuid() != 0:  # root writes anywhere: the permission check cannot trigger
+        cases.append((["prepare", "--out", str(locked / "sub")], str(locked)))
+    return cases
+
+
+def test_prepare_cli_mistakes_are_one_line_and_exit_2(tmp_path):
+    """Issue 18: a bad flag, path, source or number gives one line on stderr, no traceback,
+    exit status 2, and the line names the bad value."""
+    script = os.path.join(os.path.dirname(__file__), "..", "data.py")
+    for argv, named in prepare_cli_cases(tmp_path):
+        r = subprocess.run(
+            [sys.executable, script] + argv,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        err = r.stderr.strip().splitlines()
+        assert r.returncode == 2, (argv, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr and len(err) == 1, (argv, r.stderr)
+        assert named in err[0] and err[0].startswith("data.py"), (argv, err)
+    assert not os.path.exists(tmp_path / "out")  # no mistake left an output behind
