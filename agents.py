@@ -1,34 +1,51 @@
-"""AT-GRPO's tester and coder: two agents that refine a program and its unit tests over turns.
+"""AT-GRPO's tester and coder: two agents that refine unit tests and a program over turns.
 
 Method (PettingLLMs / AT-GRPO, code tasks; ../shared/docs/methods.md section 4)
-  Each turn both agents act from the same state. The tester writes test cases (input and
-  expected output); the coder writes a program that reads stdin and prints to stdout. The
-  program is run on the tester's tests; the mismatches (input, tester's expected, actual) are
-  shown to both agents next turn, each asked whether the code or the test is wrong. The
-  episode ends when the program passes all the tester's tests ("agree"), or after max_turns.
+  The documented workflow, turn t = 0, 1, ...:
+    1. the tester writes (or refines) unit tests T_t, seeing the last program and its results;
+    2. the coder writes (or fixes) the program P_t, seeing THIS turn's tests T_t and how its
+       last program did on them;
+    3. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
+       at most max_turns turns (seed config 10, the public configs 5).
+  --turn-order coder-first swaps steps 1 and 2 (the coder acts on last turn's tests, the
+  tester then tests this turn's program). Both kinds of problem: standard I/O (tests are
+  stdin / expected stdout blocks) and call-based (fn_name: tests are `assert f(args) == value`
+  lines with literal arguments and value; the coder writes the function).
 
-Rewards, per candidate, every term logged:
-  global         g = pass rate of the coder's program on the ground-truth tests
-  tester local   l_T = valid / n_tests          (valid: the reference solution passes the test)
-                       + catch_bonus * caught / n_tests
-                 caught = valid tests the coder's program fails, counted only when the program
-                 is wrong on the ground truth (g < 1): a useful test catches a wrong program.
-  coder local    l_C = pass rate of the program on the tester's VALID tests (0 if none)
-  final          r = alpha * g + local          (alpha = 0.7)
+Rewards of one candidate (every term logged; defaults in GameConfig and the flags):
+  coder   g      = pass rate of its program on the ground-truth tests (0 without code)
+          l_C    = pass rate on the VALID tests of the tester's current tests (0 if none)
+          r_C    = alpha * g + l_C                                   (alpha = 0.7)
+  tester, for its n tests (n = 0: l_T = 0), judged against P = the program it was shown
+  (the chosen program of the coder step before it; none at turn 0 in tester-first) and the
+  K coder candidates of that step:
+          valid_t = the reference solution passes test t
+          dup_t   = test t repeats the input of an earlier test of the same reply
+          caught_t = valid_t and not dup_t and P fails t, counted only when P has code and is
+                     wrong on the ground truth (g(P) < 1): the test found a real bug
+          trivial_t = dup_t, or (valid_t and every coder candidate with code passes t while one
+                     of them is wrong on the ground truth): the test tells no program apart
+          cov     = |U_{t valid, not dup} lines(ref, t)| / |executable lines of ref|: the
+                     reference's line coverage under the valid tests (sandbox coverage), so
+                     tests that reach more of its branches earn more
+          l_T    = valid/n + catch_bonus * caught/n + coverage_weight * cov
+                   - trivial_penalty * trivial/n
+          r_T    = alpha * g(P) + l_T  (g(P) is one number for all K candidates of a group, so
+                   it moves neither advantages nor the branch choice; kept for the seed's form)
+  Defaults catch_bonus 1.0, trivial_penalty 0.5, coverage_weight 0.5: per test, for a buggy
+  program, a catching test earns 1 + 1 = 2, a valid trivial one 1 - 0.5 = 0.5, an invalid one 0
+  (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
+  Why non-zero: with catch_bonus 0 (session 2) a catching test earned what a trivial one did,
+  and in the per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
+  catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests.
 
-Tree-structured sampling: at turn t each agent samples K candidates from the same state.
-  Every candidate is scored in its OWN deep copy of the episode state (a "branch") and is a
-  training sample with group key (problem_id, episode, turn, role); the episode continues from
-  the best branch object itself. The K x K pairing problem (whose tests judge which program?)
-  is cut in this order, each step using only what is already fixed:
-    1. tester branch choice j* = the test set with the highest valid share, then the most valid
-       tests (validity needs no program);
-    2. coder candidate i is scored against test set j*; i* = argmax of the coder's reward;
-    3. tester candidate j is scored against program i* (its global term and catch bonus).
-  The chosen branch is coder branch i* (program i*, tests j*), which equals tester branch j*.
-  All candidate programs run on all candidate test sets, the reference runs on every test set,
-  and every program runs on the ground truth, in ONE sandbox run_batch per turn for all
-  episodes (identical jobs are run once).
+Tree-structured sampling: each role step samples K candidates from the same state. Every
+  candidate is scored in its OWN branch (a deep copy of the episode state holding its own
+  copies of the tests, flags and history; only the read-only problem is shared) and is a
+  training sample with group key (problem_id, episode, turn, role). The episode continues
+  from the best branch by reward (ties: the earlier candidate), for both roles; the branch
+  object itself is kept, never copied back. Each step's programs and tests run in ONE sandbox
+  run_batch for all episodes (identical jobs run once): two sandbox calls per turn.
 
 The public implementation's four defects, each pinned by a test in tests/test_agents.py:
   later rewards read from stale copies (we keep the chosen branch object, no copy back);
@@ -39,69 +56,126 @@ The public implementation's four defects, each pinned by a test in tests/test_ag
 Interfaces and simplifications
   * generate functions: `generate(prompts: list[list[dict]]) -> list[str]`, chat message lists
     in, one text out per prompt (or objects with .text, e.g. engine Completions, kept whole in
-    Sample.output so the trainer has the sampled token ids). K candidates = each prompt repeated K times in one call (a
-    sampling engine gives K different texts). The loop never sees a tokenizer: the trainer
-    renders the messages (data.render_prompt) both to generate and to train. Shared or
-    per-role policy is the caller's choice: pass the same function twice, or two.
-  * stdio problems only: call-based problems (fn_name set) are skipped and counted; their
-    tests are function calls, not something the tester can write as stdin/stdout.
-  * "agree" uses ALL the tester's tests, valid or not, and needs at least one: deciding
-    validity needs the reference solution, which an agent at test time does not have.
-  * Tests are written as blocks `**Test Input:**` + fenced block, `**Test Output:**` + fenced
-    block (the seed's format); at most max_tests per reply, broken blocks counted.
+    Candidate.output so the trainer has the sampled token ids). K candidates = each prompt
+    repeated K times in one call. The loop never sees a tokenizer. Shared or per-role policy
+    is the caller's choice: pass the same function twice, or two.
+  * "agree" uses ALL the tester's tests, valid or not, and needs at least one and a program:
+    validity needs the reference solution, which the agents at test time do not have.
+  * The tester's catch is measured on the program it was SHOWN, not on the program written
+    after it: in tester-first order the coder sees only the chosen tests, so this turn's
+    programs would judge the chosen test set on programs fitted to it and the others on
+    programs that never saw them; and the choice must be made before the coder acts.
   * Turn-level rewards only (no discounting across turns), as in the seed.
+  * Coverage is line coverage, not branch coverage (`else:` has no line of its own).
 
 Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`, on grpo.py)
   Warm start: grpo.sft(examples=warm_start_pairs) per model on its roles' turn-0 prompts and
-  (--repair-sft) turn-1 prompts from repair_states: a wrong program or a wrong test, with its answer.
-  Step: play prompts_per_step episodes (each rank its slice, so groups never span ranks) ->
-  group advantages over (problem, episode, turn, role) -> one GRPO update per distinct model
-  -> weight sync. Eval: pass@1 (k = 1) of the coder's turn-0 program alone (the single-agent
-  baseline, same model) and of the final program after max_turns turns with the tester.
-  CPU preset: K = 2, 2 turns, 2 tests per tester reply, 64/96 new tokens (coder/tester), HF
-  engine, grpo's --cpu-threads 1 (on the shared 2-core box 2 threads made generation 10-30x slower).
-  GPU preset: the paper's K = 4, 5 turns, 4096 tokens, lr 1e-6.
+  (--repair-sft) turn-1 prompts from repair_states: a wrong program or a wrong test, with its
+  answer. Step: play prompts_per_step episodes (each rank its slice, so groups never span
+  ranks) -> group advantages over (problem, episode, turn, role) -> one GRPO update per
+  distinct model -> weight sync. Eval: pass@1 (k = 1) of the coder alone (turn-0 prompt
+  without tests: the single-agent baseline, same model) and of the final program after
+  max_turns turns with the tester.
+  CPU preset: K = 2, 2 turns (the fewest in which each role answers the other: turn 1's
+  tester tests turn 0's program, turn 1's coder fixes it against those tests; every extra
+  turn costs two generate calls), 2 tests per reply, 64/96 new tokens (coder/tester), HF
+  engine, grpo's --cpu-threads 1. GPU preset: the paper's K = 4, the public configs' 5 turns,
+  4096 tokens, lr 1e-6.
 """
+import ast
 import copy
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
+
+import data
+import sandbox
 
 ROLES = ("tester", "coder")
+TURN_ORDERS = {"tester-first": ("tester", "coder"), "coder-first": ("coder", "tester")}
 
 CODER_SYSTEM = (
     "You are the coder. Write a complete Python 3 program that reads from standard input and "
     "writes to standard output. Reply with the whole program in one ```python code block."
+)
+CODER_SYSTEM_CALL = (
+    "You are the coder. Write the Python 3 function the problem asks for. Reply with the whole "
+    "code in one ```python code block."
 )
 TESTER_SYSTEM = (
     "You are the tester. Write unit tests for the problem: for each test, write\n"
     "**Test Input:**\n```\n<stdin>\n```\n**Test Output:**\n```\n<expected stdout>\n```\n"
     "Write between 1 and {max_tests} tests. Expected outputs must be exactly right."
 )
+TESTER_SYSTEM_CALL = (
+    "You are the tester. Write unit tests for the function `{fn_name}`: one line per test, an "
+    "assert on a call with literal arguments and the exact expected return value, in one "
+    "```python block:\n```python\nassert {fn_name}(...) == ...\n```\n"
+    "Write between 1 and {max_tests} tests. Expected values must be exactly right."
+)
 MAX_SHOWN_MISMATCHES = 3  # keeps prompts short for small models
 MAX_SHOWN_CHARS = 300
 
 
+@dataclass
+class GameConfig:
+    """Settings of one batch of episodes (the flags of the same names)."""
+
+    max_turns: int = 10
+    k: int = 2
+    alpha: float = 0.7
+    catch_bonus: float = 1.0
+    trivial_penalty: float = 0.5
+    coverage_weight: float = 0.5
+    max_tests: int = 8
+    turn_order: str = "tester-first"
+    timeout: float = 5.0
+    memory_mb: int = 512
+
+    def __post_init__(self):
+        if self.turn_order not in TURN_ORDERS:
+            raise ValueError(
+                f"turn_order must be one of {sorted(TURN_ORDERS)}, not {self.turn_order!r}"
+            )
+
+    @classmethod
+    def from_args(cls, args, **overrides):
+        names = {f.name for f in fields(cls)} - {"timeout", "memory_mb"}
+        return cls(
+            **{**{n: getattr(args, n) for n in names}, "timeout": args.test_timeout, **overrides}
+        )
+
+
 # ---------------------------------------------------------------------------------------------
-# Parsing the tester's tests
+# The tester's tests: parsing and formatting, both kinds
 
 _INPUT_MARK = re.compile(r"\**\s*test\s+input\s*:?\s*\**\s*:?", re.IGNORECASE)
 _FENCE = r"```(?:[A-Za-z0-9_+-]*\n)?(.*?)```"  # optional language tag, then the body
 _BLOCK = re.compile(
-    r"\s*" + _FENCE + r"\s*\**\s*test\s+output\s*:?\s*\**\s*:?\s*" + _FENCE, re.DOTALL | re.IGNORECASE
+    r"\s*" + _FENCE + r"\s*\**\s*test\s+output\s*:?\s*\**\s*:?\s*" + _FENCE,
+    re.DOTALL | re.IGNORECASE,
 )
+_ASSERT = re.compile(r"^\s*assert\b.*$", re.MULTILINE)
 
 
-def parse_tests(text, max_tests=8):
-    """Tests from a tester reply -> (tests, n_failed_blocks); never raises.
-
-    '**Test Input:**\\n```\\n1 2\\n```\\n**Test Output:**\\n```\\n3\\n```' -> ([{"input": "1 2\\n",
-    "output": "3"}], 0). Each 'Test Input' marker starts a block; a block without an input
-    fence followed by an output marker and fence counts as failed. A reply with no marker at
-    all counts as one failed block (the tester said something, just not tests).
-    """
+def parse_tests(text, max_tests=8, fn_name=None):
+    """Tests from a tester reply -> (tests, n_failed); never raises. fn_name None: stdio blocks
+    (parse_stdio_tests); else `assert fn_name(...) == ...` lines (parse_call_tests)."""
     if not isinstance(text, str):
         return [], 1
+    return (
+        parse_stdio_tests(text, max_tests)
+        if fn_name is None
+        else parse_call_tests(text, fn_name, max_tests)
+    )
+
+
+def parse_stdio_tests(text, max_tests=8):
+    """'**Test Input:**\\n```\\n1 2\\n```\\n**Test Output:**\\n```\\n3\\n```'
+    -> ([{"input": "1 2\\n", "output": "3"}], 0). Each 'Test Input' marker starts a block; a
+    block without an input fence followed by an output marker and fence counts as failed. A
+    reply with no marker at all counts as one failed block (it said something, just not tests).
+    """
     starts = [m.end() for m in _INPUT_MARK.finditer(text)]
     if not starts:
         return [], 1
@@ -115,12 +189,83 @@ def parse_tests(text, max_tests=8):
     return tests, failed
 
 
-def format_tests(tests):
-    """The inverse of parse_tests, for showing a tester its previous tests."""
+def parse_call_tests(text, fn_name, max_tests=8):
+    """'assert add(1, 2) == 3' -> ([{"input": [1, 2], "output": 3}], 0): every line that starts
+    with `assert` is one test (inside or outside a fence); it counts as failed unless it is
+    `assert fn_name(<literals>) == <literal>` (or `Solution().fn_name(...)`), positional
+    arguments only. No assert line at all counts as one failure."""
+    lines = [m.group(0) for m in _ASSERT.finditer(text)]
+    if not lines:
+        return [], 1
+    tests, failed = [], 0
+    for line in lines:
+        test = _call_test(line, fn_name)
+        if test is None:
+            failed += 1
+        elif len(tests) < max_tests:
+            tests.append(test)
+    return tests, failed
+
+
+def _call_test(line, fn_name):
+    try:
+        node = ast.parse(line.strip()).body[0]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    cmp = node.test if isinstance(node, ast.Assert) else None
+    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.Eq)):
+        return None
+    call = cmp.left
+    if not isinstance(call, ast.Call) or call.keywords:
+        return None
+    func = call.func
+    name = (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
+    if name != fn_name:
+        return None
+    try:
+        args = [ast.literal_eval(a) for a in call.args]
+        expected = ast.literal_eval(cmp.comparators[0])
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return {"input": args, "output": expected}
+
+
+def _call_text(test, fn_name, method=False):
+    target = f"Solution().{fn_name}" if method else fn_name
+    return f"{target}({', '.join(repr(a) for a in test['input'])})"
+
+
+def format_tests(tests, fn_name=None, method=False):
+    """The inverse of parse_tests (the tester's own format), for prompts and SFT answers."""
+    if fn_name is not None:
+        lines = [f"assert {_call_text(t, fn_name, method)} == {t['output']!r}" for t in tests]
+        return "```python\n" + "\n".join(lines) + "\n```" if lines else ""
     return "\n".join(
-        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n**Test Output:**\n```\n{t['output'].rstrip()}\n```"
+        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n"
+        f"**Test Output:**\n```\n{t['output'].rstrip()}\n```"
         for t in tests
     )
+
+
+def _is_method(problem):
+    return "class Solution" in problem.starter_code
+
+
+def duplicates(tests):
+    """Per test, True when an earlier test of the list has the same input (stdio: the same
+    whitespace-separated tokens; call-based: equal arguments)."""
+    seen, out = set(), []
+    for t in tests:
+        key = " ".join(t["input"].split()) if isinstance(t["input"], str) else repr(t["input"])
+        out.append(key in seen)
+        seen.add(key)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,20 +274,28 @@ def format_tests(tests):
 
 @dataclass
 class EpisodeState:
-    """One problem's episode. A branch is a deepcopy of this with one candidate applied."""
+    """One problem's episode after some role steps; a branch = a deep copy + one candidate."""
 
-    problem: object  # data.Problem
+    problem: object  # data.Problem (read-only: shared by all branches)
     episode: int  # index in the run_episodes batch: separates repeats of one problem
     turn: int = 0  # turns completed
-    program: str | None = None  # coder's current program (None: no code block extracted)
+    program: str | None = None  # coder's current program (None: no code block, or not acted yet)
     tests: list = field(default_factory=list)  # tester's current tests
     valid: list = field(default_factory=list)  # per test: the reference solution passes it
-    passed: list = field(default_factory=list)  # per test: the program passes it
+    passed: list = field(default_factory=list)  # per test: the current program passes it
     mismatches: list = field(default_factory=list)  # failed tests: input, expected, actual
-    gt_pass_rate: float = 0.0  # the program on the ground-truth tests
+    gt_pass_rate: float = 0.0  # the current program on the ground-truth tests
+    coder_candidates: list = field(default_factory=list)  # last coder step: [(code, g)] x K
+    coder_acted: bool = False
+    tester_acted: bool = False
     agree: bool = False
     done: bool = False
-    history: list = field(default_factory=list)  # per turn: the chosen branch's rewards
+    history: list = field(default_factory=list)  # per turn: the chosen branches' terms
+
+
+def branch_of(state):
+    """A deep copy of all a candidate may change; the problem is shared (read-only, large)."""
+    return copy.deepcopy(state, {id(state.problem): state.problem})
 
 
 def _clip(text):
@@ -154,7 +307,8 @@ def format_mismatches(mismatches):
     shown = mismatches[:MAX_SHOWN_MISMATCHES]
     parts = [
         f"Input:\n```\n{_clip(m['input']).rstrip()}\n```\nTester's expected output:\n```\n"
-        f"{_clip(m['expected']).rstrip()}\n```\nProgram's actual output:\n```\n{_clip(m['actual']).rstrip()}\n```"
+        f"{_clip(m['expected']).rstrip()}\n```\n"
+        f"Program's actual output:\n```\n{_clip(m['actual']).rstrip()}\n```"
         for m in shown
     ]
     if len(mismatches) > len(shown):
@@ -162,61 +316,126 @@ def format_mismatches(mismatches):
     return "\n\n".join(parts)
 
 
-def _round_report(state):
-    """What both agents see after turn 0: the last program, the tests, the mismatches."""
+def _program_report(state):
     if state.program is None:
-        program = "The coder's last reply had no ```python code block."
-    else:
-        program = f"The coder's last program:\n```python\n{state.program}\n```"
-    if not state.tests:
-        tests = "The tester's last reply had no parsable tests."
-    elif state.program is None:
-        tests = "So it could not be run on the tester's tests."
-    elif state.mismatches:
-        tests = "It failed these of the tester's tests:\n\n" + format_mismatches(state.mismatches)
-    else:
-        tests = "It passed all of the tester's tests."
-    return program + "\n\n" + tests
+        return "The coder's last reply had no ```python code block."
+    return f"The coder's last program:\n```python\n{state.program}\n```"
+
+
+def _results_report(state):
+    """How the current program did on the current tests (both exist)."""
+    if state.program is None:
+        return "So it could not be run on the tester's tests."
+    if state.mismatches:
+        n_pass = sum(state.passed)
+        return (f"It passed {n_pass} of the {len(state.tests)} tests and failed these:\n\n"
+                + format_mismatches(state.mismatches))
+    return "It passed all of the tester's tests."
 
 
 def coder_messages(state):
-    from data import problem_statement
-
-    user = problem_statement(state.problem)
-    if state.turn > 0:
-        user += (
-            "\n\n" + _round_report(state) + "\n\nEither the program or the test is wrong. If the "
-            "program is wrong, fix it; if the test is wrong, keep your program. Reply with the "
-            "complete program."
-        )
-    return [{"role": "system", "content": CODER_SYSTEM}, {"role": "user", "content": user}]
+    """The coder's prompt: the problem, then (once anyone acted) the tester's current tests,
+    the coder's last program and how it did on them."""
+    p = state.problem
+    user = data.problem_statement(p)
+    if state.tester_acted or state.coder_acted:
+        if state.tests:
+            user += "\n\nThe tester's tests:\n" + format_tests(
+                state.tests, p.fn_name, _is_method(p)
+            )
+        elif state.tester_acted:
+            user += "\n\nThe tester's last reply had no parsable tests."
+        if state.coder_acted:
+            user += "\n\n" + _program_report(state)
+            if state.tests:
+                user += "\n\n" + _results_report(state)
+            user += (
+                "\n\nEither the program or a test is wrong. If the program is wrong, fix it; if "
+                "a test is wrong, keep your program. Reply with the complete program."
+            )
+        else:
+            user += "\n\nWrite a program that passes these tests if they are right."
+    system = CODER_SYSTEM if p.fn_name is None else CODER_SYSTEM_CALL
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def tester_messages(state, max_tests=8):
-    from data import problem_statement
-
-    user = problem_statement(state.problem)
-    if state.turn > 0:
-        user += "\n\nYour last tests:\n" + (format_tests(state.tests) or "(none parsed)")
+    """The tester's prompt: the problem, then (once anyone acted) its last tests, the coder's
+    current program and how it did on them."""
+    p = state.problem
+    user = data.problem_statement(p)
+    if state.tester_acted or state.coder_acted:
+        if state.tester_acted:
+            user += "\n\nYour last tests:\n" + (
+                format_tests(state.tests, p.fn_name, _is_method(p)) or "(none parsed)"
+            )
+        if state.coder_acted:
+            user += "\n\n" + _program_report(state)
+            if state.tests:
+                user += "\n\n" + _results_report(state)
         user += (
-            "\n\n" + _round_report(state) + "\n\nEither the program or the test is wrong. Fix "
-            "the tests that are wrong and keep the right ones. Reply with the full list of tests."
+            "\n\nWrite tests that a wrong program fails. If a test of yours is wrong, fix it; keep "
+            "the right ones. Reply with the full list of tests."
         )
-    system = TESTER_SYSTEM.format(max_tests=max_tests)
+    if p.fn_name is None:
+        system = TESTER_SYSTEM.format(max_tests=max_tests)
+    else:
+        system = TESTER_SYSTEM_CALL.format(max_tests=max_tests, fn_name=p.fn_name)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 # ---------------------------------------------------------------------------------------------
-# Rewards: pure functions of numbers, so the tests can check the equations directly
+# Rewards: pure functions of flags and numbers, so the tests can check the equations directly
 
 
 def validity(ref_result, n_tests):
-    """Per test, True when the reference solution passes it (a test that disagrees is wrong)."""
+    """Per test, True when the reference solution passes it (a test that disagrees is wrong).
+    Tests without a result (none after a compile error or past a timeout) are not valid."""
     if ref_result is None:
         return [False] * n_tests
-    return [t.status == "pass" for t in ref_result.tests][:n_tests] + [False] * max(
-        0, n_tests - len(ref_result.tests)
-    )
+    got = [t.status == "pass" for t in ref_result.tests][:n_tests]
+    return got + [False] * (n_tests - len(got))
+
+
+def caught_flags(valid, dup, shown_passed, shown_wrong):
+    """caught_t = valid_t and not dup_t and the shown program fails t, only when that program
+    exists and is wrong on the ground truth (shown_wrong); else nothing is caught."""
+    if not shown_wrong:
+        return [False] * len(valid)
+    return [v and not d and not p for v, d, p in zip(valid, dup, shown_passed)]
+
+
+def trivial_flags(valid, dup, candidates_passed, any_wrong):
+    """trivial_t = dup_t or (valid_t and every candidate program passes t and one of them is
+    wrong on the ground truth). candidates_passed: per candidate program WITH code, per test."""
+    discriminable = any_wrong and bool(candidates_passed)
+    return [d or (v and discriminable and all(cp[t] for cp in candidates_passed))
+            for t, (v, d) in enumerate(zip(valid, dup))]
+
+
+def static_lines(code):
+    """Line numbers that hold bytecode in `code` and its nested functions/classes (the lines a
+    line tracer can report); empty when it does not compile."""
+    try:
+        stack, lines = [compile(code, "<reference>", "exec")], set()
+    except (SyntaxError, ValueError):
+        return set()
+    while stack:
+        co = stack.pop()
+        lines |= {line for _, _, line in co.co_lines() if line}
+        stack += [c for c in co.co_consts if hasattr(c, "co_lines")]
+    return lines
+
+
+def coverage_share(ref_result, counted, n_lines):
+    """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts)."""
+    if ref_result is None or not n_lines:
+        return 0.0
+    lines = set()
+    for t, use in zip(ref_result.tests, counted):
+        if use:
+            lines |= t.executed_lines
+    return len(lines) / n_lines
 
 
 def coder_local(passed, valid):
@@ -225,15 +444,29 @@ def coder_local(passed, valid):
     return sum(p and v for p, v in zip(passed, valid)) / n_valid if n_valid else 0.0
 
 
-def tester_local(passed, valid, gt_pass_rate, catch_bonus=0.0):
-    """(valid + catch_bonus * caught) / n_tests -> (local, valid_share, catch_share)."""
+def tester_local(
+    valid, caught, trivial, coverage, catch_bonus=1.0, trivial_penalty=0.5, coverage_weight=0.5
+):
+    """l_T = valid/n + catch_bonus * caught/n + coverage_weight * cov - trivial_penalty * trivial/n
+    -> dict of l_T ("local") and its shares; all 0 when n = 0."""
     n = len(valid)
     if n == 0:
-        return 0.0, 0.0, 0.0
-    valid_share = sum(valid) / n
-    caught = sum(v and not p for p, v in zip(passed, valid)) if gt_pass_rate < 1.0 else 0
-    catch_share = caught / n
-    return valid_share + catch_bonus * catch_share, valid_share, catch_share
+        return {
+            "local": 0.0,
+            "valid_share": 0.0,
+            "catch_share": 0.0,
+            "trivial_share": 0.0,
+            "coverage": 0.0,
+        }
+    shares = {"valid_share": sum(valid) / n, "catch_share": sum(caught) / n,
+              "trivial_share": sum(trivial) / n, "coverage": coverage}
+    local = (
+        shares["valid_share"]
+        + catch_bonus * shares["catch_share"]
+        + coverage_weight * coverage
+        - trivial_penalty * shares["trivial_share"]
+    )
+    return {"local": local, **shares}
 
 
 def final_reward(global_reward, local_reward, alpha=0.7):
@@ -241,112 +474,172 @@ def final_reward(global_reward, local_reward, alpha=0.7):
 
 
 # ---------------------------------------------------------------------------------------------
-# Sandbox jobs: every (program, tests) pair a turn needs, run once
+# Sandbox jobs: every (program, tests) pair a step needs, run once
 
 
-def _job_key(code, tests):
-    return code, json.dumps(tests, sort_keys=True)
+def job_key(code, tests, fn_name=None, coverage=False):
+    """A hashable name of one sandbox job (repr keeps tuples and lists apart)."""
+    return code, fn_name, repr(tests), coverage
 
 
-def run_jobs(keys, run_batch, timeout, memory_mb):
-    """{(code, tests_json): Result} for the unique keys, in ONE run_batch call."""
-    unique = list(dict.fromkeys(keys))
-    jobs = [
-        {"code": c, "tests": json.loads(t), "fn_name": None, "timeout": timeout,
-         "memory_mb": memory_mb, "coverage": False}
-        for c, t in unique
+def run_jobs(jobs, run_batch, timeout, memory_mb):
+    """jobs: (code, tests, fn_name, coverage) tuples -> {job_key: Result}, ONE run_batch call
+    for the unique ones (none when there is nothing to run)."""
+    unique = {}
+    for code, tests, fn_name, cov in jobs:
+        if code is not None and tests:
+            unique.setdefault(job_key(code, tests, fn_name, cov), (code, tests, fn_name, cov))
+    batch = [
+        {
+            "code": c,
+            "tests": t,
+            "fn_name": f,
+            "timeout": timeout,
+            "memory_mb": memory_mb,
+            "coverage": cov,
+        }
+        for c, t, f, cov in unique.values()
     ]
-    results = run_batch(jobs) if jobs else []
+    results = run_batch(batch) if batch else []
     return dict(zip(unique, results))
 
 
-def turn_job_keys(state, codes, test_sets):
-    """Reference x every test set, every program x ground truth, every program x test set."""
-    reference = state.problem.solutions[0]
-    keys = [_job_key(reference, ts) for ts in test_sets if ts]
-    for code in codes:
-        if code is None:
-            continue
-        keys.append(_job_key(code, state.problem.tests))
-        keys += [_job_key(code, ts) for ts in test_sets if ts]
-    return keys
+def _result(results, code, tests, fn_name, coverage=False):
+    if code is None or not tests:
+        return None
+    return results.get(job_key(code, tests, fn_name, coverage))
 
 
-def _passed_and_mismatches(result, tests):
-    """Per tester test: passed?, and the mismatches shown next turn.
+def _passed_and_mismatches(result, tests, fn_name):
+    """Per test: passed?, and the mismatches shown next step.
 
     The sandbox returns per-test results only for the tests it ran: none after a compile
-    error, none after a timeout. A test without a result FAILED (with the run's status);
-    zipping the short list would leave `passed` empty and all([]) would call a program that
-    does not even compile "agreeing" with the tester.
+    error. A test without a result FAILED (with the run's status); zipping the short list
+    would leave `passed` empty and all([]) would call a program that does not even compile
+    "agreeing" with the tester.
     """
-    if result is None:  # no program or no tests: nothing passes
+    def shown_input(t):
+        return (
+            t["input"]
+            if fn_name is None
+            else f"{fn_name}({', '.join(repr(a) for a in t['input'])})"
+        )
+
+    def shown_expected(t):
+        return t["output"] if fn_name is None else repr(t["output"])
+
+    if result is None:  # no program: nothing passes
         return [False] * len(tests), [
-            {"input": t["input"], "expected": t["output"], "actual": "(no program)"} for t in tests
+            {"input": shown_input(t), "expected": shown_expected(t), "actual": "(no program)"}
+            for t in tests
         ]
     passed, mismatches = [], []
     for i, test in enumerate(tests):
         res = result.tests[i] if i < len(result.tests) else None
         passed.append(res is not None and res.status == "pass")
         if res is None:
-            actual = f"{result.status}: {result.error}" if result.error else f"{result.status} (not run)"
+            actual = (
+                f"{result.status}: {result.error}" if result.error else f"{result.status} (not run)"
+            )
         elif res.status == "wrong_answer":
             actual = res.output
         elif res.status != "pass":
             actual = f"{res.status}: {res.stderr or res.output}"
         if not passed[-1]:
-            mismatches.append({"input": test["input"], "expected": test["output"], "actual": actual})
+            mismatches.append(
+                {"input": shown_input(test), "expected": shown_expected(test), "actual": actual}
+            )
     return passed, mismatches
 
 
-def make_branch(state, code, tests, valid, results):
-    """A deepcopy of state with (program, tests) applied and their execution results read in."""
-    # The problem is read-only and can be large: share it instead of copying it per branch.
-    branch = copy.deepcopy(state, {id(state.problem): state.problem})
-    branch.program, branch.tests, branch.valid = code, tests, list(valid)
-    gt = results.get(_job_key(code, state.problem.tests)) if code is not None else None
-    branch.gt_pass_rate = gt.pass_rate if gt is not None else 0.0
-    run = results.get(_job_key(code, tests)) if code is not None and tests else None
-    branch.passed, branch.mismatches = _passed_and_mismatches(run, tests)
-    branch.agree = bool(tests) and all(branch.passed)
-    branch.turn = state.turn + 1
-    return branch
+def tester_jobs(state, test_sets):
+    """Reference (with coverage), shown program and every coder candidate x each test set."""
+    p = state.problem
+    programs = list(dict.fromkeys([state.program] + [c for c, _ in state.coder_candidates]))
+    out = []
+    for ts in test_sets:
+        out.append((p.solutions[0], ts, p.fn_name, True))
+        out += [(c, ts, p.fn_name, False) for c in programs]
+    return out
 
 
-def coder_terms(branch, alpha):
-    local = coder_local(branch.passed, branch.valid)
-    return {"global": branch.gt_pass_rate, "local": local, "reward": final_reward(branch.gt_pass_rate, local, alpha)}
+def coder_jobs(state, codes):
+    """Every candidate program x the ground truth and x the tester's current tests."""
+    p = state.problem
+    return [
+        job
+        for c in codes
+        for job in ((c, p.tests, p.fn_name, False), (c, state.tests, p.fn_name, False))
+    ]
 
 
-def tester_terms(branch, alpha, catch_bonus):
-    local, valid_share, catch_share = tester_local(branch.passed, branch.valid, branch.gt_pass_rate, catch_bonus)
-    return {
-        "global": branch.gt_pass_rate, "local": local, "valid_share": valid_share,
-        "catch_share": catch_share, "n_tests": len(branch.tests),
-        "reward": final_reward(branch.gt_pass_rate, local, alpha),
-    }
+def score_testers(state, test_sets, results, cfg):
+    """K tester candidates from one state -> [(branch, terms)] in candidate order (see the module
+    docstring for the terms). Each branch is a deep copy holding its candidate's own tests."""
+    p = state.problem
+    reference = p.solutions[0]
+    n_lines = len(static_lines(reference))
+    shown_wrong = state.program is not None and state.gt_pass_rate < 1.0
+    with_code = [(c, g) for c, g in state.coder_candidates if c is not None]
+    any_wrong = any(g < 1.0 for _, g in with_code)
+    scored = []
+    for ts in test_sets:
+        b = branch_of(state)
+        b.tests, b.tester_acted = copy.deepcopy(ts), True
+        ref = _result(results, reference, ts, p.fn_name, True)
+        b.valid = validity(ref, len(ts))
+        dup = duplicates(ts)
+        b.passed, b.mismatches = _passed_and_mismatches(
+            _result(results, state.program, ts, p.fn_name), ts, p.fn_name
+        )
+        caught = caught_flags(b.valid, dup, b.passed, shown_wrong)
+        cands = [
+            _passed_and_mismatches(_result(results, c, ts, p.fn_name), ts, p.fn_name)[0]
+            for c, _ in with_code
+        ]
+        trivial = trivial_flags(b.valid, dup, cands, any_wrong)
+        cov = coverage_share(ref, [v and not d for v, d in zip(b.valid, dup)], n_lines)
+        terms = tester_local(
+            b.valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
+        )
+        g = state.gt_pass_rate if state.program is not None else 0.0
+        terms.update(
+            {
+                "global": g,
+                "n_tests": len(ts),
+                "duplicate_share": sum(dup) / len(ts) if ts else 0.0,
+                "reward": final_reward(g, terms["local"], cfg.alpha),
+            }
+        )
+        scored.append((b, terms))
+    return scored
 
 
-def score_turn(state, codes, test_sets, results, alpha=0.7, catch_bonus=0.0):
-    """K coder and K tester candidates from one state -> (chosen branch, coder scored, tester scored).
+def score_coders(state, codes, results, cfg):
+    """K coder candidates from one state -> [(branch, terms)] in candidate order."""
+    p = state.problem
+    candidates = []
+    scored = []
+    for code in codes:
+        b = branch_of(state)
+        b.program, b.coder_acted = code, True
+        gt = _result(results, code, p.tests, p.fn_name)
+        b.gt_pass_rate = gt.pass_rate if gt is not None else 0.0
+        b.passed, b.mismatches = _passed_and_mismatches(
+            _result(results, code, b.tests, p.fn_name), b.tests, p.fn_name
+        )
+        local = coder_local(b.passed, b.valid)
+        scored.append((b, {"global": b.gt_pass_rate, "local": local,
+                           "reward": final_reward(b.gt_pass_rate, local, cfg.alpha)}))
+        candidates.append((code, b.gt_pass_rate))
+    for b, _ in scored:
+        b.coder_candidates = list(candidates)  # each branch its own list (tuples are immutable)
+    return scored
 
-    Scored lists hold (branch, terms) per candidate, in candidate order. See the module
-    docstring for the pairing order (j* by validity, coders vs j*, testers vs i*).
-    """
-    reference = state.problem.solutions[0]
-    valids = [validity(results.get(_job_key(reference, ts)) if ts else None, len(ts)) for ts in test_sets]
-    # The tester's own criterion (valid share), then more valid tests; ties: the earlier candidate.
-    j_best = max(range(len(test_sets)), key=lambda j: (sum(valids[j]) / max(len(valids[j]), 1), sum(valids[j])))
-    coder_branches = [make_branch(state, c, test_sets[j_best], valids[j_best], results) for c in codes]
-    coder_scored = [(b, coder_terms(b, alpha)) for b in coder_branches]
-    i_best = max(range(len(codes)), key=lambda i: coder_scored[i][1]["reward"])
-    tester_branches = [make_branch(state, codes[i_best], ts, v, results) for ts, v in zip(test_sets, valids)]
-    tester_scored = [(b, tester_terms(b, alpha, catch_bonus)) for b in tester_branches]
-    chosen = coder_branches[i_best]  # the branch object itself: later turns read THIS state
-    chosen.done = chosen.agree
-    chosen.history.append({"coder": coder_scored[i_best][1], "tester": tester_scored[j_best][1],
-                           "agree": chosen.agree, "coder_choice": i_best, "tester_choice": j_best})
-    return chosen, coder_scored, tester_scored
+
+def best(scored):
+    """Index of the candidate with the highest reward; ties: the earlier one."""
+    return max(range(len(scored)), key=lambda i: (scored[i][1]["reward"], -i))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -354,8 +647,8 @@ def score_turn(state, codes, test_sets, results, alpha=0.7, catch_bonus=0.0):
 
 
 @dataclass
-class Sample:
-    """One candidate = one training sample. All samples of a group saw the same messages."""
+class Candidate:
+    """One sampled reply of one role = one training sample; a group's candidates saw one prompt."""
 
     role: str
     group: tuple  # (problem_id, episode, turn, role)
@@ -378,81 +671,119 @@ def generate_candidates(generate, prompts, k):
         return []
     texts = generate([p for p in prompts for _ in range(k)])
     if len(texts) != len(prompts) * k:
-        raise ValueError(f"generate returned {len(texts)} texts for {len(prompts) * k} prompts; it must return one text per prompt.")
+        raise ValueError(
+            f"generate returned {len(texts)} texts for {len(prompts) * k} prompts; "
+            "it must return one text per prompt."
+        )
     return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
 
 
 def group_ids(samples):
-    """Integer group ids for grpo.group_advantages, from the samples' (problem, episode, turn, role) keys."""
+    """Integer group ids for grpo.group_advantages from the candidates' group keys."""
     index = {}
     return [index.setdefault(s.group, len(index)) for s in samples]
 
 
+TERMS = {"tester": ("global", "local", "reward", "valid_share", "catch_share", "trivial_share",
+                    "duplicate_share", "coverage"),
+         "coder": ("global", "local", "reward")}
+
+
 def _new_stats():
     return {
-        "episodes": 0, "skipped_call_based": 0, "turns": 0, "generate_calls": 0, "sandbox_calls": 0,
-        "sandbox_jobs": 0, "tester_blocks_failed": 0, "tester_replies_without_tests": 0,
-        "coder_replies_without_code": 0, "tests_written": 0, "tests_valid": 0,
+        "episodes": 0,
+        "turns": 0,
+        "generate_calls": 0,
+        "sandbox_calls": 0,
+        "sandbox_jobs": 0,
+        "tester_blocks_failed": 0,
+        "tester_replies_without_tests": 0,
+        "coder_replies_without_code": 0,
+        "tests_written": 0,
+        "tests_valid": 0,
+        "tests_caught": 0,
+        "tests_trivial": 0,
+        "call_based_episodes": 0,
     }
-
-
-def _extract_all(coder_texts, tester_texts, max_tests, stats):
-    from data import extract_code
-
-    codes = [extract_code(response_text(t)) for t in coder_texts]
-    test_sets = []
-    for text in tester_texts:
-        tests, failed = parse_tests(response_text(text), max_tests)
-        stats["tester_blocks_failed"] += failed
-        stats["tester_replies_without_tests"] += not tests
-        test_sets.append(tests)
-    stats["coder_replies_without_code"] += sum(c is None for c in codes)
-    return codes, test_sets
-
-
-def _samples_for(state, scored, role, messages, texts):
-    key = (state.problem.id, state.episode, state.turn, role)
-    return [Sample(role, key, messages, response_text(out), terms["reward"], terms, out)
-            for (_, terms), out in zip(scored, texts)]
 
 
 def _log_terms(stats, role, scored):
     for _, terms in scored:
-        for name in ("global", "local", "reward") + (("valid_share", "catch_share") if role == "tester" else ()):
-            stats.setdefault(f"{role}_{name}_sum", 0.0)
-            stats[f"{role}_{name}_sum"] += terms[name]
+        for name in TERMS[role]:
+            stats[f"{role}_{name}_sum"] = stats.get(f"{role}_{name}_sum", 0.0) + terms[name]
         stats[f"{role}_samples"] = stats.get(f"{role}_samples", 0) + 1
 
 
-def run_turn(states, coder_generate, tester_generate, k, cfg, stats, run_batch):
-    """One turn for the active states -> (new states, samples). Two generate calls, one sandbox call."""
-    tester_prompts = [tester_messages(s, cfg["max_tests"]) for s in states]
-    coder_prompts = [coder_messages(s) for s in states]
-    tester_texts = generate_candidates(tester_generate, tester_prompts, k)
-    coder_texts = generate_candidates(coder_generate, coder_prompts, k)
-    stats["generate_calls"] += 2
-    extracted = [_extract_all(c, t, cfg["max_tests"], stats) for c, t in zip(coder_texts, tester_texts)]
-    keys = [key for s, (codes, test_sets) in zip(states, extracted) for key in turn_job_keys(s, codes, test_sets)]
-    results = run_jobs(keys, run_batch, cfg["timeout"], cfg["memory_mb"])
-    stats["sandbox_calls"] += 1
+def role_step(role, states, generate, cfg, stats, run_batch):
+    """One role's step for the active states -> (chosen branches, candidates, choice per state).
+    One generate call (K per state) and one sandbox call for all states."""
+    if role == "tester":
+        prompts = [tester_messages(s, cfg.max_tests) for s in states]
+    else:
+        prompts = [coder_messages(s) for s in states]
+    outputs = generate_candidates(generate, prompts, cfg.k)
+    stats["generate_calls"] += 1
+    if role == "tester":
+        extracted = []
+        for s, outs in zip(states, outputs):
+            sets = []
+            for out in outs:
+                tests, failed = parse_tests(response_text(out), cfg.max_tests, s.problem.fn_name)
+                stats["tester_blocks_failed"] += failed
+                stats["tester_replies_without_tests"] += not tests
+                stats["tests_written"] += len(tests)
+                sets.append(tests)
+            extracted.append(sets)
+        jobs = [j for s, sets in zip(states, extracted) for j in tester_jobs(s, sets)]
+    else:
+        extracted = [[data.extract_code(response_text(o)) for o in outs] for outs in outputs]
+        stats["coder_replies_without_code"] += sum(c is None for codes in extracted for c in codes)
+        jobs = [j for s, codes in zip(states, extracted) for j in coder_jobs(s, codes)]
+    results = run_jobs(jobs, run_batch, cfg.timeout, cfg.memory_mb)
+    stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
-    new_states, samples = [], []
-    for i, (state, (codes, test_sets)) in enumerate(zip(states, extracted)):
-        chosen, coder_scored, tester_scored = score_turn(state, codes, test_sets, results, cfg["alpha"], cfg["catch_bonus"])
-        samples += _samples_for(state, tester_scored, "tester", tester_prompts[i], tester_texts[i])
-        samples += _samples_for(state, coder_scored, "coder", coder_prompts[i], coder_texts[i])
-        _log_terms(stats, "tester", tester_scored)
-        _log_terms(stats, "coder", coder_scored)
-        stats["tests_written"] += sum(len(ts) for ts in test_sets)
-        stats["tests_valid"] += sum(sum(b.valid) for b, _ in tester_scored)
-        new_states.append(chosen)
-    return new_states, samples
+    chosen, candidates, choices = [], [], []
+    for state, prompt, outs, ext in zip(states, prompts, outputs, extracted):
+        if role == "tester":
+            scored = score_testers(state, ext, results, cfg)
+            stats["tests_valid"] += sum(sum(b.valid) for b, _ in scored)
+            stats["tests_caught"] += sum(round(t["catch_share"] * t["n_tests"]) for _, t in scored)
+            stats["tests_trivial"] += sum(
+                round(t["trivial_share"] * t["n_tests"]) for _, t in scored
+            )
+        else:
+            scored = score_coders(state, ext, results, cfg)
+        _log_terms(stats, role, scored)
+        key = (state.problem.id, state.episode, state.turn, role)
+        candidates += [Candidate(role, key, prompt, response_text(out), terms["reward"], terms, out)
+                       for (_, terms), out in zip(scored, outs)]
+        i = best(scored)
+        chosen.append(scored[i][0])
+        choices.append((i, scored[i][1]))
+    return chosen, candidates, choices
+
+
+def run_turn(states, generates, cfg, stats, run_batch):
+    """One turn (both roles in cfg.turn_order) of the active states -> (states, candidates)."""
+    samples = []
+    records = [{} for _ in states]
+    for role in TURN_ORDERS[cfg.turn_order]:
+        states, cands, choices = role_step(role, states, generates[role], cfg, stats, run_batch)
+        samples += cands
+        for rec, (i, terms) in zip(records, choices):
+            rec[role], rec[f"{role}_choice"] = terms, i
+    for state, rec in zip(states, records):
+        state.agree = state.program is not None and bool(state.tests) and all(state.passed)
+        state.done = state.agree
+        state.turn += 1
+        state.history.append({**rec, "agree": state.agree})
+    return states, samples
 
 
 def _summarize(stats, episodes):
     for role in ROLES:
         n = stats.get(f"{role}_samples", 0)
-        for name in ("global", "local", "reward", "valid_share", "catch_share"):
+        for name in TERMS[role]:
             total = stats.pop(f"{role}_{name}_sum", None)
             if total is not None:
                 stats[f"{role}_{name}_mean"] = total / max(n, 1)
@@ -464,39 +795,143 @@ def _summarize(stats, episodes):
     return stats
 
 
-def run_episodes(problems, coder_generate, tester_generate, max_turns=5, k=2, alpha=0.7, catch_bonus=0.0,
-                 max_tests=8, timeout=5.0, memory_mb=512, run_batch=None):
-    """Play the tester/coder game on a batch of problems -> (episodes, samples, stats).
+def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **settings):
+    """Play the tester/coder game on a batch of problems -> (episodes, candidates, stats).
 
-    episodes: the final EpisodeState of each stdio problem (its program, tests, per-turn history).
-    samples:  every candidate of every turn as a Sample; group with group_ids(samples).
-    stats:    counts (extraction failures, sandbox calls, ...) and the mean of every reward term.
+    settings: GameConfig fields (max_turns, k, alpha, catch_bonus, ..., turn_order).
+    episodes:   the final EpisodeState of each problem (its program, tests, per-turn history).
+    candidates: every candidate of every role step as a Candidate; group with group_ids().
+    stats:      counts (extraction failures, sandbox calls, ...) and the mean of every reward term.
     Episodes that agree stop: they are not prompted again.
     """
-    if run_batch is None:
-        from sandbox import run_batch
-    cfg = {"alpha": alpha, "catch_bonus": catch_bonus, "max_tests": max_tests, "timeout": timeout, "memory_mb": memory_mb}
+    cfg = settings.pop("cfg", None) or GameConfig(**settings)
+    run_batch = run_batch or sandbox.run_batch
     stats = _new_stats()
     states = []
     for i, problem in enumerate(problems):
         if not problem.solutions:
-            raise ValueError(f"Problem {problem.id} has no reference solution; the tester's reward needs solutions[0].")
-        if problem.fn_name is not None:
-            stats["skipped_call_based"] += 1
-        else:
-            states.append(EpisodeState(problem, episode=i))
+            raise ValueError(
+                f"Problem {problem.id} has no reference solution; "
+                "the tester's reward needs solutions[0]."
+            )
+        states.append(EpisodeState(problem, episode=i))
+        stats["call_based_episodes"] += problem.fn_name is not None
     stats["episodes"] = len(states)
+    generates = {"tester": tester_generate, "coder": coder_generate}
     samples = []
-    for _ in range(max_turns):
+    for _ in range(cfg.max_turns):
         active = [i for i, s in enumerate(states) if not s.done]
         if not active:
             break
-        new_states, turn_samples = run_turn([states[i] for i in active], coder_generate, tester_generate, k, cfg, stats, run_batch)
+        new_states, turn_samples = run_turn(
+            [states[i] for i in active], generates, cfg, stats, run_batch
+        )
         for i, new_state in zip(active, new_states):
             states[i] = new_state
         samples += turn_samples
         stats["turns"] += 1
     return states, samples, _summarize(stats, states)
+
+
+def coder_alone(problems, coder_generate, cfg=None, run_batch=None):
+    """The single-agent baseline: the coder's program from the bare problem (no tests shown),
+    one per problem -> its ground-truth pass rates."""
+    cfg = cfg or GameConfig()
+    states = [EpisodeState(p, i) for i, p in enumerate(problems)]
+    chosen, _, _ = role_step("coder", states, coder_generate, replace(cfg, k=1), _new_stats(),
+                             run_batch or sandbox.run_batch)
+    return [s.gt_pass_rate for s in chosen]
+
+
+# ---------------------------------------------------------------------------------------------
+# Warm start: SFT pairs for both roles' prompts
+
+
+def _norm(value):
+    return value.strip() if isinstance(value, str) else repr(value)
+
+
+def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=512):
+    """Turn-1 states with a known right answer, so the warm start also covers the prompts
+    the agents see after a disagreement -> [(state, right program, right tests)]:
+      wrong program: the next problem's (of the same kind) reference on the first max_tests
+                     ground-truth tests (the coder should write the reference, the tester keep
+                     its tests);
+      wrong test:    the reference on those tests with the first expected output replaced by
+                     another test's (the coder should keep its program, the tester fix it).
+    Mismatches come from the sandbox (one run_batch); a state whose program passes anyway is
+    dropped."""
+    problems = [p for p in problems if p.solutions and p.tests]
+    cfg = GameConfig(timeout=timeout, memory_mb=memory_mb)
+    cases = []
+    for kind in (True, False):
+        same = [p for p in problems if (p.fn_name is None) == kind]
+        for i, p in enumerate(same):
+            gt = copy.deepcopy(p.tests[:max_tests])
+            bad = copy.deepcopy(gt)
+            fallback = "0" if p.fn_name is None else None
+            bad[0]["output"] = next(
+                (t["output"] for t in p.tests if _norm(t["output"]) != _norm(gt[0]["output"])),
+                fallback,
+            )
+            for code, tests in (
+                (same[(i + 1) % len(same)].solutions[0], gt),
+                (p.solutions[0], bad),
+            ):
+                state = EpisodeState(
+                    p, len(cases), turn=1, tests=tests, valid=[True] * len(tests), tester_acted=True
+                )
+                cases.append((state, code, p.solutions[0], gt))
+    jobs = [j for state, code, _, _ in cases for j in coder_jobs(state, [code])]
+    results = run_jobs(jobs, run_batch or sandbox.run_batch, timeout, memory_mb)
+    out = []
+    for state, code, right_code, right_tests in cases:
+        ((branch, _),) = score_coders(state, [code], results, cfg)
+        if not all(branch.passed):
+            out.append((branch, right_code, right_tests))
+    return out
+
+
+def warm_start_pairs(problems, roles, max_tests, repairs=()):
+    """SFT pairs (messages, answer): each role's turn-0 prompts -> every reference program (coder,
+    both without tests shown and with the first max_tests ground-truth tests shown, as in
+    tester-first order) / those tests in the tester's format (tester); and for each
+    repair_states entry, its turn-1 prompts -> the right program / the right tests."""
+    pairs = []
+    for p in problems:
+        gt = p.tests[:max_tests]
+        bare = EpisodeState(p, 0)
+        shown = EpisodeState(p, 0, tests=copy.deepcopy(gt), tester_acted=True)
+        if "coder" in roles:
+            pairs += [
+                (coder_messages(s), data.format_answer(code))
+                for s in (bare, shown)
+                for code in p.solutions
+            ]
+        if "tester" in roles:
+            pairs.append(
+                (tester_messages(bare, max_tests), format_tests(gt, p.fn_name, _is_method(p)))
+            )
+    for state, program, tests in repairs:
+        p = state.problem
+        if "coder" in roles:
+            pairs.append((coder_messages(state), data.format_answer(program)))
+        if "tester" in roles:
+            pairs.append(
+                (tester_messages(state, max_tests), format_tests(tests, p.fn_name, _is_method(p)))
+            )
+    return pairs
+
+
+def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
+    """warm_start_pairs tokenized into grpo.Samples (answer + EOS), for grpo.sft(examples=)."""
+    import grpo
+
+    out = []
+    for messages, answer in warm_start_pairs(problems, roles, max_tests, repairs):
+        ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
+        out.append(grpo.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,16 +940,17 @@ def run_episodes(problems, coder_generate, tester_generate, max_turns=5, k=2, al
 # (problem, episode, turn, role) -> one GRPO update per policy -> weight sync into its engine.
 
 AGENT_PRESETS = {
-    # CPU default: tiny model, built-in stdio problems, a few minutes on a shared 2-core box.
+    # CPU default: tiny model, built-in problems, a few minutes on a shared 2-core box.
     # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
     # tokens (mean 26), two ground-truth tests in the tester format <= 96 tokens (mean 84).
+    # 2 turns: the fewest in which each role answers the other (module docstring).
     # grpo's --cpu-threads 1 matters: on a contended 2-core machine 2 threads made HF generate
     # 10-30x slower. The HF engine: the figures in .notes/agents.md were measured with it, and
     # two vLLM engines in one process (per-role) are untested.
     "cpu": dict(out="runs/agents", steps=10, prompts_per_step=4, sft_steps=250, sft_batch=16,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
                 max_turns=2, k=2, micro_batch=16, engine="hf"),
-    # AT-GRPO's reported settings at 1.7B (methods.md section 4).
+    # AT-GRPO's reported settings at 1.7B (methods.md section 4); 5 turns as the public configs.
     "gpu": dict(out="runs/agents-gpu", max_turns=5, k=4, max_new_tokens=4096,
                 tester_max_new_tokens=4096, max_tests=8, lr=1e-6, weight_decay=0.01,
                 eval_temperature=0.6),
@@ -527,20 +963,63 @@ def build_parser():
     p = grpo.build_parser()
     p.prog = "agents.py"
     p.description = ("AT-GRPO: a tester and a coder refine tests and program over turns; GRPO per "
-                     "(problem, turn, agent). CPU default: tiny model on the built-in stdio problems.")
+                     "(problem, turn, agent). CPU default: tiny model on the built-in problems.")
     g = p.add_argument_group("AT-GRPO")
-    g.add_argument("--policy", choices=["shared", "per-role"], default="per-role",
-                   help="one model for both roles (role in the prompt) or one model per role (seed: per-role best)")
-    g.add_argument("--max-turns", type=int, default=2, help="turns per episode (seed 10, public configs 5)")
-    g.add_argument("--k", type=int, default=2, help="candidates per agent per turn, the GRPO group size (paper 4)")
-    g.add_argument("--alpha", type=float, default=0.7, help="weight of the global reward (seed 0.7)")
-    g.add_argument("--catch-bonus", type=float, default=0.0, help="tester bonus per valid test that fails a wrong program")
-    g.add_argument("--max-tests", type=int, default=2, help="tests asked for and kept per tester reply")
+    g.add_argument(
+        "--policy",
+        choices=["shared", "per-role"],
+        default="per-role",
+        help="one model for both roles (role in the prompt) or one model per role "
+        "(seed: per-role best)",
+    )
+    g.add_argument(
+        "--max-turns",
+        type=int,
+        default=10,
+        help="turns per episode (seed config 10; the public configs and --preset gpu 5; "
+        "--preset cpu 2)",
+    )
+    g.add_argument(
+        "--turn-order",
+        choices=sorted(TURN_ORDERS),
+        default="tester-first",
+        help="tester-first: the documented workflow (the coder sees this turn's tests); "
+        "coder-first: the coder acts on last turn's tests, the tester then tests its program",
+    )
+    g.add_argument(
+        "--k",
+        type=int,
+        default=2,
+        help="candidates per agent per turn, the GRPO group size (paper 4)",
+    )
+    g.add_argument(
+        "--alpha", type=float, default=0.7, help="weight of the global reward (seed 0.7)"
+    )
+    g.add_argument("--catch-bonus", type=float, default=1.0,
+                   help="tester bonus per (share of) valid test that the shown wrong program fails")
+    g.add_argument(
+        "--trivial-penalty",
+        type=float,
+        default=0.5,
+        help="tester penalty per (share of) duplicate test or valid test every candidate program "
+        "passes "
+        "while one is wrong (< 1 keeps a valid trivial test above an invalid one)",
+    )
+    g.add_argument("--coverage-weight", type=float, default=0.5,
+                   help="tester bonus times the reference's line coverage under its valid tests")
+    g.add_argument(
+        "--max-tests", type=int, default=2, help="tests asked for and kept per tester reply"
+    )
     g.add_argument("--tester-max-new-tokens", type=int, default=96,
                    help="the tester's response budget (--max-new-tokens is the coder's)")
-    g.add_argument("--repair-sft", type=int, default=1, choices=[0, 1],
-                   help="1: the warm start also trains turn-1 prompts (a wrong program or a wrong test shown; "
-                        "answer: the right program / tests); 0: turn-0 prompts only")
+    g.add_argument(
+        "--repair-sft",
+        type=int,
+        default=1,
+        choices=[0, 1],
+        help="1: the warm start also trains turn-1 prompts (a wrong program or a wrong test shown; "
+        "answer: the right program / tests); 0: turn-0 prompts only",
+    )
     return p
 
 
@@ -589,112 +1068,38 @@ def max_new_tokens(args, role):
 
 def engine_generate(pol, args, rng, temperature, role):
     """A generate function for run_episodes: render, sample one completion per prompt."""
-    import data
-
     def generate(prompts):
         texts = [data.render_prompt(pol.tokenizer, m) for m in prompts]
-        outs = pol.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
-                                   max_new_tokens=max_new_tokens(args, role), seed=rng.randrange(2**31))
+        outs = pol.engine.generate(
+            texts,
+            n=1,
+            temperature=temperature,
+            top_p=args.top_p,
+            max_new_tokens=max_new_tokens(args, role),
+            seed=rng.randrange(2**31),
+        )
         return [o[0] for o in outs]
 
     return generate
 
 
-def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=512):
-    """Turn-1 states with a known right answer, so the warm start also covers the prompts
-    the agents see after a disagreement -> [(state, right program, right tests)]:
-      wrong program: the next problem's reference on the first max_tests ground-truth tests
-                     (the coder should write the reference, the tester keep its tests);
-      wrong test:    the reference on those tests with the first expected output replaced by
-                     another test's output (the coder should keep its program, the tester fix it).
-    Mismatches come from the sandbox (one run_batch); a state whose program passes anyway is dropped."""
-    problems = [p for p in problems if p.fn_name is None and p.solutions and p.tests]
-    if run_batch is None:
-        from sandbox import run_batch
-    cases = []
-    for i, p in enumerate(problems):
-        gt = [dict(t) for t in p.tests[:max_tests]]
-        wrong = problems[(i + 1) % len(problems)].solutions[0]
-        bad = [dict(t) for t in gt]
-        bad[0]["output"] = next((t["output"] for t in p.tests if t["output"].strip() != gt[0]["output"].strip()), "0")
-        cases += [(EpisodeState(p, i), wrong, gt, p.solutions[0], gt), (EpisodeState(p, i), p.solutions[0], bad, p.solutions[0], gt)]
-    keys = [k for state, code, tests, _, _ in cases for k in turn_job_keys(state, [code], [tests])]
-    results = run_jobs(keys, run_batch, timeout, memory_mb)
-    out = []
-    for state, code, tests, right_code, right_tests in cases:
-        branch = make_branch(state, code, tests, [], results)
-        if not branch.agree:
-            out.append((branch, right_code, right_tests))
-    return out
-
-
-def warm_start_pairs(problems, roles, max_tests, repairs=()):
-    """SFT pairs (messages, answer): the turn-0 prompt of each role -> every reference program
-    (coder) / the first max_tests ground-truth tests in the tester's format (tester); and for
-    each repair_states entry, its turn-1 prompt -> the right program / the right tests."""
-    import data
-
-    pairs = []
-    for p in problems:
-        state = EpisodeState(p, 0)
-        if "coder" in roles:
-            pairs += [(coder_messages(state), data.format_answer(s)) for s in p.solutions]
-        if "tester" in roles:
-            pairs.append((tester_messages(state, max_tests), format_tests(p.tests[:max_tests])))
-    for state, program, tests in repairs:
-        if "coder" in roles:
-            pairs.append((coder_messages(state), data.format_answer(program)))
-        if "tester" in roles:
-            pairs.append((tester_messages(state, max_tests), format_tests(tests)))
-    return pairs
-
-
-def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
-    """warm_start_pairs tokenized into grpo.Samples (answer + EOS), for grpo.sft(examples=)."""
-    import data
-    import grpo
-
-    out = []
-    for messages, answer in warm_start_pairs(problems, roles, max_tests, repairs):
-        ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
-        out.append(grpo.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0))
-    return out
-
-
-def tokenizer_texts(problems=None, max_tests=2):
-    """Texts for the tiny tokenizer (model.tiny_corpus) so that tester prompts and answers get
-    merged tokens too: both roles' turn-0 prompts and answers, and one turn-1 prompt per role
-    (a round report with a mismatch), rendered without a chat template as the tiny model is."""
-    import data
-
-    problems = [p for p in (problems or data.builtin_problems()) if p.fn_name is None and p.solutions]
-    texts = []
-    for messages, answer in warm_start_pairs(problems, ROLES, max_tests):
-        texts += [data.render_prompt(None, messages), answer]
-    for p in problems:
-        tests = p.tests[:max_tests]
-        state = EpisodeState(p, 0, turn=1, program=p.solutions[0], tests=tests, passed=[False] * len(tests),
-                             mismatches=[{"input": t["input"], "expected": t["output"], "actual": "0"} for t in tests])
-        texts += [data.render_prompt(None, coder_messages(state)), data.render_prompt(None, tester_messages(state, max_tests))]
-    return texts
-
-
 def torch_optim(policy, lr, weight_decay):
     import torch
 
-    return torch.optim.AdamW(policy.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+    return torch.optim.AdamW(
+        policy.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay
+    )
 
 
-def training_samples(samples, roles, tokenizer, advantages):
-    """run_episodes samples of these roles -> grpo.Sample (prompt ids, sampled ids, advantage)."""
-    import data
+def training_samples(candidates, roles, tokenizer, advantages):
+    """run_episodes candidates of these roles -> grpo.Sample (prompt, sampled ids, advantage)."""
     import grpo
 
     out = []
-    for s, adv in zip(samples, advantages.tolist()):
-        if s.role in roles:
-            ids = tokenizer(data.render_prompt(tokenizer, s.messages))["input_ids"]
-            out.append(grpo.Sample(ids, s.output.token_ids, adv, None, s.reward, key=s.group))
+    for c, adv in zip(candidates, advantages.tolist()):
+        if c.role in roles:
+            ids = tokenizer(data.render_prompt(tokenizer, c.messages))["input_ids"]
+            out.append(grpo.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
     return out
 
 
@@ -703,72 +1108,97 @@ def rl_step(policies, problems, rng, args, d):
     The returned stats are this rank's episodes (rank 0's are logged)."""
     import random
 
-    import grpo
     import torch
+
+    import grpo
 
     # Every rank draws the same global batch and sampling seed (same rng), then takes its own
     # slice and seed: ranks play different episodes, and each episode's groups stay on its rank.
     per_rank = max(1, args.prompts_per_step // d.world)
-    batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * d.world)][d.rank::d.world]
+    batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * d.world)][
+        d.rank :: d.world
+    ]
     sampler = random.Random(rng.randrange(2**31) + d.rank)
     gens = {r: engine_generate(policies[r], args, sampler, args.temperature, r) for r in ROLES}
-    _, samples, stats = run_episodes(batch, gens["coder"], gens["tester"], args.max_turns, args.k, args.alpha,
-                                     args.catch_bonus, args.max_tests, args.test_timeout)
-    # Groups are one episode's K candidates at one turn: they never span problems or ranks.
-    adv = grpo.group_advantages(torch.tensor([s.reward for s in samples]), scale=args.adv_scale,
-                                group_ids=[s.group for s in samples])
+    _, cands, stats = run_episodes(
+        batch, gens["coder"], gens["tester"], cfg=GameConfig.from_args(args)
+    )
+    # Groups are one episode's K candidates at one role step: they never span problems or ranks.
+    adv = grpo.group_advantages(torch.tensor([c.reward for c in cands]), scale=args.adv_scale,
+                                group_ids=[c.group for c in cands])
     for pol, roles in distinct(policies):
-        train = training_samples(samples, roles, pol.tokenizer, adv)
-        st = grpo.train_on_samples(pol.policy, pol.optimizer, train, grpo.grpo_loss_fn(args, pol.ref),
-                                   micro_batch=args.micro_batch, agg=args.agg,
-                                   max_len=max(max_new_tokens(args, r) for r in roles),
-                                   pad_id=pol.tokenizer.pad_token_id, device=d.device,
-                                   max_grad_norm=args.max_grad_norm, temperature=args.temperature)
+        train = training_samples(cands, roles, pol.tokenizer, adv)
+        st = grpo.train_on_samples(
+            pol.policy,
+            pol.optimizer,
+            train,
+            grpo.grpo_loss_fn(args, pol.ref),
+            micro_batch=args.micro_batch,
+            agg=args.agg,
+            max_len=max(max_new_tokens(args, r) for r in roles),
+            pad_id=pol.tokenizer.pad_token_id,
+            device=d.device,
+            max_grad_norm=args.max_grad_norm,
+            temperature=args.temperature,
+        )
         pol.scheduler.step()
         grpo.sync_weights(pol.policy, pol.engine, d)
         stats["/".join(roles) + "_grad_norm"] = st["grad_norm"]
     return stats
 
 
-def episode_record(e):
+def episode_record(e, alone=None):
     """One finished episode as JSON: what was played and how it scored (eval dumps)."""
-    return {"problem": e.problem.id, "turns": e.turn, "agree": e.agree, "gt_pass_rate": e.gt_pass_rate,
-            "coder_alone_global": e.history[0]["coder"]["global"] if e.history else None,
-            "program": e.program, "tests": e.tests, "valid": e.valid, "passed": e.passed}
+    return {
+        "problem": e.problem.id,
+        "turns": e.turn,
+        "agree": e.agree,
+        "gt_pass_rate": e.gt_pass_rate,
+        "coder_alone_global": alone,
+        "program": e.program,
+        "tests": e.tests,
+        "valid": e.valid,
+        "passed": e.passed,
+    }
 
 
 def evaluate(policies, problems, args, d, rng, dump=None):
     """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
-    the coder alone (its turn-0 program: the single-agent baseline, same model and prompt) and
-    the final program after up to max_turns turns with the tester."""
+    the coder alone (its program from the bare problem: the single-agent baseline, same model
+    and prompt) and the final program after up to max_turns turns with the tester."""
     from model import all_reduce_sum
 
     mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
     gens = {r: engine_generate(policies[r], args, rng, args.eval_temperature, r) for r in ROLES}
-    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], args.max_turns, 1, args.alpha,
-                                      args.catch_bonus, args.max_tests, args.test_timeout)
+    cfg = GameConfig.from_args(args, k=1)
+    alone = coder_alone(mine, gens["coder"], cfg)
+    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], cfg=cfg)
     n = all_reduce_sum(len(episodes))
-    alone = all_reduce_sum(sum(e.history[0]["coder"]["global"] == 1.0 for e in episodes))
+    n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
     final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
     agree = all_reduce_sum(sum(e.agree for e in episodes))
     if dump and d.main:  # rank 0's episodes, one JSON line each
         with open(dump, "w") as f:
-            f.writelines(json.dumps(episode_record(e)) + "\n" for e in episodes)
-    return {"pass@1_coder_alone": alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
+            f.writelines(json.dumps(episode_record(e, a)) + "\n" for e, a in zip(episodes, alone))
+    return {"pass@1_coder_alone": n_alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
             "agree_rate": agree / max(n, 1), "episodes": int(n)}
 
 
-REWARD_TERMS = ("coder_global_mean", "coder_local_mean", "coder_reward_mean", "tester_local_mean",
-                "tester_valid_share_mean", "tester_catch_share_mean", "tester_reward_mean", "agree_rate", "pass_at_1")
+REWARD_TERMS = tuple(
+    f"{role}_{name}_mean" for role in ("coder", "tester") for name in TERMS[role]
+) + ("agree_rate", "pass_at_1")
 
 
 def reward_term_means(rows):
     """Mean of each reward term over RL steps (rank 0's episodes), for summary.json."""
-    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS} if rows else {}
+    return (
+        {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
+        if rows
+        else {}
+    )
 
 
 def train(args):
-    import json
     import os
     import random
     import time
@@ -782,20 +1212,32 @@ def train(args):
     log, say = grpo.MetricsLog(args.out, d.main), (print if d.main else (lambda *a, **k: None))
     t0 = time.time()
     train_p, eval_p = grpo.load_problem_sets(args)
-    train_p, eval_p = [p for p in train_p if p.fn_name is None], [p for p in eval_p if p.fn_name is None]
+    # The tester's reward needs a reference solution (LiveCodeBench rows have none).
+    train_p, eval_p = [p for p in train_p if p.solutions], [p for p in eval_p if p.solutions]
     policies = make_policies(args, d)
-    say(f"[agents] {args.policy} policy, {len(train_p)} stdio train / {len(eval_p)} eval problems, "
-        f"K={args.k}, max_turns={args.max_turns}")
+    n_calls = [sum(p.fn_name is not None for p in ps) for ps in (train_p, eval_p)]
+    say(f"[agents] {args.policy} policy, {len(train_p)} train / {len(eval_p)} eval problems "
+        f"({n_calls[0]} / {n_calls[1]} call-based), K={args.k}, max_turns={args.max_turns}, "
+        f"{args.turn_order}")
     # Turn-1 warm-start examples (--repair-sft): without them the model has only seen turn-0
     # prompts, and in our first runs every right turn-0 program was rewritten wrong at turn 1.
-    repairs = repair_states(train_p, args.max_tests, timeout=args.test_timeout) if args.repair_sft and args.max_turns > 1 else []
+    repairs = (
+        repair_states(train_p, args.max_tests, timeout=args.test_timeout)
+        if args.repair_sft and args.max_turns > 1
+        else []
+    )
     for pol, roles in distinct(policies):
         # grpo.sft's warm start on this model's roles (its own AdamW, then a fresh one for RL).
-        grpo.sft(pol.policy, pol.tokenizer, train_p, args, d, lambda row, r="/".join(roles): log({**row, "roles": r}),
-                 examples=warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests, repairs))
+        tag = "/".join(roles)
+        grpo.sft(pol.policy, pol.tokenizer, train_p, args, d,
+                 lambda row, tag=tag: log({**row, "roles": tag}),
+                 examples=warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests,
+                                              repairs))
         grpo.sync_weights(pol.policy, pol.engine, d)
         pol.optimizer = torch_optim(pol.policy, args.lr, args.weight_decay)
-        pol.scheduler = warmup_cosine(pol.optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+        pol.scheduler = warmup_cosine(
+            pol.optimizer, args.warmup_steps, args.steps, args.min_lr_ratio
+        )
     rng = random.Random(args.seed)
     summary = {"before": evaluate(policies, eval_p, args, d, random.Random(args.seed + 7),
                                   os.path.join(args.out, "eval_before.jsonl"))}
@@ -807,15 +1249,25 @@ def train(args):
         stats = rl_step(policies, train_p, rng, args, d)
         history.append(stats)
         log({"phase": "rl", "step": step + 1, "seconds": round(time.time() - t, 1), **stats})
-        say(f"[agents] step {step + 1}: coder reward {stats.get('coder_reward_mean', 0):.3f} tester reward "
-            f"{stats.get('tester_reward_mean', 0):.3f} agree {stats['agree_rate']:.2f} pass@1 {stats['pass_at_1']:.2f}")
+        say(
+            f"[agents] step {step + 1}: coder reward {stats.get('coder_reward_mean', 0):.3f} "
+            f"tester reward {stats.get('tester_reward_mean', 0):.3f} "
+            f"valid {stats.get('tester_valid_share_mean', 0):.2f} "
+            f"catch {stats.get('tester_catch_share_mean', 0):.2f} agree {stats['agree_rate']:.2f} "
+            f"pass@1 {stats['pass_at_1']:.2f}"
+        )
     summary["after"] = evaluate(policies, eval_p, args, d, random.Random(args.seed + 7),
                                 os.path.join(args.out, "eval_after.jsonl"))
     say(f"[agents] after RL: {summary['after']}")
     log({"phase": "eval", "when": "after_rl", **summary["after"]})
     half = len(history) // 2
-    summary.update(policy=args.policy, steps=args.steps, wall_seconds=round(time.time() - t0, 1),
-                   rl_first_half=reward_term_means(history[:half]), rl_second_half=reward_term_means(history[half:]))
+    summary.update(
+        policy=args.policy,
+        steps=args.steps,
+        wall_seconds=round(time.time() - t0, 1),
+        rl_first_half=reward_term_means(history[:half]),
+        rl_second_half=reward_term_means(history[half:]),
+    )
     if d.main:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)

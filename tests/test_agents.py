@@ -1,25 +1,59 @@
 """Tests for agents.py with scripted policies: deterministic callables that return fixed texts.
 
-The programs run in the real sandbox (tiny programs, a few dozen jobs in all).
+The programs run in the real sandbox (tiny programs, a few dozen jobs in all). Hand-worked
+reward numbers use the defaults alpha 0.7, catch_bonus 1, trivial_penalty 0.5, coverage_weight 0.5.
 """
 import pytest
 
 import agents
 import data
-from agents import parse_tests, run_episodes
+from agents import EpisodeState, GameConfig, parse_tests, run_episodes
 
 REF = "a, b = map(int, input().split())\nprint(a + b)\n"
 MINUS = "a, b = map(int, input().split())\nprint(a - b)\n"
 # Right on small inputs only: passes 2 of the 3 ground-truth tests below.
 SMALL_ONLY = "a, b = map(int, input().split())\nprint(a + b if a < 10 else 0)\n"
-GT = [{"input": "1 2\n", "output": "3"}, {"input": "5 7\n", "output": "12"}, {"input": "10 4\n", "output": "14"}]
+GT = [
+    {"input": "1 2\n", "output": "3"},
+    {"input": "5 7\n", "output": "12"},
+    {"input": "10 4\n", "output": "14"},
+]
+# A reference with a branch: executable lines 1, 2, 3, 5 (`else:` holds no bytecode).
+ABS = "n = int(input())\nif n < 0:\n    print(-n)\nelse:\n    print(n)\n"
+ABS_BUG = "n = int(input())\nprint(n)\n"  # wrong on negatives: passes 2 of ABS_GT
+ABS_GT = [
+    {"input": "5\n", "output": "5"},
+    {"input": "-3\n", "output": "3"},
+    {"input": "0\n", "output": "0"},
+]
+ADD = "def add(a, b):\n    return a + b\n"
+ADD_CALLS = [
+    {"input": [1, 2], "output": 3},
+    {"input": [-1, 1], "output": 0},
+    {"input": [10, 5], "output": 15},
+]
 
 
-def make_problem(pid="add", reference=REF, fn_name=None):
+def make_problem(pid="add", reference=REF, fn_name=None, tests=GT, starter=""):
     return data.Problem(
-        id=pid, source="test", question=f"[{pid}] Read two integers a and b and print a + b.",
-        starter_code="", fn_name=fn_name, tests=GT, solutions=[reference], difficulty="easy", metadata={},
+        id=pid,
+        source="test",
+        question=f"[{pid}] Read two integers a and b and print a + b.",
+        starter_code=starter,
+        fn_name=fn_name,
+        tests=tests,
+        solutions=[reference],
+        difficulty="easy",
+        metadata={},
     )
+
+
+def abs_problem():
+    return make_problem("abs", ABS, tests=ABS_GT)
+
+
+def call_problem():
+    return make_problem("addf", ADD, fn_name="add", tests=ADD_CALLS, starter="def add(a, b):\n")
 
 
 def code(program):
@@ -27,31 +61,44 @@ def code(program):
 
 
 def blocks(*pairs):
-    return "\n".join(f"**Test Input:**\n```\n{i}\n```\n**Test Output:**\n```\n{o}\n```" for i, o in pairs)
+    return "\n".join(
+        f"**Test Input:**\n```\n{i}\n```\n**Test Output:**\n```\n{o}\n```" for i, o in pairs
+    )
+
+
+def asserts(*lines):
+    return "```python\n" + "\n".join(lines) + "\n```"
 
 
 GOOD_TESTS = blocks(("1 1", "2"), ("20 3", "23"))
 ONE_WRONG = blocks(("1 1", "2"), ("2 2", "5"))  # 2 + 2 is not 5: the reference disagrees
+# For SMALL_ONLY (wrong when a >= 10): "20 3" catches it, "1 1" and "2 3" do not.
+DISCRIMINATING = GOOD_TESTS
+TRIVIAL = blocks(("1 1", "2"), ("2 3", "5"))
+INVALID = blocks(("1 1", "3"), ("2 2", "5"))
+CATCH_AND_WRONG = blocks(("20 3", "23"), ("2 2", "5"))
 
 
 class Scripted:
     """A generate function: policy(messages, candidate_index) -> text; records every prompt."""
 
-    def __init__(self, policy):
-        self.policy, self.prompts, self.calls = policy, [], 0
+    def __init__(self, policy, name=None, log=None):
+        self.policy, self.prompts, self.calls, self.name, self.log = policy, [], 0, name, log
 
     def __call__(self, prompts):
         self.calls += 1
         self.prompts += prompts
+        if self.log is not None:
+            self.log.append(self.name)
         k = 1
         while k < len(prompts) and prompts[k] is prompts[0]:
             k += 1  # prompts arrive as each state's prompt repeated k times
         return [self.policy(p, i % k) for i, p in enumerate(prompts)]
 
 
-def fixed(*texts):
+def fixed(*texts, **kw):
     """Candidate i always answers texts[i] (cycling when there are fewer texts than candidates)."""
-    return Scripted(lambda messages, i: texts[i % len(texts)])
+    return Scripted(lambda messages, i: texts[i % len(texts)], **kw)
 
 
 def by_role(samples, role, turn=None):
@@ -63,7 +110,10 @@ def by_role(samples, role, turn=None):
 
 def test_parse_tests_formats_and_counted_failures():
     tests, failed = parse_tests(GOOD_TESTS)
-    assert tests == [{"input": "1 1\n", "output": "2"}, {"input": "20 3\n", "output": "23"}] and failed == 0
+    assert (
+        tests == [{"input": "1 1\n", "output": "2"}, {"input": "20 3\n", "output": "23"}]
+        and failed == 0
+    )
     # Language tags, inline fences and a colon outside the bold all parse.
     tests, failed = parse_tests("**Test Input:** ```text\n3 4\n```\nTest Output: ```7```")
     assert tests == [{"input": "3 4\n", "output": "7"}] and failed == 0
@@ -72,8 +122,30 @@ def test_parse_tests_formats_and_counted_failures():
     assert parse_tests(broken) == ([{"input": "2 2\n", "output": "4"}], 1)
     assert parse_tests("I think the code is fine.") == ([], 1)
     assert parse_tests(None) == ([], 1)
-    assert parse_tests(blocks(*[(f"{i} 0", str(i)) for i in range(5)]), max_tests=3)[0][2]["input"] == "2 0\n"
+    assert (
+        parse_tests(blocks(*[(f"{i} 0", str(i)) for i in range(5)]), max_tests=3)[0][2]["input"]
+        == "2 0\n"
+    )
     assert len(parse_tests(blocks(*[(f"{i} 0", str(i)) for i in range(5)]), max_tests=3)[0]) == 3
+
+
+def test_parse_call_tests_literals_only_and_round_trip():
+    text = asserts("assert add(1, 2) == 3", "assert Solution().add([1, 'a'], (2,)) == {'x': None}",
+                   "assert add(x, 2) == 3", "assert add(1, b=2) == 3", "assert sub(1, 2) == -1",
+                   "assert add(1, 2) != 3", "assert add(1, 2 == 3")
+    tests, failed = parse_tests(text, max_tests=8, fn_name="add")
+    assert tests == [
+        {"input": [1, 2], "output": 3},
+        {"input": [[1, "a"], (2,)], "output": {"x": None}},
+    ]
+    assert failed == 5  # a name, a keyword, another function, != and a syntax error
+    assert parse_tests("no asserts here", fn_name="add") == ([], 1)
+    assert (
+        len(parse_tests(asserts(*[f"assert add({i}, 0) == {i}" for i in range(5)]), 3, "add")[0])
+        == 3
+    )
+    for method in (False, True):
+        assert parse_tests(agents.format_tests(tests, "add", method), fn_name="add") == (tests, 0)
 
 
 def test_format_tests_round_trips():
@@ -84,63 +156,145 @@ def test_format_tests_round_trips():
 # --------------------------------------------------------------------------- reward equations
 
 
-def test_reward_equations():
-    passed, valid = [True, False, False, True], [True, True, False, False]
-    assert agents.coder_local(passed, valid) == 0.5  # 1 of the 2 valid tests
+def test_reward_equations_by_hand():
+    valid, dup = [True, True, False, True], [False, False, False, True]
+    shown_passed = [True, False, False, False]
+    # caught: valid, not a duplicate, failed by the shown program, which is wrong on the GT
+    assert agents.caught_flags(valid, dup, shown_passed, shown_wrong=True) == [
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert agents.caught_flags(valid, dup, shown_passed, shown_wrong=False) == [False] * 4
+    # trivial: duplicates, or valid tests that every candidate passes while one is wrong
+    cands = [[True, False, True, True], [True, True, True, False]]
+    assert agents.trivial_flags(valid, dup, cands, any_wrong=True) == [True, False, False, True]
+    assert agents.trivial_flags(valid, dup, cands, any_wrong=False) == [False, False, False, True]
+    assert agents.trivial_flags(valid, dup, [], any_wrong=True) == [False, False, False, True]
+    assert agents.duplicates(
+        [{"input": "1  2\n"}, {"input": "1 2"}, {"input": [1]}, {"input": [1]}]
+    ) == [False, True, False, True]
+    # l_T = 3/4 + 1 * 1/4 + 0.5 * 0.75 - 0.5 * 2/4 = 1.125
+    terms = agents.tester_local(
+        valid, [False, True, False, False], [True, False, False, True], 0.75
+    )
+    assert terms == pytest.approx({"local": 1.125, "valid_share": 0.75, "catch_share": 0.25,
+                                   "trivial_share": 0.5, "coverage": 0.75})
+    assert agents.tester_local([], [], [], 0.0)["local"] == 0.0
+    assert agents.coder_local([True, False, False, True], [True, True, False, False]) == 0.5
     assert agents.coder_local([True], [False]) == 0.0  # no valid test: no signal
-    # valid share 2/4; caught = valid and failed = test 1 -> 1/4; bonus only when g < 1
-    assert agents.tester_local(passed, valid, 0.5, catch_bonus=0.4) == pytest.approx((0.5 + 0.4 * 0.25, 0.5, 0.25))
-    assert agents.tester_local(passed, valid, 1.0, catch_bonus=0.4) == pytest.approx((0.5, 0.5, 0.0))
-    assert agents.tester_local([], [], 0.0) == (0.0, 0.0, 0.0)
     assert agents.final_reward(0.5, 0.2, alpha=0.7) == pytest.approx(0.55)
 
 
-# --------------------------------------------------------------------------- the loop
+def test_coverage_is_the_reference_line_share_under_valid_tests():
+    from sandbox import run_tests
+    assert agents.static_lines(ABS) == {1, 2, 3, 5} and agents.static_lines("def (") == set()
+    res = run_tests(
+        ABS, [{"input": "5\n", "output": "5"}, {"input": "-3\n", "output": "3"}], coverage=True
+    )
+    assert agents.coverage_share(res, [True, False], 4) == 0.75  # lines 1, 2, 5
+    assert agents.coverage_share(res, [True, True], 4) == 1.0
+    assert (
+        agents.coverage_share(res, [False, False], 4) == 0.0
+        and agents.coverage_share(None, [True], 4) == 0.0
+    )
 
 
-def test_group_keys_hold_problem_turn_role_and_never_merge_problems():
-    problems = [make_problem("p0"), make_problem("p1"), make_problem("p2")]
-    coder = fixed(code(MINUS), code(SMALL_ONLY))  # never agrees with GOOD_TESTS (20 3 -> 23)
-    episodes, samples, stats = run_episodes(problems, coder, fixed(GOOD_TESTS, ONE_WRONG), max_turns=2, k=2)
-    keys = {s.group for s in samples}
-    assert keys == {(f"p{p}", p, t, r) for p in range(3) for t in range(2) for r in ("tester", "coder")}
-    ids = agents.group_ids(samples)
-    assert len(set(ids)) == 12
-    for gid in set(ids):
-        members = [s for s, g in zip(samples, ids) if g == gid]
-        assert len(members) == 2  # K candidates per group
-        assert len({s.group[0] for s in members}) == 1  # one problem per group (the index defect)
-        assert members[0].messages == members[1].messages  # every candidate saw the same state
-        assert f"[{members[0].group[0]}]" in members[0].messages[1]["content"]
-    assert stats["sandbox_calls"] == 2 and coder.calls == 2
+def test_every_tester_term_in_one_episode_by_hand():
+    """Coder first (the tester is shown a program): coder candidates ABS_BUG (g = 2/3), no code."""
+    coder = fixed(code(ABS_BUG), "no code, sorry")
+    tester = fixed(blocks(("-4", "4"), ("7", "7"), ("7", "7")), blocks(("3", "3"), ("-2", "5")))
+    episodes, samples, stats = run_episodes(
+        [abs_problem()], coder, tester, max_turns=1, k=2, turn_order="coder-first"
+    )
+    c_bug, c_none = by_role(samples, "coder")
+    assert c_bug.terms == pytest.approx(
+        {"global": 2 / 3, "local": 0.0, "reward": 0.7 * 2 / 3}
+    )  # no tests yet
+    assert c_none.terms == pytest.approx({"global": 0.0, "local": 0.0, "reward": 0.0})
+    t_a, t_b = by_role(samples, "tester")
+    # A: all valid; "-4" catches ABS_BUG; "7" every program passes (trivial), the 2nd "7" is a
+    # duplicate;
+    # coverage {1,2,3} u {1,2,5} = 4/4.  l = 1 + 1/3 + 0.5 * 1 - 0.5 * 2/3 = 1.5
+    assert t_a.terms == pytest.approx(
+        {
+            "global": 2 / 3,
+            "local": 1.5,
+            "valid_share": 1.0,
+            "catch_share": 1 / 3,
+            "trivial_share": 2 / 3,
+            "duplicate_share": 1 / 3,
+            "coverage": 1.0,
+            "n_tests": 3,
+            "reward": 0.7 * 2 / 3 + 1.5,
+        }
+    )
+    # B: "3" valid but trivial, "-2 -> 5" invalid; coverage of "3": lines 1, 2, 5 = 3/4.
+    # l = 1/2 + 0 + 0.5 * 0.75 - 0.5 * 1/2 = 0.625
+    assert t_b.terms == pytest.approx(
+        {
+            "global": 2 / 3,
+            "local": 0.625,
+            "valid_share": 0.5,
+            "catch_share": 0.0,
+            "trivial_share": 0.5,
+            "duplicate_share": 0.0,
+            "coverage": 0.75,
+            "n_tests": 2,
+            "reward": 0.7 * 2 / 3 + 0.625,
+        }
+    )
+    (ep,) = episodes
+    assert ep.history[0]["tester_choice"] == 0 and ep.passed == [False, True, True] and not ep.agree
+    assert stats["tester_catch_share_mean"] == pytest.approx(1 / 6) and stats["tests_caught"] == 1
+    assert stats["tester_coverage_mean"] == pytest.approx(0.875) and stats["tests_trivial"] == 3
 
 
-def test_repeated_problem_gets_separate_groups():
-    problems = [make_problem("p0"), make_problem("p0")]
-    _, samples, _ = run_episodes(problems, fixed(code(MINUS)), fixed(GOOD_TESTS), max_turns=1, k=1)
-    assert {s.group for s in samples} == {("p0", e, 0, r) for e in (0, 1) for r in ("tester", "coder")}
+def test_coder_without_code_gives_the_tester_no_catch():
+    tester = fixed(blocks(("-4", "4"), ("7", "7"), ("7", "7")))
+    _, samples, _ = run_episodes(
+        [abs_problem()], fixed("I give up."), tester, max_turns=1, k=1, turn_order="coder-first"
+    )
+    (t,) = by_role(samples, "tester")
+    # nothing caught, no program to be trivial against: only the duplicate. l = 1 + 0.5 - 0.5/3
+    assert t.terms["catch_share"] == 0.0 and t.terms["trivial_share"] == pytest.approx(1 / 3)
+    assert t.terms["local"] == pytest.approx(1 + 0.5 - 0.5 / 3) and t.terms["global"] == 0.0
 
 
-def test_wrong_tester_test_lowers_tester_reward_not_coder_global():
-    rewards = {}
-    for name, tester in (("good", GOOD_TESTS), ("wrong", ONE_WRONG)):
-        _, samples, _ = run_episodes([make_problem()], fixed(code(SMALL_ONLY)), fixed(tester), max_turns=1, k=1)
-        rewards[name] = {s.role: s.terms for s in samples}
-    assert rewards["good"]["tester"]["valid_share"] == 1.0 and rewards["wrong"]["tester"]["valid_share"] == 0.5
-    assert rewards["wrong"]["tester"]["reward"] < rewards["good"]["tester"]["reward"]
-    assert rewards["good"]["coder"]["global"] == rewards["wrong"]["coder"]["global"] == pytest.approx(2 / 3)
+@pytest.mark.parametrize("order", ["tester-first", "coder-first"])
+def test_discriminating_beats_trivial_beats_invalid_for_the_same_buggy_program(order):
+    tester = fixed(DISCRIMINATING, TRIVIAL, INVALID)
+    _, samples, _ = run_episodes(
+        [make_problem()], fixed(code(SMALL_ONLY)), tester, max_turns=2, k=3, turn_order=order
+    )
+    turn = 1 if order == "tester-first" else 0  # the first tester step that is shown SMALL_ONLY
+    disc, triv, inv = by_role(samples, "tester", turn)
+    g = 0.7 * 2 / 3
+    assert disc.reward == pytest.approx(g + 1 + 0.5 + 0.5 - 0.25)  # caught 1/2, trivial 1/2 ("1 1")
+    assert triv.reward == pytest.approx(g + 1 + 0.5 - 0.5)  # both tests pass every candidate
+    assert inv.reward == pytest.approx(g + 0.0)  # no valid test: no coverage either
+    assert disc.reward > triv.reward > inv.reward
 
 
-def test_tester_candidates_with_different_tests_get_different_rewards():
-    """The shared-copy defect: every tester candidate is scored in its own branch."""
-    _, samples, stats = run_episodes([make_problem()], fixed(code(REF)), fixed(GOOD_TESTS, ONE_WRONG), max_turns=1, k=2)
-    good, wrong = by_role(samples, "tester")
-    assert good.terms["valid_share"] == 1.0 and wrong.terms["valid_share"] == 0.5
-    assert good.reward == pytest.approx(0.7 * 1.0 + 1.0) and wrong.reward == pytest.approx(0.7 * 1.0 + 0.5)
-    assert stats["tester_valid_share_mean"] == pytest.approx(0.75)
+def test_the_best_reward_tester_branch_is_continued_not_the_most_valid():
+    """TRIVIAL has the higher valid share (1 vs 1/2), CATCH_AND_WRONG the higher reward."""
+    coder = Scripted(lambda m, i: code(SMALL_ONLY))
+    tester = fixed(TRIVIAL, CATCH_AND_WRONG)
+    episodes, samples, _ = run_episodes(
+        [make_problem()], coder, tester, max_turns=2, k=2, turn_order="coder-first"
+    )
+    triv, catch = by_role(samples, "tester", 0)
+    assert triv.terms["valid_share"] == 1.0 and catch.terms["valid_share"] == 0.5
+    assert catch.reward == pytest.approx(0.7 * 2 / 3 + 0.5 + 0.5 + 0.5)  # caught 1/2, coverage 1
+    assert triv.reward == pytest.approx(0.7 * 2 / 3 + 1 + 0.5 - 0.5) and triv.reward < catch.reward
+    (ep,) = episodes
+    assert ep.history[0]["tester_choice"] == 1
+    (turn1_coder_prompt,) = {m[1]["content"] for m in coder.prompts[2:]}
+    assert "20 3" in turn1_coder_prompt and "2 3" not in turn1_coder_prompt
 
 
-def test_later_rewards_read_the_chosen_branch_not_a_stale_copy():
+def test_later_rewards_read_the_chosen_coder_branch_not_a_stale_copy():
     """Turn 0: coder candidate 1 is right and chosen. Turn 1: the coder keeps the program its
     prompt shows; if that prompt came from a stale copy (candidate 0), the turn-1 reward drops."""
     def coder_policy(messages, i):
@@ -158,8 +312,164 @@ def test_later_rewards_read_the_chosen_branch_not_a_stale_copy():
     (ep,) = episodes
     assert ep.program.strip() == REF.strip() and ep.gt_pass_rate == 1.0 and ep.turn == 2
     assert [h["coder_choice"] for h in ep.history] == [1, 0]
-    # The mismatch shown at turn 1 is the chosen program's: 2 2 -> expected 5, actual 4.
+    # The mismatch shown at turn 1 (to the tester, then the coder) is the chosen program's:
+    # 2 2 -> expected 5, actual 4.
     assert "```\n5\n```\nProgram's actual output:\n```\n4" in turn1[0].messages[1]["content"]
+
+
+def test_every_branch_owns_deep_copies():
+    """Mutating one branch (its tests, flags, history, candidate list) changes no other branch,
+    nor the parent state, nor the parsed test sets; the read-only problem is shared."""
+    problem = make_problem()
+    parent = EpisodeState(problem, 0, program=SMALL_ONLY, gt_pass_rate=2 / 3, coder_acted=True,
+                          coder_candidates=[(SMALL_ONLY, 2 / 3)], history=[{"turn": 0}])
+    sets = [parse_tests(GOOD_TESTS)[0], parse_tests(GOOD_TESTS)[0]]
+    cfg = GameConfig()
+    results = agents.run_jobs(
+        agents.tester_jobs(parent, sets), __import__("sandbox").run_batch, 5.0, 512
+    )
+    (b0, _), (b1, _) = agents.score_testers(parent, sets, results, cfg)
+    b0.tests[0]["input"] = "9 9\n"
+    b0.valid[0] = False
+    b0.passed.append(True)
+    b0.history[0]["turn"] = 99
+    b0.coder_candidates.append(("x", 0.0))
+    assert b1.tests == sets[1] == sets[0] == parse_tests(GOOD_TESTS)[0]
+    assert (
+        b1.valid == [True, True]
+        and len(b1.passed) == 2
+        and b1.history == [{"turn": 0}] == parent.history
+    )
+    assert b1.coder_candidates == [(SMALL_ONLY, 2 / 3)] == parent.coder_candidates
+    assert b0.problem is b1.problem is problem
+    # Coder branches start from one state's tests: each holds its own copy.
+    results = agents.run_jobs(
+        agents.coder_jobs(b1, [REF, MINUS]), __import__("sandbox").run_batch, 5.0, 512
+    )
+    (c0, t0), (c1, t1) = agents.score_coders(b1, [REF, MINUS], results, cfg)
+    assert (t0["global"], t1["global"]) == (1.0, 0.0)
+    c0.tests.clear()
+    c0.valid.clear()
+    assert len(c1.tests) == len(b1.tests) == 2 and c1.valid == b1.valid == [True, True]
+
+
+def test_call_based_episode_end_to_end():
+    """The tester writes asserts, the coder writes the function, the sandbox runs both (fn_name)."""
+    def coder_policy(messages, i):
+        if "The coder's last program" in messages[1]["content"]:
+            return code(ADD)
+        return code(["def add(a, b):\n    return a - b\n", "def add(a, b):\n    return a * b\n"][i])
+
+    coder = Scripted(coder_policy)
+    tester = fixed(asserts("assert add(1, 2) == 3", "assert add(2, 2) == 5"),
+                   asserts("assert add(10, -3) == 7", "assert add(0, 0) == 0"))
+    episodes, samples, stats = run_episodes([call_problem()], coder, tester, max_turns=3, k=2)
+    (ep,) = episodes
+    assert (
+        ep.agree and ep.turn == 2 and ep.gt_pass_rate == 1.0 and stats["call_based_episodes"] == 1
+    )
+    assert (
+        "You are the tester. Write unit tests for the function `add`"
+        in tester.prompts[0][0]["content"]
+    )
+    # Turn 0, no program yet: validity and coverage only (def line + return line = 2/2).
+    t0 = by_role(samples, "tester", 0)
+    assert [t.terms["valid_share"] for t in t0] == [0.5, 1.0] and [t.reward for t in t0] == [
+        1.0,
+        1.5,
+    ]
+    # The coder saw the chosen tests; a - b and a * b fail every ground-truth call, pass add(0, 0).
+    c0 = by_role(samples, "coder", 0)
+    assert "assert add(10, -3) == 7" in c0[0].messages[1]["content"]
+    assert [c.terms["global"] for c in c0] == [0.0, 0.0] and [c.terms["local"] for c in c0] == [
+        0.5,
+        0.5,
+    ]
+    # Turn 1, shown a - b: each set catches one test; add(0, 0) is passed by both candidates.
+    t1 = by_role(samples, "tester", 1)
+    assert [t.terms["catch_share"] for t in t1] == [0.5, 0.5] and [
+        t.terms["trivial_share"] for t in t1
+    ] == [0, 0.5]
+    assert [t.reward for t in t1] == pytest.approx([0.5 + 0.5 + 0.5, 1 + 0.5 + 0.5 - 0.25])
+    shown = by_role(samples, "coder", 1)[0].messages[1]["content"]
+    assert (
+        "Input:\n```\nadd(10, -3)\n```\nTester's expected output:\n```\n7\n```\n"
+        "Program's actual output:\n```\n13"
+        in shown
+    )
+    assert [c.reward for c in by_role(samples, "coder", 1)] == pytest.approx([1.7, 1.7])
+
+
+def test_turn_order_tester_first_by_default_coder_first_by_flag():
+    problem = make_problem()
+    for order, expected in (
+        ("tester-first", ["tester", "coder"] * 2),
+        ("coder-first", ["coder", "tester"] * 2),
+    ):
+        log = []
+        coder = fixed(code(SMALL_ONLY), name="coder", log=log)
+        tester = fixed(DISCRIMINATING, name="tester", log=log)
+        kwargs = {} if order == "tester-first" else {"turn_order": order}
+        run_episodes([problem], coder, tester, max_turns=2, k=1, **kwargs)
+        assert log == expected
+        coder0, tester0 = coder.prompts[0][1]["content"], tester.prompts[0][1]["content"]
+        if order == "tester-first":  # the coder sees THIS turn's tests; the tester saw no program
+            assert (
+                "The tester's tests:" in coder0
+                and "20 3" in coder0
+                and "last program" not in tester0
+            )
+        else:  # the coder starts from the bare problem; the tester sees this turn's program
+            assert coder.prompts[0] == agents.coder_messages(EpisodeState(problem, 0))
+            assert "The coder's last program" in tester0 and "a < 10" in tester0
+    assert GameConfig().turn_order == "tester-first"
+    with pytest.raises(ValueError, match="turn_order"):
+        GameConfig(turn_order="both")
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def test_group_keys_hold_problem_turn_role_and_never_merge_problems():
+    problems = [make_problem("p0"), make_problem("p1"), make_problem("p2")]
+    coder = fixed(code(MINUS), code(SMALL_ONLY))  # never agrees with GOOD_TESTS (20 3 -> 23)
+    episodes, samples, stats = run_episodes(
+        problems, coder, fixed(GOOD_TESTS, ONE_WRONG), max_turns=2, k=2
+    )
+    keys = {s.group for s in samples}
+    assert keys == {
+        (f"p{p}", p, t, r) for p in range(3) for t in range(2) for r in ("tester", "coder")
+    }
+    ids = agents.group_ids(samples)
+    assert len(set(ids)) == 12
+    for gid in set(ids):
+        members = [s for s, g in zip(samples, ids) if g == gid]
+        assert len(members) == 2  # K candidates per group
+        assert len({s.group[0] for s in members}) == 1  # one problem per group (the index defect)
+        assert members[0].messages == members[1].messages  # every candidate saw the same state
+        assert f"[{members[0].group[0]}]" in members[0].messages[1]["content"]
+    assert stats["sandbox_calls"] == 4 and coder.calls == 2  # one run_batch per role step
+
+
+def test_repeated_problem_gets_separate_groups():
+    problems = [make_problem("p0"), make_problem("p0")]
+    _, samples, _ = run_episodes(problems, fixed(code(MINUS)), fixed(GOOD_TESTS), max_turns=1, k=1)
+    assert {s.group for s in samples} == {
+        ("p0", e, 0, r) for e in (0, 1) for r in ("tester", "coder")
+    }
+
+
+def test_tester_candidates_with_different_tests_get_different_rewards():
+    """The shared-copy defect: every tester candidate is scored in its own branch."""
+    _, samples, stats = run_episodes(
+        [make_problem()], fixed(code(REF)), fixed(GOOD_TESTS, ONE_WRONG), max_turns=1, k=2
+    )
+    good, wrong = by_role(samples, "tester")
+    assert good.terms["valid_share"] == 1.0 and wrong.terms["valid_share"] == 0.5
+    # turn 0, tester first: nothing shown yet, so validity + 0.5 * coverage (REF: 2 of 2 lines)
+    assert good.reward == pytest.approx(1.0 + 0.5) and wrong.reward == pytest.approx(0.5 + 0.5)
+    assert stats["tester_valid_share_mean"] == pytest.approx(0.75)
+    assert by_role(samples, "coder")[0].terms["local"] == 1.0  # REF on GOOD_TESTS (the chosen set)
 
 
 def test_tester_reward_uses_the_reference_solution():
@@ -167,20 +477,22 @@ def test_tester_reward_uses_the_reference_solution():
     minus_tests = blocks(("5 3", "2"), ("9 1", "8"))
     rewards = {}
     for name, reference in (("plus", REF), ("minus", MINUS)):
-        episodes, samples, _ = run_episodes([make_problem(reference=reference)], fixed(code(MINUS)), fixed(minus_tests), max_turns=1, k=1)
+        episodes, samples, _ = run_episodes(
+            [make_problem(reference=reference)],
+            fixed(code(MINUS)),
+            fixed(minus_tests),
+            max_turns=1,
+            k=1,
+        )
         assert episodes[0].agree  # the program passes the tester's tests either way
         rewards[name] = {s.role: s.terms for s in samples}
-    assert rewards["plus"]["tester"]["valid_share"] == 0.0 and rewards["minus"]["tester"]["valid_share"] == 1.0
-    assert rewards["plus"]["coder"]["local"] == 0.0  # agreeing with wrong tests earns the coder nothing
-
-
-def test_catch_bonus_rewards_tests_that_fail_a_wrong_program():
-    _, samples, _ = run_episodes([make_problem()], fixed(code(SMALL_ONLY)), fixed(GOOD_TESTS), max_turns=1, k=1, catch_bonus=0.5)
-    (tester,) = by_role(samples, "tester")
-    # "20 3" is valid and SMALL_ONLY prints 0: 1 caught test of 2.
-    assert tester.terms["catch_share"] == 0.5 and tester.terms["local"] == pytest.approx(1.0 + 0.5 * 0.5)
-    _, samples, _ = run_episodes([make_problem()], fixed(code(REF)), fixed(GOOD_TESTS), max_turns=1, k=1, catch_bonus=0.5)
-    assert by_role(samples, "tester")[0].terms["catch_share"] == 0.0
+    assert (
+        rewards["plus"]["tester"]["valid_share"] == 0.0
+        and rewards["minus"]["tester"]["valid_share"] == 1.0
+    )
+    assert (
+        rewards["plus"]["coder"]["local"] == 0.0
+    )  # agreeing with wrong tests earns the coder nothing
 
 
 def test_episode_that_agrees_stops_generating():
@@ -194,12 +506,14 @@ def test_episode_that_agrees_stops_generating():
     coder = Scripted(lambda m, i: code(REF) if "[easy]" in m[1]["content"] else code(MINUS))
     tester = Scripted(lambda m, i: GOOD_TESTS)
     problems = [make_problem("easy"), make_problem("hard")]
-    episodes, samples, stats = run_episodes(problems, coder, tester, max_turns=3, k=2, run_batch=counting_run_batch)
+    episodes, samples, stats = run_episodes(
+        problems, coder, tester, max_turns=3, k=2, run_batch=counting_run_batch
+    )
     for agent in (coder, tester):
         assert sum("[easy]" in p[1]["content"] for p in agent.prompts) == 2  # turn 0 only, K = 2
         assert sum("[hard]" in p[1]["content"] for p in agent.prompts) == 6  # 3 turns x K
         assert agent.calls == 3
-    assert len(calls) == 3 and stats["sandbox_calls"] == 3  # one run_batch per turn
+    assert len(calls) == 6 and stats["sandbox_calls"] == 6  # one run_batch per role step
     assert [(e.done, e.turn) for e in episodes] == [(True, 1), (False, 3)]
     assert len(samples) == 2 * 2 + 3 * 2 * 2
     assert stats["agree_rate"] == 0.5 and stats["pass_at_1"] == 0.5
@@ -212,23 +526,33 @@ def test_unparsable_outputs_are_counted_not_fatal():
     assert stats["coder_replies_without_code"] == 1
     assert stats["tester_replies_without_tests"] == 1 and stats["tester_blocks_failed"] == 2
     no_tests, good = by_role(samples, "tester")
-    assert no_tests.terms["local"] == 0.0 and no_tests.terms["n_tests"] == 0 and good.terms["n_tests"] == 2
+    assert (
+        no_tests.terms["local"] == 0.0
+        and no_tests.terms["n_tests"] == 0
+        and good.terms["n_tests"] == 2
+    )
     no_code, ref = by_role(samples, "coder")
     assert no_code.reward == 0.0 and ref.reward == pytest.approx(1.7)
     assert episodes[0].agree
 
 
 def test_no_tests_never_counts_as_agreement():
-    episodes, _, _ = run_episodes([make_problem()], fixed(code(REF)), fixed("no tests here"), max_turns=2, k=1)
+    episodes, _, _ = run_episodes(
+        [make_problem()], fixed(code(REF)), fixed("no tests here"), max_turns=2, k=1
+    )
     assert not episodes[0].agree and episodes[0].turn == 2
     assert "no parsable tests" in agents.coder_messages(episodes[0])[1]["content"]
 
 
-def test_call_based_problems_are_skipped():
-    problems = [make_problem("fn", fn_name="add"), make_problem("io")]
-    episodes, samples, stats = run_episodes(problems, fixed(code(REF)), fixed(GOOD_TESTS), max_turns=1, k=1)
-    assert [e.problem.id for e in episodes] == ["io"] and stats["skipped_call_based"] == 1
-    assert {s.group[0] for s in samples} == {"io"}
+def test_program_that_does_not_compile_never_agrees():
+    """The sandbox gives no per-test results after a compile error: every test counts as failed."""
+    episodes, samples, _ = run_episodes(
+        [make_problem()], fixed(code("print(")), fixed(GOOD_TESTS), max_turns=1, k=1
+    )
+    (ep,) = episodes
+    assert not ep.agree and ep.passed == [False, False] and len(ep.mismatches) == 2
+    assert "compile_error" in ep.mismatches[0]["actual"]
+    assert by_role(samples, "coder")[0].terms["local"] == 0.0
 
 
 def test_generate_may_return_completions_and_must_return_one_per_prompt():
@@ -236,9 +560,21 @@ def test_generate_may_return_completions_and_must_return_one_per_prompt():
     coder = Scripted(lambda m, i: SimpleNamespace(text=code(REF), token_ids=[1, 2, 3]))
     _, samples, _ = run_episodes([make_problem()], coder, fixed(GOOD_TESTS), max_turns=1, k=2)
     c0, _ = by_role(samples, "coder")
-    assert c0.output.token_ids == [1, 2, 3] and c0.response == code(REF) and c0.terms["global"] == 1.0
+    assert (
+        c0.output.token_ids == [1, 2, 3] and c0.response == code(REF) and c0.terms["global"] == 1.0
+    )
     with pytest.raises(ValueError, match="one text per prompt"):
         run_episodes([make_problem()], fixed(code(REF)), lambda prompts: ["x"], max_turns=1, k=2)
+
+
+def test_coder_alone_sees_the_bare_problem():
+    coder = fixed(code(SMALL_ONLY))
+    assert agents.coder_alone([make_problem(), call_problem()], coder) == pytest.approx(
+        [2 / 3, 0.0]
+    )
+    assert coder.calls == 1 and coder.prompts[0] == agents.coder_messages(
+        EpisodeState(make_problem(), 0)
+    )
 
 
 # --------------------------------------------------------------------------- training glue
@@ -262,25 +598,88 @@ def test_warm_start_examples_follow_the_roles():
     problem = make_problem()
     problem.solutions = [REF, "print(sum(map(int, input().split())))\n"]
     coder_only = agents.warm_start_examples(tok, [problem], ["coder"], max_tests=2)
-    both = agents.warm_start_examples(tok, [problem], ["tester", "coder"], max_tests=2)
-    assert len(coder_only) == 2 and len(both) == 3  # one per reference program + one tester example
-    answers = {tok.decode(s.response_ids): tok.decode(s.prompt_ids) for s in both}
+    both = agents.warm_start_examples(
+        tok, [problem, call_problem()], ["tester", "coder"], max_tests=2
+    )
+    assert len(coder_only) == 4  # each reference, without and with the GT tests shown
+    assert len(both) == 4 + 1 + 2 + 1  # + one tester example per problem
+    pairs = [(tok.decode(s.prompt_ids), tok.decode(s.response_ids)) for s in both]
     assert all(s.response_ids[-1] == tok.eos_token_id for s in both)
-    (tester_answer,) = [a for a, prompt in answers.items() if "You are the tester" in prompt]
-    assert parse_tests(tester_answer) == ([{"input": t["input"], "output": t["output"].strip()} for t in GT[:2]], 0)
-    coder_programs = {data.extract_code(a) for a, prompt in answers.items() if "You are the coder" in prompt}
-    assert coder_programs == {s.strip() for s in problem.solutions}
+    tester_answers = [a for prompt, a in pairs if "You are the tester" in prompt]
+    assert parse_tests(tester_answers[0]) == (
+        [{"input": t["input"], "output": t["output"].strip()} for t in GT[:2]],
+        0,
+    )
+    assert parse_tests(tester_answers[1], fn_name="add") == (ADD_CALLS[:2], 0)
+    coder = [
+        (prompt, data.extract_code(a))
+        for prompt, a in pairs
+        if "You are the coder" in prompt and "[add]" in prompt
+    ]
+    assert {c for _, c in coder} == {s.strip() for s in problem.solutions}
+    assert sum("The tester's tests:" in prompt for prompt, _ in coder) == 2
 
 
-def test_tokenizer_texts_hold_both_roles_and_turn_one_prompts():
-    texts = agents.tokenizer_texts([make_problem(), make_problem("fn", fn_name="add")])
-    assert sum("You are the tester" in t for t in texts) == 2 and sum("You are the coder" in t for t in texts) == 2
-    assert sum("Tester's expected output" in t for t in texts) == 2  # the turn-1 round reports
-    assert any(t.startswith("**Test Input:**") for t in texts) and not any("[fn]" in t for t in texts)
+def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
+    problems = [make_problem("p0"), make_problem("p1", reference=MINUS), call_problem()]
+    repairs = agents.repair_states(problems, max_tests=2)
+    p0 = [(s, prog, tests) for s, prog, tests in repairs if s.problem.id == "p0"]
+    (wrong_prog, prog_a, tests_a), (wrong_test, prog_b, tests_b) = p0
+    assert wrong_prog.program == MINUS and wrong_prog.mismatches and wrong_prog.turn == 1
+    assert prog_a == REF and tests_a == GT[:2]  # fix the program, keep the (right) tests
+    assert wrong_test.program == REF and wrong_test.tests[0]["output"] != GT[0]["output"]
+    assert (
+        len(wrong_test.mismatches) == 1 and prog_b == REF and tests_b == GT[:2]
+    )  # keep the program, fix the test
+    messages = agents.coder_messages(wrong_prog)[1]["content"]
+    assert "The coder's last program" in messages and "Program's actual output" in messages
+    # The call-based problem has no other call-based problem to borrow a wrong program from
+    # (its own reference passes), so only its wrong-test state is kept.
+    (call_state, call_prog, call_tests), = [r for r in repairs if r[0].problem.id == "addf"]
+    assert call_state.tests[0]["output"] == 0 and call_prog == ADD and call_tests == ADD_CALLS[:2]
+    pairs = agents.warm_start_pairs(problems, ["coder"], 2, repairs)
+    assert len(pairs) == 2 * 3 + len(
+        repairs
+    )  # two turn-0 pairs per reference + one per repair state
+
+
+def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
+    gpu = agents.parse_args(["--preset", "gpu"])
+    assert (gpu.k, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (
+        4,
+        5,
+        4096,
+        1e-6,
+        "runs/agents-gpu",
+    )
+    cpu = agents.parse_args(["--k", "3"])
+    assert (cpu.k, cpu.max_turns, cpu.max_tests, cpu.engine, cpu.out) == (
+        3,
+        2,
+        2,
+        "hf",
+        "runs/agents",
+    )
+    assert (cpu.turn_order, cpu.catch_bonus, cpu.trivial_penalty, cpu.coverage_weight) == (
+        "tester-first",
+        1.0,
+        0.5,
+        0.5,
+    )
+    assert agents.build_parser().get_default("max_turns") == 10  # the seed's config
+    cfg = GameConfig.from_args(
+        agents.parse_args(["--turn-order", "coder-first", "--catch-bonus", "2"]), k=1
+    )
+    assert (cfg.turn_order, cfg.catch_bonus, cfg.k, cfg.timeout) == (
+        "coder-first",
+        2.0,
+        1,
+        cpu.test_timeout,
+    )
 
 
 def test_torchrun_two_ranks_end_to_end(tmp_path):
-    """Two CPU ranks, a tiny config: summary.json has before/after pass@1 over all ranks' episodes."""
+    """Two CPU ranks, a tiny config: summary.json has before/after pass@1 over all ranks."""
     import json
     import os
     import subprocess
@@ -289,48 +688,42 @@ def test_torchrun_two_ranks_end_to_end(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     out = tmp_path / "run"
-    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", os.path.join(root, "agents.py"), "--model", "tiny",
-           "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4", "--steps", "1", "--prompts-per-step", "2",
-           "--max-turns", "2", "--max-new-tokens", "8", "--tester-max-new-tokens", "8", "--eval-n", "1",
-           "--out", str(out)]
+    cmd = [
+        torchrun,
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        os.path.join(root, "agents.py"),
+        "--model",
+        "tiny",
+        "--max-problems",
+        "4",
+        "--sft-steps",
+        "1",
+        "--sft-batch",
+        "4",
+        "--steps",
+        "1",
+        "--prompts-per-step",
+        "2",
+        "--max-turns",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--tester-max-new-tokens",
+        "8",
+        "--eval-n",
+        "1",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     for when in ("before", "after"):
         assert set(summary[when]) >= {"pass@1_coder_alone", "pass@1_after_turns", "agree_rate"}
-        assert summary[when]["episodes"] == 4  # 4 stdio problems x eval_n 1, split over the 2 ranks
+        assert summary[when]["episodes"] == 4  # 4 problems x eval_n 1, split over the 2 ranks
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r["phase"] == "rl"]
     assert len(rl) == 1 and rl[0]["episodes"] == 1  # rank 0's share of the 2 prompts
-
-
-def test_program_that_does_not_compile_never_agrees():
-    """The sandbox gives no per-test results after a compile error: every test must count as failed."""
-    episodes, samples, _ = run_episodes([make_problem()], fixed(code("print(")), fixed(GOOD_TESTS), max_turns=1, k=1)
-    (ep,) = episodes
-    assert not ep.agree and ep.passed == [False, False] and len(ep.mismatches) == 2
-    assert "compile_error" in ep.mismatches[0]["actual"]
-    assert by_role(samples, "coder")[0].terms["local"] == 0.0
-
-
-def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
-    gpu = agents.parse_args(["--preset", "gpu"])
-    assert (gpu.k, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (4, 5, 4096, 1e-6, "runs/agents-gpu")
-    cpu = agents.parse_args(["--k", "3"])
-    assert (cpu.k, cpu.max_turns, cpu.max_tests, cpu.engine, cpu.out) == (3, 2, 2, "hf", "runs/agents")
-
-
-def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
-    problems = [make_problem("p0"), make_problem("p1", reference=MINUS)]
-    repairs = agents.repair_states(problems, max_tests=2)
-    p0 = [(s, prog, tests) for s, prog, tests in repairs if s.problem.id == "p0"]
-    (wrong_prog, prog_a, tests_a), (wrong_test, prog_b, tests_b) = p0
-    assert wrong_prog.program == MINUS and wrong_prog.mismatches and wrong_prog.turn == 1
-    assert prog_a == REF and tests_a == GT[:2]  # fix the program, keep the (right) tests
-    assert wrong_test.program == REF and wrong_test.tests[0]["output"] != GT[0]["output"]
-    assert len(wrong_test.mismatches) == 1 and prog_b == REF and tests_b == GT[:2]  # keep the program, fix the test
-    messages = agents.coder_messages(wrong_prog)[1]["content"]
-    assert "The coder's last program" in messages and "Program's actual output" in messages
-    pairs = agents.warm_start_pairs(problems, ["coder"], 2, repairs)
-    assert len(pairs) == 2 + len(repairs)  # one turn-0 pair per reference + one per repair state
