@@ -57,6 +57,7 @@ import os
 import platform
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 
@@ -219,7 +220,8 @@ class Device:
 
 def is_oom(e: BaseException) -> bool:
     import torch
-    return isinstance(e, torch.OutOfMemoryError) or "out of memory" in str(e).lower()
+    oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    return isinstance(e, oom) or "out of memory" in str(e).lower()
 
 
 def failure(e: BaseException) -> dict:
@@ -256,8 +258,14 @@ def build_size(name: str, tiny_path: str, tokenizer, dev: Device, work_dir: str,
                      tie_word_embeddings=True, eos_token_id=eos, pad_token_id=eos,
                      bos_token_id=eos, **shape)
     config._attn_implementation = "sdpa"
-    with torch.device(dev.device):            # random init on the GPU: seconds, not minutes
-        lm = lm_cls(config).to(torch.float32)
+    try:
+        with torch.device(dev.device):        # random init on the GPU: seconds, not minutes
+            lm = lm_cls(config).to(torch.float32)
+    except Exception as e:
+        if is_oom(e):
+            raise
+        say(f"  init on {dev.device} failed ({type(e).__name__}: {e}); on the CPU instead")
+        lm = lm_cls(config).to(torch.float32).to(dev.device)
     n_params = sum(p.numel() for p in lm.parameters())
     out = os.path.join(work_dir, name)
     shutil.rmtree(out, ignore_errors=True)
@@ -269,15 +277,23 @@ def build_size(name: str, tiny_path: str, tokenizer, dev: Device, work_dir: str,
     return out, lm, n_params
 
 
+class Skip(Exception):
+    """A phase that cannot run here (e.g. no vLLM build for this device): skipped, not failed."""
+
+
 def make_engine(kind: str, path: str, dev: Device, args):
-    """The generation engine of `kind` ("hf" or "vllm") through engines' public API."""
+    """The generation engine of `kind` ("hf" or "vllm") through engines' public API.
+    Raises Skip when vLLM has no build for this device (engines.make_engine's SystemExit)."""
     import engines
     if kind == "hf":
         return engines.HFEngine(path, dev.device, dtype=dev.gen_dtype,
                                 batch_size=args.prompts * args.group)
-    return engines.make_engine("vllm", path, dev.device, seed=args.seed,
-                               gpu_memory_utilization=args.vllm_mem,
-                               max_model_len=args.max_model_len)
+    try:
+        return engines.make_engine("vllm", path, dev.device, seed=args.seed,
+                                   gpu_memory_utilization=args.vllm_mem,
+                                   max_model_len=args.max_model_len)
+    except SystemExit as e:        # no vLLM for this device: not a failure of the check
+        raise Skip(str(e)) from None
 
 
 def full_params(policy):
@@ -529,28 +545,35 @@ def summarise_steps(steps: list[dict], n_params: int, peak) -> dict:
 
 # ----------------------------------------------------------------------------- one size
 
-def run_phase(res: dict, key: str, fn, dev: Device, deadline: float, need_s: float):
-    """res[key] = fn() or its failure; skipped with the reason when under need_s are left."""
+def run_phase(res: dict, key: str, fn, dev: Device, deadline: float, need_s: float, save):
+    """res[key] = fn() or its failure; skipped with the reason when under need_s are left.
+    save() rewrites the report, so a run killed later still keeps this phase."""
     left = deadline - elapsed()
     if left < need_s:
         res[key] = {"status": "skipped", "reason": f"budget: {left:.0f} s left, needs ~"
                                                    f"{need_s:.0f} s"}
+        save()
         return
     say(f"  {key} ...")
     try:
         res[key] = fn()
+    except Skip as e:
+        res[key] = {"status": "skipped", "reason": str(e)}
+        say(f"  {key} skipped: {e}")
     except Exception as e:
         res[key] = failure(e)
         say(f"  {key} failed: {res[key]['reason']}")
     dev.free()
+    save()
 
 
-def run_size(name: str, tiny_path: str, tokenizer, problems, dev: Device, args, peak,
-             deadline: float, est: float) -> dict:
+def run_size(res: dict, name: str, tiny_path: str, tokenizer, problems, dev: Device, args,
+             peak, deadline: float, est: float, save) -> dict:
+    """Fill `res` (already in the report) with size `name`'s phases; save() after each."""
     import torch
 
     import model
-    res: dict = {"size": name, "status": "ok", "arch": SIZES[name]["arch"]}
+    res.update(size=name, status="ok", arch=SIZES[name]["arch"])
     model.init_distributed()       # again: a closed vLLM engine takes the process group along
     t_size = time.perf_counter()
     lm = policy = optimizer = None
@@ -569,15 +592,15 @@ def run_size(name: str, tiny_path: str, tokenizer, problems, dev: Device, args, 
         optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
         small = est * 0.1
         run_phase(res, "train", lambda: train_throughput(policy, cfg.vocab_size, n_params, dev,
-                                                         args, peak), dev, deadline, small)
+                                                         args, peak), dev, deadline, small, save)
         run_phase(res, "logprobs", lambda: logprob_check(cfg.hidden_size, cfg.vocab_size, dev,
-                                                         args), dev, deadline, small)
+                                                         args), dev, deadline, small, save)
         res["grpo"] = {}
         for kind in args.engines.split(","):
             res["grpo"][kind] = {}
             run_phase(res["grpo"], kind, lambda kind=kind: grpo_steps(
                 kind, path, policy, optimizer, tokenizer, problems, n_params, dev, args, peak,
-                deadline), dev, deadline, est * 0.3)
+                deadline), dev, deadline, est * 0.3, save)
     except Exception as e:
         res.update(failure(e))
         say(f"{name} failed: {res['reason']}")
@@ -622,8 +645,8 @@ def markdown(report: dict) -> str:
                          + f" {cell([r.get('reason', '')])} |")
             continue
         tr, lp = r.get("train", {}), r.get("logprobs", {})
-        notes = [f"{k}: {v['status']} ({v.get('reason', '')})" for k, v in
-                 (("train", tr), ("logprobs", lp)) if v.get("status") != "ok"]
+        notes = [f"{k}: {v.get('status')} ({v.get('reason', '')})" for k, v in
+                 (("train", tr), ("logprobs", lp)) if v and v.get("status") != "ok"]
         lp_ok = lp.get("status") == "ok"
         lp_diff = (f"{fmt(lp.get('chunked_vs_plain_max_abs'))} / "
                    f"{fmt(lp.get('chunked_vs_fp32_max_abs'))}" if lp_ok else "-")
@@ -657,6 +680,15 @@ def markdown(report: dict) -> str:
 
 
 def write_report(report: dict, out_dir: str) -> None:
+    """Write gpu_check.json and gpu_check.md; a failure to write is printed, never raised
+    (the measurements go on, and the next write may succeed)."""
+    try:
+        _write_report(report, out_dir)
+    except Exception as e:
+        say(f"writing the report failed: {type(e).__name__}: {e}")
+
+
+def _write_report(report: dict, out_dir: str) -> None:
     report["meta"]["elapsed_s"] = elapsed()
     os.makedirs(out_dir, exist_ok=True)
     clean = round_floats(report)
@@ -685,7 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory for gpu_check.json and gpu_check.md")
     p.add_argument("--work-dir", default=None,
                    help="where the big sizes' random weights are saved for the engine, deleted "
-                        "after each size (default <out>/models)")
+                        "after each size (default <tmp>/gpu_check_models, outside --out)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="peak bf16 dense TFLOPS for MFU; default from the device-name table "
                         "(H200 989), none on the CPU (MFU null)")
@@ -739,7 +771,7 @@ def parse_args(argv=None):
     bad = [e for e in args.engines.split(",") if e not in ("hf", "vllm")]
     if bad:
         raise SystemExit(f"--engines: unknown {bad}; choose hf and/or vllm")
-    args.work_dir = args.work_dir or os.path.join(args.out, "models")
+    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "gpu_check_models")
     return args
 
 
@@ -786,11 +818,12 @@ def main(argv=None) -> dict:
                                         f"--budget {args.budget:.0f}"})
                 continue
             say(f"size {size} (expected ~{est:.0f} s, {left:.0f} s left)")
-            res = run_size(size, tiny_path, tokenizer, problems, dev, args, peak,
-                           args.budget, est)
+            res: dict = {"size": size, "status": "running"}
+            report["sizes"].append(res)
+            run_size(res, size, tiny_path, tokenizer, problems, dev, args, peak, args.budget,
+                     est, lambda: write_report(report, args.out))
             if res.get("params", 0) > 1e8 and res["status"] == "ok":
                 measured[size] = {"seconds": res["seconds"], "est_s": SIZES[size]["est_s"]}
-            report["sizes"].append(res)
             write_report(report, args.out)
             say(f"size {size} done in {res['seconds']:.0f} s: {res['status']}")
         for size in SIZES:
@@ -800,7 +833,8 @@ def main(argv=None) -> dict:
                 report["sizes"].append({"size": size, "status": "skipped", "reason": reason})
     finally:
         write_report(report, args.out)
-        model.close_distributed()
+        if torch.distributed.is_initialized():     # one rank: nobody to wait for
+            torch.distributed.destroy_process_group()
     say(f"wrote {os.path.join(args.out, 'gpu_check.json')} and gpu_check.md")
     print(markdown(round_floats(report)), flush=True)
     return report

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -84,6 +85,40 @@ def test_prediction_rescales_by_the_measured_size():
                                  "est_s": gpu_check.SIZES["qwen2.5-0.5b"]["est_s"]}}
     assert gpu_check.predict_seconds("qwen2.5-1.5b", measured, cpu=False) == \
         pytest.approx(2 * gpu_check.SIZES["qwen2.5-1.5b"]["est_s"])
+
+
+def quiet_device():
+    return types.SimpleNamespace(device="cuda", free=lambda: None)
+
+
+def test_missing_vllm_is_a_skip_not_a_crash(monkeypatch):
+    import engines
+
+    def no_vllm(*a, **kw):                    # what engines.make_engine does without vLLM
+        raise SystemExit("--engine vllm: no vLLM build for cuda imports here")
+    monkeypatch.setattr(engines, "make_engine", no_vllm)
+    args, res, dev = gpu_check.parse_args([]), {}, quiet_device()
+    gpu_check.run_phase(res, "vllm", lambda: gpu_check.make_engine("vllm", "x", dev, args),
+                        dev, deadline=1e9, need_s=0, save=lambda: None)
+    assert res["vllm"]["status"] == "skipped" and "no vLLM build" in res["vllm"]["reason"]
+
+
+def test_run_phase_reports_oom_errors_and_budget():
+    res, dev, saves = {}, quiet_device(), []
+
+    def oom():
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    def broken():
+        raise ValueError("shape mismatch")
+    for key, fn, deadline in (("a", oom, 1e9), ("b", broken, 1e9),
+                              ("c", lambda: {"status": "ok"}, 0.0)):
+        gpu_check.run_phase(res, key, fn, dev, deadline=deadline, need_s=5,
+                            save=lambda: saves.append(1))
+    assert res["a"]["status"] == "oom" and "out of memory" in res["a"]["reason"]
+    assert res["b"]["status"] == "error" and "ValueError" in res["b"]["reason"]
+    assert res["c"]["status"] == "skipped" and res["c"]["reason"].startswith("budget:")
+    assert len(saves) == 3                    # the report is rewritten after every phase
 
 
 def test_every_flag_has_help():
