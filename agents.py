@@ -703,7 +703,8 @@ def _new_stats():
         "tests_valid": 0,
         "tests_caught": 0,
         "tests_trivial": 0,
-        "call_based_episodes": 0,
+        "call_based_episodes": 0, "tester_groups": 0, "tester_groups_signal_beyond_validity": 0,
+        "tester_choice_not_most_valid": 0,
     }
 
 
@@ -712,6 +713,19 @@ def _log_terms(stats, role, scored):
         for name in TERMS[role]:
             stats[f"{role}_{name}_sum"] = stats.get(f"{role}_{name}_sum", 0.0) + terms[name]
         stats[f"{role}_samples"] = stats.get(f"{role}_samples", 0) + 1
+
+
+def _count_tester_group(stats, terms):
+    """What the terms beyond validity do to one tester group: groups whose valid shares are all
+    equal (validity alone gives them zero advantage) while the rewards differ, and groups whose
+    best-reward candidate is not the best by valid share (session 2's branch choice)."""
+    stats["tester_groups"] += 1
+    valid, reward = [t["valid_share"] for t in terms], [t["reward"] for t in terms]
+    stats["tester_groups_signal_beyond_validity"] += len(set(valid)) == 1 and len(set(reward)) > 1
+    by_valid = max(range(len(terms)), key=lambda i: (valid[i], -i))
+    stats["tester_choice_not_most_valid"] += by_valid != max(
+        range(len(terms)), key=lambda i: (reward[i], -i)
+    )
 
 
 def role_step(role, states, generate, cfg, stats, run_batch):
@@ -751,6 +765,7 @@ def role_step(role, states, generate, cfg, stats, run_batch):
             stats["tests_trivial"] += sum(
                 round(t["trivial_share"] * t["n_tests"]) for _, t in scored
             )
+            _count_tester_group(stats, [t for _, t in scored])
         else:
             scored = score_coders(state, ext, results, cfg)
         _log_terms(stats, role, scored)

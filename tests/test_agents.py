@@ -277,11 +277,33 @@ def test_discriminating_beats_trivial_beats_invalid_for_the_same_buggy_program(o
     assert disc.reward > triv.reward > inv.reward
 
 
+def test_tester_group_counts_what_the_terms_beyond_validity_change():
+    stats = {
+        "tester_groups": 0,
+        "tester_groups_signal_beyond_validity": 0,
+        "tester_choice_not_most_valid": 0,
+    }
+    agents._count_tester_group(
+        stats, [{"valid_share": 1.0, "reward": 1.0}, {"valid_share": 1.0, "reward": 1.5}]
+    )
+    agents._count_tester_group(
+        stats, [{"valid_share": 1.0, "reward": 1.0}, {"valid_share": 0.5, "reward": 0.5}]
+    )
+    agents._count_tester_group(
+        stats, [{"valid_share": 0.5, "reward": 1.0}, {"valid_share": 0.5, "reward": 1.0}]
+    )
+    assert stats == {
+        "tester_groups": 3,
+        "tester_groups_signal_beyond_validity": 1,
+        "tester_choice_not_most_valid": 1,
+    }
+
+
 def test_the_best_reward_tester_branch_is_continued_not_the_most_valid():
     """TRIVIAL has the higher valid share (1 vs 1/2), CATCH_AND_WRONG the higher reward."""
     coder = Scripted(lambda m, i: code(SMALL_ONLY))
     tester = fixed(TRIVIAL, CATCH_AND_WRONG)
-    episodes, samples, _ = run_episodes(
+    episodes, samples, stats = run_episodes(
         [make_problem()], coder, tester, max_turns=2, k=2, turn_order="coder-first"
     )
     triv, catch = by_role(samples, "tester", 0)
@@ -290,6 +312,7 @@ def test_the_best_reward_tester_branch_is_continued_not_the_most_valid():
     assert triv.reward == pytest.approx(0.7 * 2 / 3 + 1 + 0.5 - 0.5) and triv.reward < catch.reward
     (ep,) = episodes
     assert ep.history[0]["tester_choice"] == 1
+    assert stats["tester_choice_not_most_valid"] == 2 and stats["tester_groups"] == 2  # both turns
     (turn1_coder_prompt,) = {m[1]["content"] for m in coder.prompts[2:]}
     assert "20 3" in turn1_coder_prompt and "2 3" not in turn1_coder_prompt
 
