@@ -1,0 +1,303 @@
+"""Hostile and honest programs for tests/test_sandbox.py, one group per class of issue 12.
+
+Each entry is a job for sandbox.run_batch plus what a correct sandbox must say about it. They are
+written to fail on the sandbox of commit dfbe632 (before the hardening); `python
+tests/sandbox_programs.py` runs them all and prints, per program, what the sandbox said.
+"""
+import textwrap
+
+ADD = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5\n", "output": "10\n"}]
+SHM_KEY = 0x5B0C5
+KEY_DESC = b"sandbox-test-key"
+
+
+def job(code, tests=ADD, **kw):
+    kw.setdefault("timeout", 2.0)
+    return dict(code=textwrap.dedent(code), tests=tests, **kw)
+
+
+# ---- class 1: whatever a program writes to any fd or leaves in its workdir --------------------
+# Each one writes a malformed harness message (fd 3) and exits 0: the parent must not raise.
+MALFORMED_MESSAGES = [
+    b'{"lines": ["x"]}',                       # int("x") in the parent
+    b'{"lines": [1e400]}',                     # int(inf)
+    b'{"lines": 7}',                           # not a list
+    b'{"result_error": 5}',                    # not a string
+    b'{"exception": {"a": 1}, "lines": [[1]]}',
+    b'{"result": ' + b"[" * 990 + b"]" * 990 + b"}",   # depth: RecursionError somewhere
+    b'{"result": 1, "lines": []}{"x": 1}',     # two messages
+    b"\xff\xfe\x00garbage",
+    b'{"result": 1, "pad": "' + b"a" * 200_000 + b'"}',
+]
+
+
+def malformed_message(msg: bytes, call_based: bool):
+    if call_based:
+        code = f"""
+        import os
+        def f(a, b):
+            os.write(3, {msg!r})
+            os._exit(0)
+        """
+        return job(code, [{"input": [1, 2], "output": 3}], fn_name="f")
+    code = f"""
+    import os, sys
+    a, b = map(int, input().split())
+    print(a + b); sys.stdout.flush()
+    os.write(3, {msg!r})
+    os._exit(0)
+    """
+    return job(code)
+
+
+# Leaves a directory tree deeper than any recursive clean-up can walk, then answers correctly.
+DEEP_TREE = job("""
+import os
+a, b = map(int, input().split())
+for _ in range(3000):
+    os.mkdir("d")
+    os.chdir("d")
+print(a + b)
+""")
+# Leaves files with no permissions, fills its tmpfs: the next test must still have room.
+FILL_WORKDIR = job("""
+import os
+a, b = map(int, input().split())
+try:
+    with open("big", "wb") as f:
+        for _ in range(60):
+            f.write(b"x" * (1 << 20))
+except OSError:
+    pass
+os.chmod(".", 0)
+print(a + b)
+""")
+
+# ---- class 2: forged reports -------------------------------------------------------------------
+FORGED_COMPILE_ERROR = job("""
+import os
+os.write(3, b'{"compile_error": "SyntaxError: forged"}')
+os._exit(0)
+""")
+FORGED_LINES = job("""
+import os, sys
+a, b = map(int, input().split())
+print(a + b); sys.stdout.flush()
+os.write(3, b'{"lines": [1, 2, 3, 4, 999999]}')
+os._exit(0)
+""", coverage=True)
+
+# ---- class 3: comparison cost (parent side; see test_sandbox) ----------------------------------
+ADVERSARIAL_LINE = "1" * (1 << 20) + "x"          # against an expected decimal like "0.5"
+
+# ---- class 4: state across tests ---------------------------------------------------------------
+SHM_CREATE = job(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+shmid = libc.shmget({SHM_KEY}, 4096, 0o1000 | 0o666)   # IPC_CREAT
+a, b = map(int, input().split())
+print(a + b)
+""")
+SHM_PROBE = job(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = map(int, input().split())
+print(a + b if libc.shmget({SHM_KEY}, 0, 0) == -1 else "leak: another test's segment")
+""")
+KEY_ADD = job(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall(248, b"user", {KEY_DESC!r}, b"secret", 6, -4)   # add_key(..., KEY_SPEC_USER_KEYRING)
+a, b = map(int, input().split())
+print(a + b)
+""")
+KEY_PROBE = job(f"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+found = libc.syscall(250, 10, -4, b"user", {KEY_DESC!r}, 0)  # keyctl(KEYCTL_SEARCH, @u, ...)
+a, b = map(int, input().split())
+print(a + b if found == -1 else "leak: another test's key")
+""")
+
+# ---- class 5: the host -------------------------------------------------------------------------
+
+
+def unix_socket_probe(path: str):
+    return job(f"""
+    import socket
+    a, b = map(int, input().split())
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect({path!r})
+        print("reached the host socket")
+    except OSError:
+        print(a + b)
+    """)
+
+
+def host_cmdline_probe(marker: str):
+    return job(f"""
+    import os
+    seen = False
+    for p in os.listdir("/proc"):
+        try:
+            seen |= {marker!r}.encode() in open(f"/proc/{{p}}/cmdline", "rb").read()
+        except OSError:
+            pass
+    a, b = map(int, input().split())
+    print("saw a host process" if seen else a + b)
+    """)
+
+
+def setuid_probe(binary: str):
+    return job(f"""
+    import subprocess
+    a, b = map(int, input().split())
+    out = subprocess.run([{binary!r}], capture_output=True, text=True).stdout
+    print("euid 0 via setuid" if "euid=0" in out else a + b)
+    """)
+
+
+USER_NAMESPACE = job("""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = map(int, input().split())
+print("made a user namespace" if libc.unshare(0x10000000) == 0 else a + b)
+""")
+PTRACE = job("""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = map(int, input().split())
+print("ptrace allowed" if libc.ptrace(0, 0, None, None) == 0 else a + b)   # PTRACE_TRACEME
+""")
+NO_NEW_PRIVS = job("""
+a, b = map(int, input().split())
+status = open("/proc/self/status").read()
+print(a + b if "NoNewPrivs:\\t1" in status else "no_new_privs not set")
+""")
+
+# ---- class 6: limits for the process tree ------------------------------------------------------
+# 4 children hold 120 MiB each at once, each under a 200 MiB per-process limit.
+TREE_MEMORY = job("""
+import os, time
+a, b = map(int, input().split())
+pids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = b"x" * (120 << 20)
+        time.sleep(0.5)
+        os._exit(0)
+    pids.append(pid)
+ok = all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in pids)
+print(a + b if ok else "a child failed")
+""", tests=ADD[:1], memory_mb=200)
+# 16 busy processes: with wall-clock judging, its neighbours starve.
+CPU_HOG = job("""
+import os
+for _ in range(16):
+    if os.fork() == 0:
+        break
+while True:
+    pass
+""", tests=ADD[:1], timeout=2.0)
+
+
+def cpu_work(iterations: int, timeout: float):
+    """An honest program that runs `iterations` loop steps (the test calibrates them)."""
+    return job(f"""
+    a, b = map(int, input().split())
+    x = 0
+    for i in range({iterations}):
+        x += i
+    print(a + b)
+    """, tests=ADD[:1], timeout=timeout)
+
+
+# ---- class 7: honest programs that CPython runs correctly --------------------------------------
+HONEST_THREAD_MAIN = job("""
+import sys, threading, time
+def main():
+    time.sleep(0.2)
+    a, b = map(int, sys.stdin.readline().split())
+    print(a + b)
+sys.setrecursionlimit(1 << 16)
+threading.stack_size(1 << 24)
+threading.Thread(target=main).start()
+""")
+HONEST_ATEXIT = job("""
+import atexit
+a, b = map(int, input().split())
+atexit.register(print, a + b)
+""")
+HONEST_CLOSES_STDOUT = job("""
+import sys
+a, b = map(int, input().split())
+print(a + b)
+sys.stdout.close()
+""")
+HONEST_RAW_FD = job("""
+out = open(1, "w")
+a, b = map(int, input().split())
+out.write(f"{a + b}\\n")
+""")
+HONEST_NUMPY = job("""
+import numpy as np
+a, b = map(int, input().split())
+print(int(np.array([a, b]).sum()))
+""")
+
+# ---- class 8: value rules ----------------------------------------------------------------------
+FLOAT_FOR_INT = job("""
+def f(n):
+    return float(round(n, -3))     # 1e12: within 1e-6 relative of 10**12 + 7, but not equal
+""", [{"input": [10**12 + 7], "output": 10**12 + 7}], fn_name="f")
+PRELUDE_MENTION = job("""
+check = factorial(3) == 6
+""", [{"input": [5], "output": 120}], fn_name="factorial")
+
+# ---- class 9: coverage through the usual exits -------------------------------------------------
+COVERAGE_OS_EXIT = job("""
+import os, sys
+a, b = map(int, input().split())
+print(a + b)
+sys.stdout.flush()
+os._exit(0)
+""", coverage=True)
+
+HONEST = [job("a, b = map(int, input().split())\nprint(a + b)\n"),
+          job("def f(a, b):\n    return a + b\n", [{"input": [1, 2], "output": 3}], fn_name="f"),
+          HONEST_ATEXIT, HONEST_CLOSES_STDOUT, HONEST_RAW_FD, HONEST_THREAD_MAIN]
+
+
+def hostile(socket_path: str | None = None, marker: str | None = None,
+            setuid_binary: str | None = None) -> list[dict]:
+    """Every hostile program above (they must not pass, crash or leak)."""
+    jobs = [malformed_message(m, c) for m in MALFORMED_MESSAGES for c in (False, True)]
+    jobs += [DEEP_TREE, FILL_WORKDIR, FORGED_COMPILE_ERROR, FORGED_LINES, SHM_CREATE, SHM_PROBE,
+             KEY_ADD, KEY_PROBE, USER_NAMESPACE, PTRACE, TREE_MEMORY, CPU_HOG]
+    if socket_path:
+        jobs.append(unix_socket_probe(socket_path))
+    if marker:
+        jobs.append(host_cmdline_probe(marker))
+    if setuid_binary:
+        jobs.append(setuid_probe(setuid_binary))
+    return jobs
+
+
+if __name__ == "__main__":   # show what the sandbox says about each
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import sandbox as sb
+    named = {k: v for k, v in globals().items() if isinstance(v, dict) and "code" in v}
+    named |= {f"malformed_{i}_{c}": malformed_message(m, c)
+              for i, m in enumerate(MALFORMED_MESSAGES) for c in (False, True)}
+    for name, j in named.items():
+        try:
+            r = sb.run_batch([j], workers=1)[0]
+            print(f"{name:24s} {r.status:14s} {r.passed}/{r.total} "
+                  f"lines={sorted(r.executed_lines)[:8]} err={r.error[:60]!r} "
+                  f"out={[t.output[:30] for t in r.tests]}")
+        except BaseException as e:
+            print(f"{name:24s} RAISED {type(e).__name__}: {str(e)[:80]}")
