@@ -327,7 +327,7 @@ def test_spoofed_harness_message_only_claims_a_value():
             os._exit(0)
     """
     r = run(code, [{"input": [1, 2], "output": 3}], fn_name="f")
-    assert r.status == "wrong_answer"
+    assert r.status in ("wrong_answer", "runtime_error")   # os._exit appends the real report
     r = run(code.replace('"pass"}', '"pass", "status": "pass"}'), [{"input": [1, 2], "output": 3}],
             fn_name="f")
     assert r.status == "runtime_error" and "malformed" in r.tests[0].stderr
