@@ -34,7 +34,9 @@ For each size, one process, one rank (FSDP2 world of 1: NCCL on CUDA, gloo on th
 
 Simplifications, stated up front:
 - The prompts prefill "```python\\n", so every completion is a program and the sandbox judges
-  every sample (random weights write garbage: syntax errors, reward 0). With --reward coin
+  every sample (random weights write garbage: syntax errors, reward 0; the sandbox's fast
+  path, so the reward time is a lower bound). At the big vocabulary the sampled ids are
+  folded into the tiny tokenizer's 1,024 for that text (reward_text). With --reward coin
   (default) a seeded coin per sample replaces the sandbox score in the advantages, so they are
   non-zero and the update really moves the weights; the sandbox still runs and is timed.
   --reward sandbox uses its score (then all advantages are 0 and the update is a zero-gradient
@@ -397,6 +399,16 @@ def trainer_logprobs(policy, ids: list[int], device):
         return policy(x, torch.ones_like(x))[0].float().cpu()
 
 
+def reward_text(tokenizer, token_ids: list[int]) -> str:
+    """The completion's text for the reward, its ids folded into the tokenizer's range.
+
+    At vocab 151,936 a random-weight model samples ids the tiny tokenizer (1,024) mostly does
+    not know, which decode to nothing: the text would be empty and the sandbox idle. Folded,
+    every sample is a garbage program of its real length. Identity for the tiny model."""
+    n = len(tokenizer)
+    return tokenizer.decode([t % n for t in token_ids], skip_special_tokens=True)
+
+
 def reward_phase(problems, texts: list[str], args, rng) -> tuple[list[float], dict]:
     """Sandbox-judge every completion's program; the rewards the advantages use (see --reward)."""
     import data
@@ -490,7 +502,8 @@ def grpo_steps(kind: str, path: str, policy, optimizer, tokenizer, problems, n_p
 
             t = dev.now()
             flat = [p for p in batch for _ in range(args.group)]
-            rewards, info = reward_phase(flat, [c.text for c in comps], args, rng)
+            rewards, info = reward_phase(flat, [reward_text(tokenizer, c.token_ids)
+                                                for c in comps], args, rng)
             adv = grpo.group_advantages(torch.tensor(rewards), args.group, "group")
             st["reward_s"] = dev.now() - t
             st.update(info, reward_mean=sum(rewards) / len(rewards),

@@ -173,6 +173,7 @@ def test_smoke_grpo_steps_and_weight_sync(smoke):
         for st in g["steps"]:
             assert st["gen_tokens"] > 0 and st["tokens"] > st["gen_tokens"]
             assert st["programs"] + st["no_code"] == m["prompts"] * m["group"]
+            assert st["programs"] > 0             # the sandbox judged something
             assert "sandbox_error" not in st
         assert set(g["mean"]) == {"generate_s", "reward_s", "update_s", "sync_s", "step_s"}
         assert all(v >= 0 for v in g["mean"].values())
