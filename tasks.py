@@ -52,7 +52,7 @@ from functools import lru_cache
 
 SPLIT_FAMILIES = ("arith", "strings", "aggregate", "classify", "accumulate", "simulate")
 HELDOUT_FAMILIES = ("piecewise", "digits")
-COUNTS = {"train": 80, "test": 16, "heldout": 16}   # instances per family and split
+COUNTS = {"train": 160, "test": 16, "heldout": 16}   # instances per family and split
 TEST_PERCENT = 25
 SPLITS = ("train", "test", "heldout", "train_sample")
 MIN_TESTS = 6
@@ -143,9 +143,9 @@ def arith(rng: random.Random) -> Draft:
 STRING_OPS = {  # name -> (parameters, phrase, code suffix, python function of (s, params))
     "upper": ((), "turn it into upper case", ".upper()", lambda s, p: s.upper()),
     "reverse": ((), "reverse it", "[::-1]", lambda s, p: s[::-1]),
-    "replace": (("c", "d"), "replace every {c} with {d}", ".replace('{c}', '{d}')",
+    "replace": (("c", "d"), "replace every '{c}' with '{d}'", ".replace('{c}', '{d}')",
                 lambda s, p: s.replace(p["c"], p["d"])),
-    "remove": (("c",), "remove every {c}", ".replace('{c}', '')",
+    "remove": (("c",), "remove every '{c}'", ".replace('{c}', '')",
                lambda s, p: s.replace(p["c"], "")),
     "first": (("k",), "keep its first {k} characters", "[:{k}]", lambda s, p: s[:p["k"]]),
     "last": (("k",), "keep its last {k} characters", "[-{k}:]", lambda s, p: s[-p["k"]:]),
@@ -206,11 +206,11 @@ def aggregate(rng: random.Random) -> Draft:
     """sum(x for x in xs if x > 5): one aggregate of a list of integers, with a parameter."""
     name = rng.choice(sorted(AGGREGATES))
     scale = name in ("count_div", "max_times", "sum_times")
-    k = rng.randint(2, 9) if scale else rng.randint(-5, 20)
+    k = rng.randint(2, 12) if scale else rng.randint(-5, 40)
     phrase, expr, fn = AGGREGATES[name]
 
     def draw():
-        return tuple(rng.randint(-9, 30) for _ in range(rng.randint(1, 7)))
+        return tuple(rng.randint(-9, 45) for _ in range(rng.randint(1, 7)))
     inputs = _fill(rng, [draw(), draw(), (k + 1, k - 1, 2 * k)], draw)
     io = _io(rng)
     q = (f"Read a line of integers and print {phrase.format(k=k, nums='the numbers')}."
@@ -242,6 +242,17 @@ def _chain(cuts: list[int], bodies: list[str]) -> list[str]:
     return lines + ["else:", f"    @{bodies[-1]}"]
 
 
+def _rule_statement(io: str, cuts: list[int], answers: list[str]) -> str:
+    """The chain in the order the code has it: "If x < 4 print 'a', else if x < 9 print 'b',
+    otherwise print 'c'." (the constants and words appear as the program writes them)."""
+    verb = "print" if io == "stdio" else "return"
+    first = "If" if io == "stdio" else "if"
+    rule = ", ".join(f"{first if i == 0 else 'else if'} x < {c} {verb} {a}"
+                     for i, (c, a) in enumerate(zip(cuts, answers)))
+    rule += f", otherwise {verb} {answers[-1]}."
+    return f"Read an integer x. {rule}" if io == "stdio" else f"For the integer x: {rule}"
+
+
 def _first_interval(cuts: list[int], x: int) -> int:
     return next((i for i, c in enumerate(cuts) if x < c), len(cuts))
 
@@ -251,10 +262,7 @@ def classify(rng: random.Random) -> Draft:
     k = rng.randint(1, 6)
     cuts, labels = _thresholds(rng, k), rng.sample(WORDS, k + 1)
     io = _io(rng)
-    quote = "" if io == "stdio" else "'"
-    rule = ", ".join(f"{quote}{w}{quote} if x < {c}" for c, w in zip(cuts, labels))
-    rule += f", otherwise {quote}{labels[-1]}{quote}"
-    q = f"Read an integer x and print {rule}." if io == "stdio" else f"Return {rule}."
+    q = _rule_statement(io, cuts, [f"'{w}'" for w in labels])
     code = render(io, "classify", "x", "x = int(input())", _chain(cuts, [f"'{w}'" for w in labels]))
     inputs = _fill(rng, _interval_inputs(rng, cuts), lambda: rng.randint(-20, 110))
     tests = make_tests(io, inputs, lambda x: labels[_first_interval(cuts, x)])
@@ -275,9 +283,7 @@ def piecewise(rng: random.Random) -> Draft:
     bodies = [(name, rng.randint(2, 9)) for name in rng.sample(sorted(ARITH_BODIES), k + 1)]
     exprs = [ARITH_BODIES[n][0].format(c=c) for n, c in bodies]
     io = _io(rng)
-    rule = ", ".join(f"{e} if x < {c}" for c, e in zip(cuts, exprs)) + f", otherwise {exprs[-1]}"
-    q = (f"Read an integer x and print {rule}." if io == "stdio" else
-         f"Return {rule}, for the integer x.")
+    q = _rule_statement(io, cuts, exprs)
     code = render(io, "piecewise", "x", "x = int(input())", _chain(cuts, exprs))
 
     def answer(x):
@@ -368,7 +374,7 @@ def simulate(rng: random.Random) -> Draft:
         return "".join(rng.choice(letters) for _ in range(rng.randint(1, 8)))
     inputs = _fill(rng, ["".join(rng.sample(letters, k))] + list(letters[:2]), draw)
     io = _io(rng)
-    rules = ", ".join(f"{ch} {COMMANDS[n][0].format(c=c)}" for ch, (n, c) in zip(letters, cmds))
+    rules = ", ".join(f"'{ch}' {COMMANDS[n][0].format(c=c)}" for ch, (n, c) in zip(letters, cmds))
     src = "Read a string of the letters " if io == "stdio" else "The string s holds the letters "
     q = (f"A counter starts at {start}. {src}{', '.join(letters)}; apply each in order: "
          f"{rules}. " + ("Print" if io == "stdio" else "Return") + " the final value.")
