@@ -32,6 +32,9 @@ For each size, one process, one rank (FSDP2 world of 1: NCCL on CUDA, gloo on th
               since before the first step (sync_engine_shift): a sync that does nothing gives
               shift 0, a wrong one a large diff.
 
+Once per run, before the sizes: the sandbox judging P*G reference solutions (the realistic
+reward time of a batch; the GRPO steps' own programs are garbage and cost ~1 ms each).
+
 Simplifications, stated up front:
 - The prompts prefill "```python\\n", so every completion is a program and the sandbox judges
   every sample (random weights write garbage: syntax errors, reward 0; the sandbox's fast
@@ -429,6 +432,22 @@ def reward_phase(problems, texts: list[str], args, rng) -> tuple[list[float], di
     return scores, info
 
 
+def sandbox_reference(problems, args) -> dict:
+    """The realistic reward cost: the sandbox judging P*G reference solutions that run all
+    their tests (the GRPO steps' garbage programs fail to compile in the parent, in ~1 ms)."""
+    import sandbox
+    pool = [p for p in problems if p.solutions]
+    batch = [pool[i % len(pool)] for i in range(args.prompts)]
+    jobs = [dict(code=p.solutions[0], tests=p.tests, fn_name=p.fn_name,
+                 timeout=args.test_timeout) for p in batch for _ in range(args.group)]
+    t = time.perf_counter()
+    results = sandbox.run_batch(jobs, workers=args.sandbox_workers or None)
+    seconds = time.perf_counter() - t
+    return {"status": "ok", "programs": len(jobs), "tests": sum(r.total for r in results),
+            "seconds": seconds, "programs_per_s": len(jobs) / seconds,
+            "pass_rate_mean": sum(r.pass_rate for r in results) / len(results)}
+
+
 def update_phase(policy, optimizer, prompt_ids, comps, adv, pad_id, dev: Device, args) -> dict:
     """One GRPO optimizer step on the P*G samples, in micro-batches, global token-mean."""
     import torch
@@ -638,6 +657,15 @@ def cell(notes: list[str]) -> str:
     return "; ".join(" ".join(n.split()) for n in notes).replace("|", "/")
 
 
+def sandbox_line(report: dict) -> str:
+    sb = report.get("sandbox_reference") or {}
+    if sb.get("status") != "ok":
+        return f"Sandbox on reference solutions: {sb.get('status', '-')} {sb.get('reason', '')}"
+    return (f"Sandbox on {sb['programs']} reference solutions ({sb['tests']} tests): "
+            f"{sb['seconds']:.2f} s, pass rate {sb['pass_rate_mean']:.2f} (the realistic "
+            "reward time; the steps' garbage programs fail to compile in ~1 ms).")
+
+
 def markdown(report: dict) -> str:
     """One table: a row per (size, engine); a skipped or failed size gets its reason."""
     m = report["meta"]
@@ -645,7 +673,7 @@ def markdown(report: dict) -> str:
              f"{m['transformers']}), peak {fmt(m['peak_tflops'])} TFLOPS, "
              f"{m['elapsed_s']:.0f} s of --budget {m['budget_s']:.0f} s. "
              f"Random weights; P={m['prompts']} prompts x G={m['group']} samples x "
-             f"{m['max_new_tokens']} new tokens.", "",
+             f"{m['max_new_tokens']} new tokens. {sandbox_line(report)}", "",
              "| size | params | engine | status | gen tok/s | update tok/s | step s (gen / "
              "reward / update / sync) | train fwd+bwd tok/s | train MFU | update MFU | peak GiB "
              "| logp chunked-plain / -fp32 max abs | logp peak MiB plain / chunked | sync diff "
@@ -820,7 +848,12 @@ def main(argv=None) -> dict:
               "sizes": []}
     measured: dict = {}
     chosen = args.sizes.split(",")
+
+    def save():
+        write_report(report, args.out)
     try:
+        run_phase(report, "sandbox_reference", lambda: sandbox_reference(problems, args), dev,
+                  args.budget, 0.0, save)
         for size in chosen:
             est = predict_seconds(size, measured, args.cpu_smoke)
             left = args.budget - elapsed()
@@ -834,7 +867,7 @@ def main(argv=None) -> dict:
             res: dict = {"size": size, "status": "running"}
             report["sizes"].append(res)
             run_size(res, size, tiny_path, tokenizer, problems, dev, args, peak, args.budget,
-                     est, lambda: write_report(report, args.out))
+                     est, save)
             if res.get("params", 0) > 1e8 and res["status"] == "ok":
                 measured[size] = {"seconds": res["seconds"], "est_s": SIZES[size]["est_s"]}
             write_report(report, args.out)

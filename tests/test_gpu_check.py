@@ -185,6 +185,14 @@ def test_smoke_grpo_steps_and_weight_sync(smoke):
         assert g["sync_engine_shift"] > 100 * max(g["sync_max_abs_diff"], 1e-6)
 
 
+def test_smoke_sandbox_reference_passes(smoke):
+    report, md, _ = smoke
+    sb, m = report["sandbox_reference"], report["meta"]
+    assert sb["status"] == "ok" and sb["programs"] == m["prompts"] * m["group"]
+    assert sb["pass_rate_mean"] == 1.0 and sb["tests"] >= sb["programs"] and sb["seconds"] > 0
+    assert "Sandbox on " in md
+
+
 def test_smoke_markdown_table(smoke):
     report, md, stdout = smoke
     assert "| size | params | engine | status | gen tok/s |" in md
