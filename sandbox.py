@@ -418,7 +418,7 @@ class _Prepared:
             lines, todo = set(), [self.code_object]
             while todo:
                 code = todo.pop()
-                lines.update(n for _, _, n in code.co_lines() if n is not None)
+                lines.update(n for _, _, n in code.co_lines() if n)   # 0: no source line
                 todo.extend(c for c in code.co_consts if hasattr(c, "co_lines"))
             self._lines = frozenset(lines)
         return self._lines
@@ -486,7 +486,7 @@ class _Worker:
         self.errors = tempfile.TemporaryFile()   # the worker's stderr: shown when it fails
         self.info = {}
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", os.path.abspath(__file__), "--worker"],
+            _worker_command(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
             # LD_BIND_NOW: the worker resolves every libc symbol once, so its children do not
             # each write (copy-on-write fault) the GOT pages again on first calls.
@@ -494,10 +494,10 @@ class _Worker:
             close_fds=True, start_new_session=True, cwd="/")
         hello = self._read(time.monotonic() + self.START_TIMEOUT)
         if hello is None:
-            status = self.proc.poll()
+            errors = self.stderr_tail()
             self.close()
-            raise RuntimeError(f"the worker process did not start (exit status {status}); its "
-                               f"stderr: {self.stderr_tail()!r}")
+            raise RuntimeError(f"the worker process did not start (exit status "
+                               f"{self.proc.returncode}); its stderr: {errors!r}")
         self.info = json.loads(hello)
 
     def stderr_tail(self, n: int = 2000) -> str:
@@ -559,6 +559,10 @@ class _Worker:
                     break
                 except OSError:
                     time.sleep(0.01)
+
+
+def _worker_command() -> list[str]:
+    return [sys.executable, "-I", os.path.abspath(__file__), "--worker"]
 
 
 def _wall_cap(timeout: float) -> float:

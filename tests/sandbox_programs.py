@@ -200,7 +200,7 @@ for _ in range(16):
         break
 while True:
     pass
-""", tests=ADD[:1], timeout=2.0)
+""", tests=ADD[:1], timeout=1.0)
 
 
 def cpu_work(iterations: int, timeout: float):
@@ -271,18 +271,24 @@ HONEST = [job("a, b = map(int, input().split())\nprint(a + b)\n"),
 
 
 def hostile(socket_path: str | None = None, marker: str | None = None,
-            setuid_binary: str | None = None) -> list[dict]:
-    """Every hostile program above (they must not pass, crash or leak)."""
-    jobs = [malformed_message(m, c) for m in MALFORMED_MESSAGES for c in (False, True)]
-    jobs += [DEEP_TREE, FILL_WORKDIR, FORGED_COMPILE_ERROR, FORGED_LINES, SHM_CREATE, SHM_PROBE,
-             KEY_ADD, KEY_PROBE, USER_NAMESPACE, PTRACE, TREE_MEMORY, CPU_HOG]
+            setuid_binary: str | None = None, cgroup: bool = True) -> list[tuple[dict, str]]:
+    """Every hostile program above, with the verdict a correct sandbox gives it (the probes
+    print the right answer only when what they try is blocked)."""
+    pairs = [(malformed_message(m, c), "runtime_error")
+             for m in MALFORMED_MESSAGES for c in (False, True)]
+    pairs += [(DEEP_TREE, "pass"), (FILL_WORKDIR, "pass"),
+              (FORGED_COMPILE_ERROR, "runtime_error"), (FORGED_LINES, "runtime_error"),
+              (SHM_CREATE, "pass"), (SHM_PROBE, "pass"), (KEY_ADD, "pass"), (KEY_PROBE, "pass"),
+              (USER_NAMESPACE, "pass"), (PTRACE, "pass"), (NO_NEW_PRIVS, "pass"),
+              (TREE_MEMORY, "memory_limit" if cgroup else "pass"), (CPU_HOG, "timeout"),
+              (FLOAT_FOR_INT, "wrong_answer"), (PRELUDE_MENTION, "runtime_error")]
     if socket_path:
-        jobs.append(unix_socket_probe(socket_path))
+        pairs.append((unix_socket_probe(socket_path), "pass"))
     if marker:
-        jobs.append(host_cmdline_probe(marker))
+        pairs.append((host_cmdline_probe(marker), "pass"))
     if setuid_binary:
-        jobs.append(setuid_probe(setuid_binary))
-    return jobs
+        pairs.append((setuid_probe(setuid_binary), "pass"))
+    return pairs
 
 
 if __name__ == "__main__":   # show what the sandbox says about each
