@@ -73,7 +73,8 @@ sys.path.insert(0, ROOT)
 BIG_VOCAB = 151936
 
 # Architectures from the published configs (random weights). est_s: the guessed wall time on
-# an H200 with the GPU defaults, used until a size with > 1e8 parameters has been measured.
+# an H200 with the GPU defaults, used until a size with > 1e8 parameters has been measured;
+# cpu_est_s: the guess on a 2-core CPU with the --cpu-smoke shapes.
 SIZES = {
     "tiny": dict(arch="tiny", est_s=25, cpu_est_s=25),
     # Tiny layers at the full vocabulary: the build-from-config path (Qwen3Config, tied bf16
@@ -83,16 +84,16 @@ SIZES = {
                        head_dim=32, est_s=20, cpu_est_s=25),
     "qwen2.5-0.5b": dict(arch="qwen2", hidden_size=896, intermediate_size=4864,
                          num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                         est_s=80),
+                         est_s=80, cpu_est_s=300),
     "qwen2.5-1.5b": dict(arch="qwen2", hidden_size=1536, intermediate_size=8960,
                          num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
-                         est_s=120),
+                         est_s=120, cpu_est_s=900),
     "qwen3-0.6b": dict(arch="qwen3", hidden_size=1024, intermediate_size=3072,
                        num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
-                       head_dim=128, est_s=90),
+                       head_dim=128, est_s=90, cpu_est_s=360),
     "qwen3-1.7b": dict(arch="qwen3", hidden_size=2048, intermediate_size=6144,
                        num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
-                       head_dim=128, est_s=140),
+                       head_dim=128, est_s=140, cpu_est_s=1000),
 }
 DEFAULT_SIZES = "tiny,qwen3-mini,qwen2.5-0.5b,qwen2.5-1.5b,qwen3-0.6b"
 SMOKE_SIZES = "tiny,qwen3-mini"
@@ -164,7 +165,7 @@ def predict_seconds(name: str, measured: dict, cpu: bool) -> float:
     """Expected wall time of size `name`: its static guess, rescaled by the ratio measured /
     guessed of the last size with > 1e8 parameters when there is one."""
     spec = SIZES[name]
-    guess = spec.get("cpu_est_s", 30) if cpu else spec["est_s"]
+    guess = spec["cpu_est_s"] if cpu else spec["est_s"]
     if not cpu and measured:
         last = measured[list(measured)[-1]]
         guess *= last["seconds"] / last["est_s"]
@@ -605,7 +606,7 @@ def run_size(res: dict, name: str, tiny_path: str, tokenizer, problems, dev: Dev
     import torch
 
     import model
-    res.update(size=name, status="ok", arch=SIZES[name]["arch"])
+    res.update(size=name, status="running", arch=SIZES[name]["arch"])   # until the end
     model.init_distributed()       # again: a closed vLLM engine takes the process group along
     t_size = time.perf_counter()
     lm = policy = optimizer = None
@@ -633,6 +634,7 @@ def run_size(res: dict, name: str, tiny_path: str, tokenizer, problems, dev: Dev
             run_phase(res["grpo"], kind, lambda kind=kind: grpo_steps(
                 kind, path, policy, optimizer, tokenizer, problems, n_params, dev, args, peak,
                 deadline), dev, deadline, est * 0.3, save)
+        res["status"] = "ok"
     except Exception as e:
         res.update(failure(e))
         say(f"{name} failed: {res['reason']}")
@@ -681,7 +683,7 @@ def markdown(report: dict) -> str:
              "|---|---:|---|---|---:|---:|---|---:|---:|---:|---:|---|---|---|---|"]
     for r in report["sizes"]:
         params = f"{r['params'] / 1e6:.0f}M" if r.get("params") else "-"
-        if r["status"] != "ok":
+        if r["status"] not in ("ok", "running"):    # running: a killed run's partial size
             lines.append(f"| {r['size']} | {params} | - | {r['status']} |" + " |" * 10
                          + f" {cell([r.get('reason', '')])} |")
             continue
