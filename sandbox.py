@@ -1689,8 +1689,14 @@ def _positive(kind):
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, not the usage block
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run a Python program on unit tests in the "
+    parser = _Parser(description="Run a Python program on unit tests in the "
                                      "sandbox and print the verdict as JSON. Exit status: 0 "
                                      "when every test passes, 1 when one does not, 2 for a "
                                      "usage error.")

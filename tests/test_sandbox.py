@@ -728,3 +728,54 @@ def test_200_jobs_hostile_and_honest_mixed(host_bait, worker_uids):
     found = subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "/run", "-xdev", "(", *args,
                             ")", "-print", "-quit"], capture_output=True, text=True).stdout
     assert found == ""                                       # no file of a test uid
+
+
+# --- issue 18: the CLI's exit status and usage errors -------------------------------------------
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, sb.__file__, *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_cli_exit_status_pass_and_fail(tmp_path):
+    (tmp_path / "p.py").write_text("print(int(input()) * 2)")
+    (tmp_path / "t.json").write_text(json.dumps([{"input": "2", "output": "4"}]))
+    (tmp_path / "w.json").write_text(json.dumps([{"input": "2", "output": "5"}]))
+    assert _cli(tmp_path / "p.py", tmp_path / "t.json").returncode == 0
+    assert _cli(tmp_path / "p.py", tmp_path / "w.json").returncode == 1   # before: 0
+
+
+@pytest.mark.parametrize("args,named", [
+    (["missing.py", "t.json"], "missing.py"),
+    (["p.py", "missing.json"], "missing.json"),
+    (["p.py", "bad.json"], "bad.json"),
+    (["p.py", "shape.json"], "shape.json"),
+    (["p.py", "entries.json"], "entries.json"),
+    (["p.py", "lengths.json"], "lengths.json"),
+    (["p.py", "stdio_types.json"], "stdio_types.json"),
+    (["dir", "t.json"], "dir"),
+    (["latin1.py", "t.json"], "latin1.py"),
+    (["p.py", "t.json", "--timeout", "-1"], "-1"),
+    (["p.py", "t.json", "--timeout", "abc"], "abc"),
+    (["p.py", "t.json", "--timeout", "nan"], "nan"),
+    (["p.py", "t.json", "--memory-mb", "0"], "0"),
+    (["p.py", "t.json", "--no-such-flag"], "--no-such-flag"),
+    (["p.py"], "tests"),
+    (["p.py", "empty.json"], "empty.json"),
+])
+def test_cli_usage_errors_are_one_line_exit_2(tmp_path, args, named):
+    (tmp_path / "p.py").write_text("print(1)")
+    (tmp_path / "latin1.py").write_bytes(b"print('\xe9')")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "t.json").write_text(json.dumps([{"input": "", "output": "1"}]))
+    (tmp_path / "bad.json").write_text("[{")
+    (tmp_path / "shape.json").write_text('{"tests": []}')
+    (tmp_path / "entries.json").write_text("[1, 2]")
+    (tmp_path / "lengths.json").write_text('{"inputs": ["1"], "outputs": []}')
+    (tmp_path / "stdio_types.json").write_text('[{"input": 1, "output": 2}]')
+    (tmp_path / "empty.json").write_text("[]")
+    proc = _cli(*args, cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and 1 <= len(lines) <= 2, proc.stderr
+    assert named in proc.stderr and proc.stdout == ""
