@@ -1,11 +1,12 @@
 """The prepared GPU check (issue 17): the CUDA path of the trainer measured in one short run.
 
     python bench/gpu_check.py                      # on a lent GPU, <= 8 min (--budget 420 s)
-    python bench/gpu_check.py --cpu-smoke          # the same code path on the CPU, tiny only
+    python bench/gpu_check.py --cpu-smoke          # the same code path on the CPU, tiny sizes
 
 Needs only torch + transformers + this project: no network, no hub, no vLLM, no flash-attn.
 Models are built from configs with random weights (Qwen2Config / Qwen3Config): the project's
-tiny model and Qwen2.5-0.5B / Qwen2.5-1.5B shapes (Qwen3-0.6B / Qwen3-1.7B on request), vocab
+tiny model, "qwen3-mini" (2 tiny layers at the full vocabulary: the build-from-config path in
+seconds) and the Qwen2.5-0.5B, Qwen2.5-1.5B and Qwen3-0.6B shapes (Qwen3-1.7B on request), vocab
 151,936. Text goes through the project's byte-level tiny tokenizer (model.resolve_model("tiny"))
 for every size: its 1,024 ids are a subset of the big vocab, and ids it does not know decode to
 nothing. Throughput measurements that need no text use random token ids.
@@ -50,7 +51,7 @@ Simplifications, stated up front:
   until a size with > 1e8 parameters has run, then that size's measured time scaled); inside a
   size a phase or GRPO step is skipped when the time left is under its expected cost. A size
   or phase that fails (CUDA OOM included) is reported with its reason; the script goes on.
-  The JSON and Markdown are rewritten after every size, so a killed run still leaves results.
+  The JSON and Markdown are rewritten after every phase, so a killed run still leaves results.
 - Peak memory is torch.cuda.max_memory_allocated (GiB) on CUDA and null on the CPU.
 """
 from __future__ import annotations
@@ -754,7 +755,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default {DEFAULT_SIZES}; --cpu-smoke: {SMOKE_SIZES})")
     p.add_argument("--engines", default=None,
                    help="comma-separated engines for the GRPO steps: hf (transformers' "
-                        "generate), vllm (reported as an error when no vLLM build for the "
+                        "generate), vllm (skipped with the reason when no vLLM build for the "
                         "device imports) (default hf,vllm on GPU; hf with --cpu-smoke)")
     p.add_argument("--out", default=os.path.join(ROOT, "runs", "gpu_check"),
                    help="directory for gpu_check.json and gpu_check.md")
