@@ -1,9 +1,7 @@
-"""The curricula: StepCoder's CCCS and DRIVE's hard-focus schedule.
+"""StepCoder's curriculum of code completion subtasks (CCCS): split points, stages, prompts.
 
-Both answer one question -- which prompts does the policy see at this step? -- so they live in
-one module. Everything here is plain Python on strings and floats: no model, no sandbox (only
-data.extract_code, so a completed program is read from an answer like any other). The
-trainer (grpo.py, ppo_fgo.py) calls these functions around its rollout and reward code.
+Plain Python on strings and floats: no model, no sandbox (only data.extract_code, so a
+completed program is read from an answer like any other).
 
 CCCS, Curriculum of Code Completion Subtasks (StepCoder, Dou et al. 2024)
 ---------------------------------------------------------------------------
@@ -32,36 +30,9 @@ the N; we spread them evenly from the end. The average is a window mean or an EM
 last `span` updates, and a problem cannot advance before `span` updates at its stage (one lucky
 batch is not mastery). Stages never move back.
 
-DRIVE's hard-focus curriculum (Zhu et al. 2025, seed drive-abstract-de.txt)
----------------------------------------------------------------------------
-RL stage 1 is plain GRPO on a broad set. Stage 2 trains on a small hard set with many rollouts,
-in phases that keep the lowest-pass-rate problems under the current policy, e.g.
-"72:64,50:32,25:32" = the 72 hardest for 64 steps, then the 50 hardest of those for 32 steps,
-then the 25 hardest of those for 32 steps. Here:
-
-    PassRateTracker      per-problem pass rate under the current policy (last value or EMA)
-    parse_hard_focus     "72:64,50:32" -> [(72, 64), (50, 32)]
-    HardFocusSchedule    at the first step of each phase, re-rank the problems kept so far and
-                         keep the `keep` lowest; the set is fixed within a phase
-    offline_filter       drop problems that every sample solves or none does (Skywork,
-                         AceReason): they give every sample the same reward, so zero advantage
-
-Choices: phases are nested (phase i+1 keeps a subset of phase i: the dropped problems were not
-rolled out, so their pass rates are stale). A problem with no pass rate yet counts as the
-hardest, so it gets rolled out instead of being dropped unseen. Ties go to the earlier problem
-in the order given, so the selection is deterministic.
-
-The trainer's object (make_curriculum -> Curriculum)
-----------------------------------------------------
-grpo.py builds one Curriculum from its flags (--curriculum cccs, --hard-focus, either or both)
-and asks it, each RL step: pool(problems, step) -> the problems to sample from (all, or the
-current hard-focus set); prefix(problem) -> the CCCS prefix ("" = whole program);
-update(pid, rewards) once per group, which feeds both the CCCS averages and the pass-rate
-tracker; stats() for metrics.jsonl; state_dict() for checkpoints. The tracker starts from the
-starting policy's solve rates (the evaluation before RL), so the first phase ranks by them; the
-group rewards that follow are binary or the fraction of tests passed, per --reward. Steps past
-the hard-focus schedule keep its last phase (--steps larger than the schedule trains longer on
-the hardest set; smaller stops early).
+The trainer (trainer.Curriculum, built from --curriculum cccs) asks the schedule for each
+problem's prefix before a rollout and feeds it the group's rewards after. DRIVE's hard-focus
+schedule, which also chooses prompts, is in drive.py.
 """
 
 import ast
@@ -115,7 +86,7 @@ def stage_starts(code: str, include_loops: bool = False) -> list[int | None]:
     return spread_from_end(split_points(code, include_loops)) + [None]
 
 
-def _lines(code: str) -> list[str]:
+def physical_lines(code: str) -> list[str]:
     """Physical lines with their endings, split where Python's tokenizer splits them
     (\\r\\n, \\n or a lone \\r; not str.splitlines, which also splits at \\f, \\x1c, ...)."""
     return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", code)
@@ -131,7 +102,7 @@ def make_subtask(code: str, start_line: int | None) -> tuple[str, str]:
         return "", code
     if start_line < 1:
         raise ValueError(f"start_line must be >= 1 (1-based) or None, got {start_line}.")
-    lines = _lines(code)
+    lines = physical_lines(code)
     prefix = "".join(lines[: start_line - 1])
     return prefix, code[len(prefix) :]
 
@@ -288,248 +259,3 @@ class CCCSSchedule:
                 self.stage[pid] = min(int(s["stage"]), len(self.starts[pid]) - 1)
                 self.history[pid] = [float(x) for x in s["history"]]
                 self.ema[pid] = s["ema"]
-
-
-# ----------------------------------------------------------------------------- DRIVE: pass rates
-
-
-class PassRateTracker:
-    """Per-problem pass rate under the current policy.
-
-    decay=None keeps the latest step's mean (the policy moves, older numbers go stale);
-    decay=d in (0, 1) keeps an EMA: rate = d * rate + (1 - d) * new.
-    """
-
-    def __init__(self, decay: float | None = None):
-        if decay is not None and not 0.0 < decay < 1.0:
-            raise ValueError(f"decay must be None or in (0, 1), got {decay}.")
-        self.decay = decay
-        self.rates: dict = {}
-
-    def update(self, pid, pass_rates: Iterable[float]) -> float | None:
-        """Record one problem's per-sample pass rates of this step; returns its new rate."""
-        values = list(pass_rates)
-        if not values:
-            return self.rates.get(pid)
-        new = sum(values) / len(values)
-        old = self.rates.get(pid)
-        self.rates[pid] = new if old is None or self.decay is None else (
-            self.decay * old + (1 - self.decay) * new)
-        return self.rates[pid]
-
-    def get(self, pid, default: float | None = None) -> float | None:
-        return self.rates.get(pid, default)
-
-    def state_dict(self) -> dict:
-        return {"decay": self.decay, "rates": [[pid, r] for pid, r in self.rates.items()]}
-
-    def load_state_dict(self, state: Mapping) -> None:
-        self.rates = {(tuple(pid) if isinstance(pid, list) else pid): float(r)
-                      for pid, r in state["rates"]}
-
-
-# ----------------------------------------------------------------------------- DRIVE: hard focus
-
-
-def parse_hard_focus(spec: str) -> list[tuple[int, int]]:
-    """"72:64,50:32,25:32" -> [(72, 64), (50, 32), (25, 32)] as (keep, steps) phases."""
-    phases = []
-    for part in spec.replace(" ", "").split(","):
-        m = re.fullmatch(r"(\d+):(\d+)", part)
-        if not m:
-            raise ValueError(f"--hard-focus: {part!r} is not KEEP:STEPS; write e.g. "
-                             "'72:64,50:32,25:32' (keep the 72 hardest for 64 steps, ...).")
-        keep, steps = int(m.group(1)), int(m.group(2))
-        if keep < 1 or steps < 1:
-            raise ValueError(f"--hard-focus: {part!r} needs KEEP >= 1 and STEPS >= 1.")
-        if phases and keep > phases[-1][0]:
-            raise ValueError(f"--hard-focus: {part!r} keeps more than the phase before "
-                             f"({phases[-1][0]}); each phase keeps a subset of the previous.")
-        phases.append((keep, steps))
-    return phases
-
-
-def lowest_pass_rate(pids: Sequence, rates: Mapping, keep: int) -> list:
-    """The `keep` problems of `pids` with the lowest pass rate, in the order of `pids`.
-
-    A problem without a rate counts as the hardest (-1); ties go to the earlier one in `pids`.
-    >>> lowest_pass_rate(["a", "b", "c", "d"], {"a": 0.5, "b": 0.0, "c": 0.5}, 2)
-    ['b', 'd']
-    """
-    order = sorted(range(len(pids)), key=lambda i: (rates.get(pids[i], -1.0), i))
-    return [pids[i] for i in sorted(order[:keep])]
-
-
-class HardFocusSchedule:
-    """DRIVE's stage-2 phases: which problems to train on at each step of stage 2.
-
-    Trainer loop (step counts from 0 at the start of stage 2):
-        hf = HardFocusSchedule(parse_hard_focus(args.hard_focus), [p.id for p in hard_set])
-        for step in range(hf.total_steps):
-            ids = hf.problems(step, tracker.rates)   # re-ranked at each phase's first step
-            ... roll out ids, tracker.update(pid, pass_rates) for each ...
-    """
-
-    def __init__(self, phases: Sequence[tuple[int, int]], pids: Sequence):
-        if not phases:
-            raise ValueError("hard focus needs at least one KEEP:STEPS phase.")
-        self.phases = list(phases)
-        self.pool = list(pids)  # candidates of the first phase
-        self.phase_index = -1  # no phase entered yet
-        self.kept: list = []
-
-    @property
-    def total_steps(self) -> int:
-        return sum(steps for _, steps in self.phases)
-
-    def phase_at(self, step: int) -> int:
-        """Index of the phase that `step` (0-based within stage 2) falls in."""
-        end = 0
-        for i, (_, steps) in enumerate(self.phases):
-            end += steps
-            if step < end:
-                return i
-        raise ValueError(f"step {step} is past the hard-focus schedule ({self.total_steps} "
-                         "steps); stop stage 2 at total_steps or add a phase.")
-
-    def problems(self, step: int, rates: Mapping) -> list:
-        """Problem ids to train on at `step`; entering a new phase re-ranks by `rates`."""
-        phase = self.phase_at(step)
-        while self.phase_index < phase:  # also catches up if the trainer skipped steps
-            self.phase_index += 1
-            pool = self.pool if self.phase_index == 0 else self.kept
-            self.kept = lowest_pass_rate(pool, rates, self.phases[self.phase_index][0])
-        return list(self.kept)
-
-    def state_dict(self) -> dict:
-        return {"phases": [list(p) for p in self.phases], "phase_index": self.phase_index,
-                "kept": list(self.kept)}
-
-    def load_state_dict(self, state: Mapping) -> None:
-        self.phase_index = int(state["phase_index"])
-        self.kept = [tuple(p) if isinstance(p, list) else p for p in state["kept"]]
-
-
-def offline_filter(pass_rates: Mapping[Hashable, float | Sequence[float]]) -> list:
-    """Ids of the problems worth training on: some samples solve them and some do not.
-
-    pass_rates: per problem, its solve rate, or one value per sample with 1.0 = solved (all
-    tests pass). Use solved/not solved per sample, not the fraction of tests passed, or a
-    problem that every sample half-solves would survive with no reward variance.
-    >>> offline_filter({"easy": [1, 1], "hard": [0, 0], "good": [1, 0]})
-    ['good']
-    """
-    kept = []
-    for pid, r in pass_rates.items():
-        values = [float(r)] if isinstance(r, (int, float)) else [float(x) for x in r]
-        if not values:
-            continue  # never sampled: nothing says it is worth training on
-        mean = sum(values) / len(values)
-        if 0.0 < mean < 1.0:
-            kept.append(pid)
-    return kept
-
-
-# ----------------------------------------------------------------------------- the trainer's object
-
-
-class Curriculum:
-    """What grpo.py's rollout_step consults: CCCS, DRIVE's hard focus, or both.
-
-    Protocol (grpo.rollout_step):
-        pool(problems, step) -> problems to sample from at RL step `step` (0-based)
-        prefix(problem)      -> CCCS prefix of its current stage ("" = the whole program)
-        update(pid, rewards) -> once per group, the group's rewards (binary or fraction)
-        stats()              -> flat dict for metrics.jsonl
-        state_dict() / load_state_dict(state)  -> JSON for trainer_state.json
-
-    The rewards of every group feed both the CCCS averages and the pass-rate tracker that
-    ranks problems at each hard-focus phase. Steps past the hard-focus schedule keep its last
-    phase (so --steps larger than the schedule trains longer on the hardest set).
-    """
-
-    def __init__(self, cccs: CCCSSchedule | None = None,
-                 hard_focus: HardFocusSchedule | None = None,
-                 tracker: PassRateTracker | None = None):
-        self.cccs, self.hard_focus = cccs, hard_focus
-        self.tracker = tracker if tracker is not None else PassRateTracker()
-
-    def pool(self, problems: Sequence, step: int) -> list:
-        if self.hard_focus is None:
-            return list(problems)
-        step = min(step, self.hard_focus.total_steps - 1)  # past the end: keep the last phase
-        keep = set(self.hard_focus.problems(step, self.tracker.rates))
-        # Order of `problems`; if a filter removed every kept problem, fall back to all.
-        return [p for p in problems if p.id in keep] or list(problems)
-
-    def prefix(self, problem) -> str:
-        if self.cccs is None or problem.id not in self.cccs.stage:
-            return ""  # no canonical solution: the ordinary task
-        return self.cccs.subtask(problem.id)[0]
-
-    def update(self, pid, rewards: Iterable[float]) -> None:
-        rewards = list(rewards)
-        self.tracker.update(pid, rewards)
-        if self.cccs is not None and pid in self.cccs.stage:
-            self.cccs.update(pid, rewards)
-
-    def stats(self) -> dict:
-        """cccs_<stage>: problems per stage ("final", "final-1", ...), cccs_final_share:
-        share of CCCS problems writing whole programs; hf_phase (1-based), hf_pool."""
-        out: dict = {}
-        if self.cccs is not None:
-            counts = self.cccs.stage_counts()
-            out.update({f"cccs_{k}": v for k, v in counts.items()})
-            out["cccs_final_share"] = counts.get("final", 0) / max(len(self.cccs.stage), 1)
-        if self.hard_focus is not None:
-            out["hf_phase"] = self.hard_focus.phase_index + 1
-            out["hf_pool"] = len(self.hard_focus.kept)
-            known = [self.tracker.rates[p] for p in self.hard_focus.kept if p in self.tracker.rates]
-            if known:
-                out["hf_pool_pass_rate"] = sum(known) / len(known)
-        return out
-
-    def state_dict(self) -> dict:
-        return {"cccs": self.cccs.state_dict() if self.cccs is not None else None,
-                "hard_focus": self.hard_focus.state_dict() if self.hard_focus is not None
-                else None,
-                "tracker": self.tracker.state_dict()}
-
-    def load_state_dict(self, state: Mapping) -> None:
-        """Restore the parts this run has; a part the checkpoint lacks starts fresh."""
-        if self.cccs is not None and state.get("cccs"):
-            self.cccs.load_state_dict(state["cccs"])
-        if self.hard_focus is not None and state.get("hard_focus"):
-            self.hard_focus.load_state_dict(state["hard_focus"])
-        if state.get("tracker"):
-            self.tracker.load_state_dict(state["tracker"])
-
-
-def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | None:
-    """grpo.py's flags -> Curriculum (None when neither --curriculum cccs nor --hard-focus).
-
-    args: curriculum, cccs_threshold, cccs_average, cccs_span, cccs_loops, hard_focus, steps.
-    problems: the train problems (data.Problem); CCCS uses each one's first solution.
-    rates: {problem id: solved share under the starting policy}; seeds the pass-rate tracker
-    so the first hard-focus phase ranks by it (ids not in `problems` are ignored).
-    """
-    use_cccs = getattr(args, "curriculum", "none") == "cccs"
-    spec = getattr(args, "hard_focus", "") or ""
-    if not use_cccs and not spec:
-        return None
-    sched = None
-    if use_cccs:
-        sched = CCCSSchedule({p.id: p.solutions[0] for p in problems if p.solutions},
-                             threshold=args.cccs_threshold, average=args.cccs_average,
-                             span=args.cccs_span, include_loops=args.cccs_loops)
-    hf = None
-    if spec:
-        try:
-            phases = parse_hard_focus(spec)
-        except ValueError as e:
-            raise SystemExit(str(e)) from None
-        hf = HardFocusSchedule(phases, [p.id for p in problems])
-    tracker = PassRateTracker()
-    ids = {p.id for p in problems}
-    tracker.rates = {pid: float(r) for pid, r in rates.items() if pid in ids}
-    return Curriculum(sched, hf, tracker)

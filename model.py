@@ -20,19 +20,37 @@ cached under .cache/. It lets the whole pipeline (FSDP, vLLM, sandbox rewards) r
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
 import os
 import random
 import shutil
-import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
+from safetensors.torch import load_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    set_model_state_dict,
+)
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.utils.checkpoint import checkpoint
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+import data
 
 CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
 EOS = "<|endoftext|>"
@@ -48,9 +66,6 @@ def build_tiny_model(out_dir: str, texts: list[str], seed: int = 0, **sizes) -> 
 
     Deterministic: same texts, seed and sizes give the same files. Returns out_dir.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
     cfg = {**TINY, **sizes}
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -80,7 +95,6 @@ def build_tiny_model(out_dir: str, texts: list[str], seed: int = 0, **sizes) -> 
 
 def tiny_corpus() -> list[str]:
     """Texts the tiny tokenizer is trained on: the built-in prompts and reference answers."""
-    import data
     texts = []
     for p in data.builtin_problems():
         texts.append(data.render_prompt(None, data.coder_messages(p)))
@@ -105,7 +119,6 @@ def resolve_model(name: str, seed: int = 0) -> str:
 
 
 def load_tokenizer(path: str):
-    from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(path)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
@@ -124,7 +137,6 @@ def attention_impl(device: torch.device) -> str:
 
 
 def load_causal_lm(path: str, device: torch.device, dtype=torch.float32):
-    from transformers import AutoModelForCausalLM
     return AutoModelForCausalLM.from_pretrained(
         path, dtype=dtype, attn_implementation=attention_impl(device)).to(device)
 
@@ -220,7 +232,6 @@ def chunked_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: 
         p = torch.softmax(logits, dim=-1)
         return logp, logz - (p * logits).sum(-1)
 
-    from torch.utils.checkpoint import checkpoint
     outs, ents = [], []
     for s in range(0, hidden.shape[1], chunk_size):
         h, y = hidden[:, s:s + chunk_size], targets[:, s:s + chunk_size]
@@ -252,6 +263,26 @@ def response_mask(prompt_lens: torch.Tensor, response_lens: torch.Tensor, length
     return ((t >= start) & (t < start + response_lens.unsqueeze(1))).float()
 
 
+class ValueHead(nn.Linear):
+    """PPO's value head: one scalar per position from the last hidden states, V = h w + b.
+
+    hidden [B, T, H] -> values [B, T] fp32. Zero-initialised, so V = 0 at first and the first
+    advantages are plain returns rather than noise from a random head. The one value head of
+    the project: on the policy's own body (PolicyLogprobs(value_head=True), PPO's --critic
+    shared) and on the separate critic (ValueModel).
+    """
+
+    def __init__(self, hidden_size: int, device=None):
+        super().__init__(hidden_size, 1, dtype=torch.float32, device=device)
+        nn.init.zeros_(self.weight)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        # = Linear(hidden).squeeze(-1), written without a view (FSDP2 hooks dislike views);
+        # fp32 on both sides: under bf16 mixed precision FSDP hands the head over in bf16.
+        return hidden.float() @ self.weight[0].float() + self.bias[0].float()
+
+
 class PolicyLogprobs(nn.Module):
     """A causal LM that returns per-token log-probs instead of logits.
 
@@ -259,12 +290,11 @@ class PolicyLogprobs(nn.Module):
     forward inside one module, which FSDP2 needs: the root module's pre-forward hook is what
     gathers the embedding, final norm and head weights.
 
-    value_head=True adds a scalar value head (nn.Linear(H, 1), fp32, zero-initialised) on the
-    LM's last hidden states: PPO's shared critic. It is a submodule of this root, so
-    shard_model shards it with the root's parameters and the root's hook gathers it; it must
-    be added before shard_model. Its weights never leave as LM weights: full_state_dict and
-    iter_full_params give only the LM's (HF) parameters, and checkpoints store the head
-    beside them as value_head.pt.
+    value_head=True adds a ValueHead on the LM's last hidden states: PPO's shared critic. It is
+    a submodule of this root, so shard_model shards it with the root's parameters and the
+    root's hook gathers it; it must be added before shard_model. Its weights never leave as LM
+    weights: iter_full_params gives only the LM's (HF) parameters, and checkpoints store the
+    head beside them as value_head.pt.
     """
 
     def __init__(self, lm: nn.Module, chunk_size: int = 256, value_head: bool = False):
@@ -273,11 +303,8 @@ class PolicyLogprobs(nn.Module):
         self.chunk_size = chunk_size
         self.value_head = None
         if value_head:
-            device = next(lm.parameters()).device
-            self.value_head = nn.Linear(lm.config.hidden_size, 1, dtype=torch.float32,
-                                        device=device)
-            nn.init.zeros_(self.value_head.weight)   # V = 0 at first: no noise in the
-            nn.init.zeros_(self.value_head.bias)     # first advantages
+            self.value_head = ValueHead(lm.config.hidden_size,
+                                        device=next(lm.parameters()).device)
 
     def forward(self, input_ids, attention_mask, temperature: float = 1.0,
                 with_entropy: bool = False, with_values: bool = False):
@@ -295,11 +322,38 @@ class PolicyLogprobs(nn.Module):
             return out
         if self.value_head is None:
             raise ValueError("with_values=True needs PolicyLogprobs(..., value_head=True)")
-        # fp32 on both sides: under bf16 mixed precision FSDP hands the head over in bf16.
-        # Written without a view of the output (FSDP2 hooks dislike views).
-        values = (hidden[:, :-1].float() @ self.value_head.weight[0].float()
-                  + self.value_head.bias[0].float())                   # [B, L-1]
+        values = self.value_head(hidden[:, :-1])                        # [B, L-1]
         return (*out, values) if with_entropy else (out, values)
+
+
+class ValueModel(nn.Module):
+    """PPO's separate critic: a causal LM's transformer body and a ValueHead.
+
+    forward(input_ids, attention_mask [B, T]) -> values [B, T] (float32). V at position t is
+    the value of the state after token t. Own weights and own learning rate (StepCoder), so
+    the value loss never moves the policy.
+    """
+
+    def __init__(self, body: nn.Module, hidden_size: int):
+        super().__init__()
+        self.body = body
+        self.head = ValueHead(hidden_size)
+
+    @classmethod
+    def from_pretrained(cls, path: str, **kwargs) -> "ValueModel":
+        """A new body loaded from a checkpoint (kwargs go to AutoModel.from_pretrained)."""
+        body = AutoModel.from_pretrained(path, **kwargs)
+        return cls(body, body.config.hidden_size)
+
+    @classmethod
+    def from_policy(cls, lm: nn.Module) -> "ValueModel":
+        """A deep copy of a loaded causal LM's body (tests; the trainer uses critic_like)."""
+        return cls(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask,
+                           use_cache=False).last_hidden_state           # [B, T, H]
+        return self.head(hidden)
 
 
 def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: bool = False,
@@ -309,7 +363,6 @@ def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: boo
     `lm` is the transformers model inside `module` whose decoder layers are sharded
     (default module.lm, as in PolicyLogprobs; PPO's critic passes its own body).
     """
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     lm = module.lm if lm is None else lm
     if grad_checkpointing:
         lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -327,16 +380,8 @@ def shard_model(module: nn.Module, device: torch.device, grad_checkpointing: boo
 def _gathered_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
     """Full (unsharded) state dict of `module` on CPU, every key. Under torch.distributed only
     rank 0 gets the tensors (get_model_state_dict's cpu_offload); the others get {}."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
     return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True,
                                                                  cpu_offload=True))
-
-
-def full_state_dict(module: PolicyLogprobs) -> dict[str, torch.Tensor]:
-    """Gather the full (unsharded) LM weights on CPU (rank 0's; see _gathered_state_dict),
-    with HF parameter names. Only the LM's: a value head (value_head=True) is left out."""
-    return {k.removeprefix("lm."): v for k, v in _gathered_state_dict(module).items()
-            if k.startswith("lm.")}
 
 
 def iter_full_params(module: PolicyLogprobs, device: torch.device):
@@ -351,6 +396,36 @@ def iter_full_params(module: PolicyLogprobs, device: torch.device):
             continue
         t = p.full_tensor() if hasattr(p, "full_tensor") else p
         yield name.removeprefix("lm."), t.detach()
+
+
+def copy_weights(source: nn.Module, target: nn.Module, rename) -> None:
+    """Load `source`'s current (FSDP-sharded) weights into `target` (sharded too): rank 0
+    gathers the full state dict on CPU, set_model_state_dict broadcasts it.
+    rename(source key) -> target key or None (skip). Keys of `target` not given (a critic's
+    head) keep their values."""
+    sd = {rename(k): v for k, v in _gathered_state_dict(source).items() if rename(k)}
+    set_model_state_dict(target, sd, options=StateDictOptions(
+        full_state_dict=True, broadcast_from_rank0=True, strict=False))
+
+
+def reference_like(policy: PolicyLogprobs, path: str, device: torch.device) -> PolicyLogprobs:
+    """A frozen copy of the policy as it is now (after the warm start), sharded like it: the
+    KL anchor of GRPO's --beta and PPO's --kl-coef. `path` gives the architecture."""
+    ref = shard_model(PolicyLogprobs(load_causal_lm(path, device), policy.chunk_size), device)
+    copy_weights(policy, ref, lambda k: k if k.startswith("lm.") else None)
+    return ref.eval().requires_grad_(False)
+
+
+def critic_like(policy: PolicyLogprobs, path: str, device: torch.device,
+                grad_checkpointing: bool = False) -> ValueModel:
+    """PPO's separate critic: the policy's body as it is now (after the warm start) plus a
+    zero ValueHead, sharded like the policy."""
+    critic = ValueModel.from_pretrained(path, dtype=torch.float32,
+                                        attn_implementation=attention_impl(device)).to(device)
+    critic = shard_model(critic, device, grad_checkpointing, lm=critic.body)
+    copy_weights(policy, critic, lambda k: "body." + k.removeprefix("lm.model.")
+                 if k.startswith("lm.model.") else None)
+    return critic
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -376,7 +451,6 @@ def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, 
     Written into step_<N>.tmp then renamed; `latest` names the last complete one.
     Resume needs the same number of ranks (the optimizer state is sharded like the model).
     """
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
     extras = extras or {}
     final = os.path.join(out_dir, f"step_{step}")
     tmp = final + ".tmp"
@@ -433,8 +507,6 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
     """Restore weights, optimizer, scheduler, RNG (and `extras`, as in save_checkpoint) saved
     by save_checkpoint; return the trainer state. A value head on `module` is restored from
     value_head.pt."""
-    from safetensors.torch import load_file
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
     if state.get("world", d.world) != d.world:
         raise SystemExit(f"checkpoint {ckpt} was written by {state['world']} ranks; resume "
@@ -455,7 +527,7 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
         sd.update({f"value_head.{k}": v for k, v in torch.load(head).items()})
     set_model_state_dict(module, sd,
                          options=StateDictOptions(full_state_dict=True))
-    for name, (m, opt) in (extras or {}).items():
+    for name, (m, _) in (extras or {}).items():
         set_model_state_dict(m, torch.load(os.path.join(ckpt, f"{name}.pt")),
                              options=StateDictOptions(full_state_dict=True))
     blob = torch.load(os.path.join(ckpt, f"rank{d.rank}.pt"), weights_only=False)
@@ -477,25 +549,3 @@ def warmup_cosine(optimizer, warmup: int, total: int, min_ratio: float = 0.1):
         frac = min(1.0, (step - warmup) / max(1, total - warmup))
         return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, f)
-
-
-class Timer:
-    """Accumulates seconds per phase: with timer("generate"): ..."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-
-    def __call__(self, name):
-        timer = self
-
-        class _Ctx:
-            def __enter__(self):
-                self.t = time.perf_counter()
-
-            def __exit__(self, *a):
-                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self.t
-        return _Ctx()
-
-    def pop(self) -> dict[str, float]:
-        out, self.seconds = {f"time/{k}": round(v, 3) for k, v in self.seconds.items()}, {}
-        return out

@@ -27,8 +27,9 @@ function's docstring, the closing bracket of a multi-line call) are neutral and 
 a neutral non-blank line takes the status of the next code line below it (a comment describes,
 an `else:` opens, what follows), so an unreached `else:` branch is masked whole, keyword
 included; blank lines and anything after the last code line are kept. A test killed for
-time, memory or output reports no lines, so those verdicts (and compile errors) mask nothing. Tokens outside the code
-(the fence, prose around it) are kept: FGO only removes code that did not influence the reward.
+time, memory or output reports no lines, so those verdicts (and compile errors) mask nothing.
+Tokens outside the code (the fence, prose around it) are kept: FGO only removes code that did
+not influence the reward.
 A token whose characters touch several lines is masked only if all of them are masked (it also
 wrote part of code that ran). Compile errors mask nothing: the whole program earned the -1.
 
@@ -52,25 +53,29 @@ Simplifications and choices (the paper leaves these open):
   policy's learning rate. The head alone gets --critic-lr (its own AdamW param group,
   constant); the gradient clip covers body and head together. Either way the value loss is
   not FGO-masked (above).
-- Trainer (bottom of this file): the reference and the critic start from the policy after the
-  SFT warm start (StepCoder's SFT model); advantages are whitened over the tokens the policy
-  loss sees (FGO-kept); the critic's learning rate is constant; one PPO epoch by default
+- The step (ppo_step, on trainer.run's skeleton): the reference and the critic start from the
+  policy after the SFT warm start (StepCoder's SFT model) and are saved with every checkpoint
+  (ref.pt, critic.pt); advantages are whitened over the tokens the policy loss sees
+  (FGO-kept); the critic's learning rate is constant; one PPO epoch by default
   (--ppo-epochs), so the ratio is 1 and the clip only acts from the second epoch on.
+- FGO trusts coverage only from runs that report it completely (FGO_STATUSES) and that report
+  some line at all: a passing program that ends with os._exit never flushes its tracer's
+  lines, so "no line ran" means "no coverage" and masks nothing.
 """
 from __future__ import annotations
 
+import argparse
 import ast
-import copy
+import dataclasses
 import json
-import os
-import random
-import time
 import types
 
 import torch
-import torch.nn as nn
 
-from grpo import aggregate
+import trainer
+from grpo import policy_loss
+from model import critic_like, reference_like
+from trainer import Sample, aggregate
 
 # ----------------------------------------------------------------------------- PPO math
 
@@ -344,83 +349,13 @@ FGO_STATUSES = frozenset({"pass", "wrong_answer", "runtime_error"})
 
 
 def fgo_executed_lines(status: str | None, executed_lines: set[int] | None) -> set[int] | None:
-    """The executed lines FGO may trust for this verdict, or None (mask nothing)."""
-    return executed_lines if status in FGO_STATUSES else None
+    """The executed lines FGO may trust for this verdict, or None (mask nothing). A run that
+    reports no line at all has no coverage (e.g. a program ending with os._exit(0), whose
+    tracer never writes its lines): masking every line it "did not run" would be wrong."""
+    return executed_lines if status in FGO_STATUSES and executed_lines else None
 
 
-def masked_share(fgo_mask: torch.Tensor, response_mask: torch.Tensor) -> float:
-    """Share of response tokens FGO removes from the policy loss (both [B, T])."""
-    n = response_mask.sum()
-    return float(((1 - fgo_mask) * response_mask).sum() / n) if n > 0 else 0.0
-
-
-# ----------------------------------------------------------------------------- critic
-
-
-class ValueModel(nn.Module):
-    """Critic: a causal LM's transformer body and a linear head giving one value per token.
-
-    forward(input_ids, attention_mask [B, T]) -> values [B, T] (float32). V at position t is the
-    value of the state after token t. The head starts at zero (V = 0 everywhere): the first
-    advantages are then plain returns instead of noise from a random head.
-    Build with `from_pretrained(path)` (a separate copy, the default: own weights, own learning
-    rate) or `from_policy(lm, share_body=True)` (the policy's own body module: value-loss
-    gradients then also reach the policy's weights).
-    """
-
-    def __init__(self, body: nn.Module, hidden_size: int):
-        super().__init__()
-        self.body = body
-        self.head = nn.Linear(hidden_size, 1, dtype=torch.float32)
-        nn.init.zeros_(self.head.weight)
-        nn.init.zeros_(self.head.bias)
-
-    @classmethod
-    def from_pretrained(cls, path: str, **kwargs) -> "ValueModel":
-        """A new body loaded from a checkpoint (kwargs go to AutoModel.from_pretrained)."""
-        from transformers import AutoModel
-        body = AutoModel.from_pretrained(path, **kwargs)
-        return cls(body, body.config.hidden_size)
-
-    @classmethod
-    def from_policy(cls, lm: nn.Module, share_body: bool = False) -> "ValueModel":
-        """From a loaded causal LM: its body itself (share_body) or a deep copy of it."""
-        body = lm.get_decoder()
-        return cls(body if share_body else copy.deepcopy(body), lm.config.hidden_size)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask,
-                           use_cache=False).last_hidden_state           # [B, T, H]
-        # = head(hidden).squeeze(-1), written without a view (FSDP2 hooks dislike views);
-        # fp32 on both sides: under bf16 mixed precision FSDP hands the head over in bf16.
-        return hidden.float() @ self.head.weight[0].float() + self.head.bias[0].float()
-
-
-# ============================================================================= the trainer
-# `torchrun ppo_fgo.py --model tiny` (or plain `python ppo_fgo.py`), on grpo.py's and model.py's
-# machinery. Per step: generate (+ sandbox verdicts and coverage) -> StepCoder reward and FGO
-# masks -> old log-probs, reference log-probs, old values (no grad) -> KL-in-reward, GAE,
-# whitening -> PPO epochs (policy loss + value loss, one backward) -> weight sync -> log /
-# checkpoint. Choices of this trainer:
-# - The reference and the critic start from the policy AFTER the SFT warm start (StepCoder's
-#   SFT model), not from the base checkpoint; both are saved with every checkpoint (ref.pt,
-#   critic.pt), so a resumed run keeps the same ones.
-# - Advantages are whitened over the tokens the policy loss sees (the FGO-kept ones).
-# - The critic's learning rate is constant (no schedule); the policy's follows grpo's.
-# - --critic shared: the value head lives in the policy (PolicyLogprobs(value_head=True)),
-#   old values come from the same forward as the old log-probs, the value loss from the same
-#   forward as the policy loss; the head is saved as value_head.pt (never in the HF weights
-#   or the engine's), its lr is its own param group of the policy's optimizer.
-
-
-class _NoOptimizer:
-    """Stands in for the frozen reference's optimizer in save/load_checkpoint's extras."""
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, state):
-        pass
+# ----------------------------------------------------------------------------- rollouts
 
 
 def completion_fgo_mask(tokenizer, completion, prefix: str, program: str | None,
@@ -449,74 +384,36 @@ def completion_fgo_mask(tokenizer, completion, prefix: str, program: str | None,
 def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0):
     """Sample args.group_size responses for this rank's share of args.prompts_per_step
     problems, run them on the tests, and build Samples with the StepCoder reward (and, with
-    --fgo, the FGO token mask). Returns (samples, stats of sums: reduce with reduce_sums)."""
-    import grpo
+    --fgo, the FGO token mask). Returns (samples, sums for the metrics: rollout_log)."""
     G = args.group_size
     pool = curriculum.pool(problems, step) if curriculum else problems
     per_rank = max(1, args.prompts_per_step // d.world)
-    # Every rank draws the same global batch (same rng), then takes its own slice.
-    batch = [pool[rng.randrange(len(pool))] for _ in range(per_rank * d.world)]
-    seed = rng.randrange(2**31)
-    batch = batch[d.rank::d.world]
+    batch, seed = trainer.draw_batch(pool, rng, per_rank, d)
     prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
-    prompt_ids, comps, passed, results, programs = grpo.generate_and_score(
-        engine, tokenizer, batch, args, seed + d.rank, prefixes, coverage=args.fgo)
+    ro = trainer.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
+                                    coverage=args.fgo)
     table = json.loads(args.reward_table) if args.reward_table else None
+    scores = [stepcoder_reward(r.status if r is not None else None, table) for r in ro.results]
+    sums = {**trainer.rollout_sums(dataclasses.replace(ro, rewards=scores)),
+            "fgo_tokens": sum(len(c.token_ids) for c in ro.completions), "fgo_masked": 0,
+            "fgo_samples": 0}
     samples = []
-    st = {"samples": 0.0, "reward_sum": 0.0, "pass_sum": 0.0, "len_sum": 0.0,
-          "truncated": 0.0, "no_code": 0.0, "fgo_tokens": 0.0, "fgo_masked": 0.0,
-          "fgo_samples": 0.0}
-    for j, c in enumerate(comps):
+    for j, (c, res) in enumerate(zip(ro.completions, ro.results)):
         g = j // G
-        res = results[j]
-        score = stepcoder_reward(res.status if res is not None else None, table)
         mask = None
         if args.fgo:
             mask = completion_fgo_mask(tokenizer, c, prefixes[g] if prefixes else "",
-                                       programs[j], res)
-            st["fgo_samples"] += mask is not None
-            st["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
-        samples.append(grpo.Sample(prompt_ids[g], c.token_ids, 0.0, mask, score,
-                                   key=(batch[g].id, j)))
-        st["samples"] += 1
-        st["reward_sum"] += score
-        st["pass_sum"] += res is not None and res.status == "pass"
-        st["len_sum"] += len(c.token_ids)
-        st["fgo_tokens"] += len(c.token_ids)
-        st["truncated"] += c.finish_reason == "length"
-        st["no_code"] += programs[j] is None
+                                       ro.programs[j], res)
+            sums["fgo_samples"] += mask is not None
+            sums["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
+        samples.append(Sample(ro.prompt_ids[g], c.token_ids, 0.0, mask, scores[j],
+                              key=(batch[g].id, j)))
         status = "no_code" if res is None else res.status
-        st[f"status/{status}"] = st.get(f"status/{status}", 0.0) + 1
-    if curriculum is not None:
-        updates = [(p.id, passed[g * G:(g + 1) * G]) for g, p in enumerate(batch)]
-        for pid, rs in grpo.gather_objects(updates):
-            curriculum.update(pid, rs)
-    return samples, st
-
-
-@torch.no_grad()
-def score_samples(policy, ref, critic, samples, args, pad_id: int, device) -> None:
-    """Old log-probs, reference log-probs (when ref) and old values per response token, into
-    each sample's extras (lists), computed in micro-batches before the update. The value at
-    log-prob position t is the critic's output at token t: the state in which token t+1 was
-    chosen. critic None = the shared critic: values from the policy's own value head, in
-    the same forward as the log-probs. Every rank runs the same number of forwards (FSDP
-    collectives)."""
-    import grpo
-    for part, b in grpo.micro_batches(samples, args.micro_batch, pad_id, device):
-        ids, attn = b["input_ids"], b["attention_mask"]
-        if critic is None:
-            logp, values = policy(ids, attn, temperature=args.temperature,
-                                  with_values=True)                           # [B, L-1] x2
-        else:
-            logp = policy(ids, attn, temperature=args.temperature)           # [B, L-1]
-            values = critic(ids, attn)[:, :-1]                                # [B, L-1]
-        ref_logp = ref(ids, attn, temperature=args.temperature) if ref is not None else logp
-        for i, s in enumerate(part):
-            a, n = len(s.prompt_ids) - 1, len(s.response_ids)
-            s.extras = {"old_logp": logp[i, a:a + n].tolist(),
-                        "ref_logp": ref_logp[i, a:a + n].tolist(),
-                        "old_values": values[i, a:a + n].tolist()}
+        sums[f"status/{status}"] = sums.get(f"status/{status}", 0) + 1
+    # The curricula see --reward (binary / fraction), not the StepCoder score.
+    trainer.feed_curriculum(curriculum, [(p.id, ro.rewards[g * G:(g + 1) * G])
+                                         for g, p in enumerate(batch)])
+    return samples, sums
 
 
 def _padded(rows: list[list[float]]) -> torch.Tensor:
@@ -526,97 +423,43 @@ def _padded(rows: list[list[float]]) -> torch.Tensor:
     return out
 
 
-def ppo_advantages(samples, args) -> dict:
-    """KL-in-reward, GAE and whitening on the scored samples (response tokens only, right
-    padded to [N, T]); sets each sample's advantage (list) and extras returns. Returns sums for
-    the log (kl, values, returns, explained variance inputs)."""
+def ppo_advantages(samples: list[Sample], scores: trainer.Scores, args):
+    """KL-in-reward, GAE and whitening from the no-grad scores of the samples (response
+    tokens only, right padded to [N, T]; no reference: KL 0). Returns (new Samples with their
+    per-token advantage and extras old_logp, old_values, returns; sums for the log: kl,
+    values, returns, explained-variance inputs)."""
     lens = torch.tensor([len(s.response_ids) for s in samples])
     T = max(int(lens.max()) if len(samples) else 1, 1)
     resp = (torch.arange(T)[None] < lens[:, None]).float()                    # [N, T]
     keep = _padded([[1.0] * len(s.response_ids) if s.token_mask is None else s.token_mask
                     for s in samples])[:, :T] * resp
-    logp = _padded([s.extras["old_logp"] for s in samples])[:, :T]
-    ref = _padded([s.extras["ref_logp"] for s in samples])[:, :T]
-    values = _padded([s.extras["old_values"] for s in samples])[:, :T]
+    logp = _padded(scores.logp)[:, :T]
+    ref = _padded(scores.ref_logp if scores.ref_logp is not None else scores.logp)[:, :T]
+    values = _padded(scores.values)[:, :T]
     score = torch.tensor([s.reward for s in samples], dtype=torch.float)
     rewards = kl_in_reward(score, logp, ref, resp, args.kl_coef)
     adv, ret = gae(rewards, values, resp, gamma=args.gamma, lam=args.lam)
     adv = whiten(adv, keep) if args.whiten else adv * keep
+    out = []
     for i, s in enumerate(samples):
         n = len(s.response_ids)
-        s.advantage = adv[i, :n].tolist()
-        s.extras = {"old_logp": s.extras["old_logp"], "old_values": s.extras["old_values"],
-                    "returns": ret[i, :n].tolist()}
+        out.append(dataclasses.replace(s, advantage=adv[i, :n].tolist(), extras={
+            "old_logp": scores.logp[i], "old_values": scores.values[i],
+            "returns": ret[i, :n].tolist()}))
     m = resp
-    return {"tok": float(m.sum()), "kl_sum": float(((logp - ref) * m).sum()),
-            "value_sum": float((values * m).sum()), "ret_sum": float((ret * m).sum()),
-            "ret_sq": float((ret ** 2 * m).sum()),
-            "err_sq": float(((ret - values) ** 2 * m).sum())}
-
-
-class SharedCritic(nn.Module):
-    """--critic shared: what grpo.train_on_samples trains as "the policy". Its forward runs
-    the policy (PolicyLogprobs with a value head) with values and returns what grpo expects
-    (logp, and entropy); the same forward's values [B, L-1] wait in .values for the loss
-    (ppo_loss_fn). Its parameters are the policy's, head included, so the one optimizer step
-    and grad clip cover both."""
-
-    def __init__(self, policy: nn.Module):
-        super().__init__()
-        self.policy = policy
-        self.values = None
-
-    def forward(self, input_ids, attention_mask, temperature: float = 1.0,
-                with_entropy: bool = False):
-        *out, self.values = self.policy(input_ids, attention_mask, temperature=temperature,
-                                        with_entropy=with_entropy, with_values=True)
-        return tuple(out) if with_entropy else out[0]
-
-
-def ppo_loss_fn(args, critic):
-    """Clipped policy loss (grpo.policy_loss, FGO mask in batch["mask"]) + vf_coef * clipped
-    value loss over all response tokens (batch["response_mask"], its own global denominator).
-    critic: a separate ValueModel, run here on the same micro-batch, or a SharedCritic (the
-    module train_on_samples runs as the policy), whose forward already made the values.
-    One backward trains both."""
-    from grpo import policy_loss
-
-    def fn(logp, batch, denom):
-        pl, st = policy_loss(logp, batch["old_logp"], batch["advantages"], batch["mask"],
-                             eps_low=args.eps_low, eps_high=args.eps_high, agg=args.agg,
-                             denom=denom)
-        if isinstance(critic, SharedCritic):
-            values = critic.values                                            # [B, L-1]
-        else:
-            values = critic(batch["input_ids"], batch["attention_mask"])[:, :-1]
-        vl, vst = value_loss(values, batch["old_values"], batch["returns"],
-                             batch["response_mask"], clip=args.vf_clip, agg=args.agg,
-                             denom=batch["denom_response"])
-        st.pop("kl")      # grpo's k3 term is off here; the KL is in the reward
-        return pl + args.vf_coef * vl, {**st, **vst}
-    return fn
-
-
-def reduce_sums(st: dict) -> dict:
-    """Sum each entry over ranks (keys may differ between ranks: union, sorted)."""
-    from model import all_reduce_sum
-    keys = sorted(set().union(*_gather_keys(st)))
-    return {k: all_reduce_sum(st.get(k, 0.0)) for k in keys}
-
-
-def _gather_keys(st):
-    import grpo
-    return [set(k) for k in grpo.gather_objects([list(st)])]
+    return out, {"tok": float(m.sum()), "kl_sum": float(((logp - ref) * m).sum()),
+                 "value_sum": float((values * m).sum()), "ret_sum": float((ret * m).sum()),
+                 "ret_sq": float((ret ** 2 * m).sum()),
+                 "err_sq": float(((ret - values) ** 2 * m).sum())}
 
 
 def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
+    """The step's rollout metrics from sums over ranks (trainer.reduce_sums)."""
     n = max(st["samples"], 1)
     tok = max(adv_st["tok"], 1)
     ret_mean = adv_st["ret_sum"] / tok
     ret_var = max(adv_st["ret_sq"] / tok - ret_mean ** 2, 1e-12)
-    row = {"reward_mean": st["reward_sum"] / n, "pass_rate": st["pass_sum"] / n,
-           "response_len": st["len_sum"] / n, "truncated_frac": st["truncated"] / n,
-           "no_code_frac": st["no_code"] / n, "kl_ref": adv_st["kl_sum"] / tok,
+    row = {**trainer.rollout_means(st), "kl_ref": adv_st["kl_sum"] / tok,
            "value_mean": adv_st["value_sum"] / tok, "return_mean": ret_mean,
            # 1 - Var(ret - V) / Var(ret), with the mean error counted (E[(ret - V)^2]).
            "vf_explained_var": 1 - adv_st["err_sq"] / tok / ret_var}
@@ -627,192 +470,86 @@ def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
     return row
 
 
-def copy_from_policy(policy, target, rename) -> None:
-    """Load the policy's current (FSDP-sharded) weights into `target` (sharded too):
-    rank 0 gathers the full state dict on CPU, set_model_state_dict broadcasts it.
-    rename(policy key) -> target key or None (skip). Keys of `target` not given (the
-    critic's head) keep their values."""
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                         set_model_state_dict)
-    sd = get_model_state_dict(policy, options=StateDictOptions(full_state_dict=True,
-                                                               cpu_offload=True))
-    sd = {rename(k): v for k, v in sd.items() if rename(k)}
-    set_model_state_dict(target, sd, options=StateDictOptions(
-        full_state_dict=True, broadcast_from_rank0=True, strict=False))
+# ----------------------------------------------------------------------------- the PPO step
 
 
-def build_critic(args, path, policy, d):
-    """Separate critic: the policy's body (current weights, i.e. after SFT) + a zero value
-    head, FSDP-sharded like the policy, with its own AdamW."""
-    from model import attention_impl, shard_model
-    critic = ValueModel.from_pretrained(path, dtype=torch.float32,
-                                        attn_implementation=attention_impl(d.device)).to(d.device)
-    critic = shard_model(critic, d.device, args.grad_checkpointing, lm=critic.body)
-    copy_from_policy(policy, critic, lambda k: "body." + k[len("lm.model."):]
-                     if k.startswith("lm.model.") else None)
-    opt = torch.optim.AdamW(critic.parameters(), lr=args.critic_lr, betas=(0.9, 0.99),
-                            weight_decay=args.weight_decay)
-    return critic, opt
+def ppo_loss(args):
+    """Clipped policy loss (grpo.policy_loss, FGO mask in batch.mask) + vf_coef * clipped
+    value loss over all response tokens (batch.response_mask, its own global normaliser).
+    One backward trains the policy and the critic (separate, or the policy's value head)."""
+    def loss(out: trainer.Forward, batch: trainer.Batch, denom: trainer.Denominators):
+        pl, st = policy_loss(out.logp, batch.extras["old_logp"], batch.advantages, batch.mask,
+                             eps_low=args.eps_low, eps_high=args.eps_high, agg=args.agg,
+                             denom=denom.mask)
+        vl, vst = value_loss(out.values, batch.extras["old_values"], batch.extras["returns"],
+                             batch.response_mask, clip=args.vf_clip, agg=args.agg,
+                             denom=denom.response)
+        st.pop("kl")      # grpo's k3 term is off here; the KL is in the reward
+        return pl + args.vf_coef * vl, {**st, **vst}
+    return loss
 
 
-def build_optimizer(args, policy):
-    """The policy's AdamW and schedule (grpo's warm-up + cosine). With a value head (shared
-    critic) the head is its own param group at --critic-lr, kept constant like the separate
-    critic's."""
-    from model import warmup_cosine
-    head = list(policy.value_head.parameters()) if policy.value_head is not None else []
-    head_ids = {id(p) for p in head}
-    groups = [{"params": [p for p in policy.parameters() if id(p) not in head_ids],
-               "lr": args.lr}]
-    if head:
-        groups.append({"params": head, "lr": args.critic_lr})
-    optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99),
-                                  weight_decay=args.weight_decay)
-    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
-    if head:   # same schedule for the body, constant for the head (initial lrs are kept)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, [scheduler.lr_lambdas[0], _constant_lr])
-    return optimizer, scheduler
+def build(r: trainer.Run) -> None:
+    """Critic (separate: the policy's body after SFT + a zero head, own AdamW at --critic-lr),
+    reference (--kl-coef > 0) and the policy's optimizer (a value head: its own group)."""
+    a = r.args
+    if a.critic == "separate":
+        r.critic = critic_like(r.policy, r.model_path, r.d.device, a.grad_checkpointing)
+        r.critic_optimizer = torch.optim.AdamW(r.critic.parameters(), lr=a.critic_lr,
+                                               betas=(0.9, 0.99), weight_decay=a.weight_decay)
+    if a.kl_coef > 0:
+        r.ref = reference_like(r.policy, r.model_path, r.d.device)
+    r.optimizer, r.scheduler = trainer.policy_optimizer(r.policy, a, head_lr=a.critic_lr)
 
 
-def _constant_lr(step):
-    return 1.0
-
-
-def build_reference(args, path, policy, d):
-    """Frozen copy of the policy as it is now (after SFT): the KL-in-reward anchor."""
-    from model import PolicyLogprobs, load_causal_lm, shard_model
-    ref = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
-                      d.device)
-    copy_from_policy(policy, ref, lambda k: k if k.startswith("lm.") else None)
-    return ref.eval().requires_grad_(False)
+def ppo_step(r: trainer.Run, step: int) -> dict:
+    """One PPO step; returns its metrics (trainer.run adds lr, timings, curriculum)."""
+    args = r.args
+    head = r.critic is None           # --critic shared: the values come from the policy's head
+    # --- generate, reward, FGO masks ------------------------------------------------------------
+    with r.timer("generate+reward"):
+        samples, sums = ppo_rollout(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
+                                    r.curriculum, step)
+    r.engine.sleep()        # GPU: free the engine's memory for scoring and the update
+    # --- old log-probs, reference, values; KL-in-reward, GAE --------------------------------
+    with r.timer("score"):
+        scores = r.score(samples, policy=r.policy, ref=r.ref, critic=r.critic, with_values=head)
+        samples, adv_sums = ppo_advantages(samples, scores, args)
+    # --- PPO update: policy + critic, --ppo-epochs passes over the batch --------------------
+    with r.timer("update"):
+        for _ in range(args.ppo_epochs):
+            stats = r.update(samples, ppo_loss(args), with_values=head)
+        r.scheduler.step()
+    # --- weight sync ----------------------------------------------------------------------------
+    with r.timer("sync"):
+        trainer.sync_weights(r.policy, r.engine, r.d)
+    return {**rollout_log(trainer.reduce_sums(sums), trainer.reduce_sums(adv_sums), args.fgo),
+            **stats}
 
 
 def train(args) -> dict:
     """SFT warm start -> eval -> PPO steps (StepCoder reward, optional FGO) -> eval."""
-    import grpo
-    from tqdm import tqdm
-    from model import (Timer, init_distributed, latest_checkpoint, load_checkpoint,
-                       seed_everything)
-    d = init_distributed()
-    seed_everything(args.seed)
-    os.makedirs(args.out, exist_ok=True)
-    log = grpo.MetricsLog(args.out, d.main)
-    say = print if d.main else (lambda *a, **k: None)
-    t0 = time.time()
-    train_p, eval_p = grpo.load_problem_sets(args)
-    path, tokenizer, policy, _, engine = grpo.setup_policy(
-        args, d, value_head=args.critic == "shared")   # shared: the head lives in the policy's root
-    say(f"[ppo] model {args.model} ({path}), engine {engine.name}, {d.world} rank(s), "
-        f"{len(train_p)} train / {len(eval_p)} eval problems, fgo={args.fgo}")
-
-    # --- warm start, first evaluation ---------------------------------------------------------
-    ckpt = latest_checkpoint(args.out) if args.resume else None
-    state, rates = {}, {}
-    if ckpt is None:
-        grpo.sft(policy, tokenizer, train_p, args, d, log)
-        grpo.sync_weights(policy, engine, d)
-        if args.eval_n > 0:
-            before = grpo.run_eval(engine, tokenizer, eval_p, args, d, log, say, "before_rl")
-            state["pass_at_1_before_rl"] = before["pass@1"]
-            rates = before["rates"]
-    curriculum = grpo.make_curriculum(args, train_p, rates)
-
-    # --- models: critic and reference from the current policy, optimizers ----------------------
-    # Separate: a critic module with its own optimizer, trained as an extra module. Shared:
-    # the policy itself carries the head (SharedCritic is what train_on_samples runs).
-    extras, extra_modules = {}, []
-    if args.critic == "shared":
-        critic, trained = None, SharedCritic(policy)
-    else:
-        critic, critic_opt = build_critic(args, path, policy, d)
-        trained = policy
-        extras["critic"] = (critic, critic_opt)
-        extra_modules = [(critic, critic_opt, args.max_grad_norm)]
-    ref = build_reference(args, path, policy, d) if args.kl_coef > 0 else None
-    if ref is not None:
-        extras["ref"] = (ref, _NoOptimizer())
-    optimizer, scheduler = build_optimizer(args, policy)
-    rng = random.Random(args.seed)
-    start = 0
-    if ckpt is not None:
-        state = load_checkpoint(ckpt, policy, optimizer, scheduler, d, extras=extras)
-        start = state["step"]
-        rng.setstate(grpo.rng_state_from_json(state["rng"]))
-        if curriculum is not None and "curriculum" in state:
-            curriculum.load_state_dict(state["curriculum"])
-        grpo.sync_weights(policy, engine, d)
-        say(f"[ppo] resumed from {ckpt} at step {start}")
-    else:
-        # step_0 = the warm-started policy with its critic and reference: --resume skips SFT,
-        # and --model <out>/step_0 --sft-steps 0 starts other runs from the same policy.
-        grpo.save_step(args, 0, policy, tokenizer, optimizer, scheduler, state, rng,
-                       curriculum, d, extras)
-
-    timer = Timer()
-    pad = tokenizer.pad_token_id
-    bar = tqdm(range(start, args.steps), desc="ppo", disable=not d.main, dynamic_ncols=True,
-               initial=start, total=args.steps)
-    for step in bar:
-        # --- generate, reward, FGO masks ---------------------------------------------------
-        with timer("generate+reward"):
-            samples, st = ppo_rollout(engine, tokenizer, train_p, rng, args, d, curriculum, step)
-        engine.sleep()        # GPU: free the engine's memory for scoring and the update
-        # --- old log-probs, reference, values; KL-in-reward, GAE ---------------------------
-        with timer("score"):
-            score_samples(policy, ref, critic, samples, args, pad, d.device)
-            adv_st = ppo_advantages(samples, args)
-        # --- PPO update: policy + critic, --ppo-epochs passes over the batch ---------------
-        with timer("update"):
-            for _ in range(args.ppo_epochs):
-                tr = grpo.train_on_samples(
-                    trained, optimizer, samples,
-                    ppo_loss_fn(args, trained if critic is None else critic),
-                    micro_batch=args.micro_batch, agg=args.agg, max_len=args.max_new_tokens,
-                    pad_id=pad, device=d.device, max_grad_norm=args.max_grad_norm,
-                    temperature=args.temperature,
-                    extra_modules=extra_modules)
-            scheduler.step()
-        # --- weight sync ----------------------------------------------------------------------
-        with timer("sync"):
-            grpo.sync_weights(policy, engine, d)
-        # --- log, checkpoint ----------------------------------------------------------------
-        row = {"phase": "rl", "step": step + 1,
-               **rollout_log(reduce_sums(st), reduce_sums(adv_st), args.fgo), **tr,
-               "lr": scheduler.get_last_lr()[0], **timer.pop(),
-               **(curriculum.stats() if curriculum else {})}
-        log(row)
-        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", pass_=f"{row['pass_rate']:.2f}")
-        grpo.save_step(args, step + 1, policy, tokenizer, optimizer, scheduler, state, rng,
-                       curriculum, d, extras)
-    if args.eval_n > 0 and args.steps > 0:
-        after = grpo.run_eval(engine, tokenizer, eval_p, args, d, log, say, "after_rl")
-        state["pass_at_1_after_rl"] = after["pass@1"]
-    engine.close()            # vLLM's teardown also ends the process group it joined
-    return grpo.finish_run(args, d, state, t0, say)
+    return trainer.run(args, "ppo", ppo_step, build, value_head=args.critic == "shared")
 
 
 # ----------------------------------------------------------------------------- flags
 
-PPO_PRESETS = {
+PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
     # CPU default: tiny model on the built-in set; PPO's symmetric clip 0.2.
-    "cpu": dict(out="runs/ppo", eps_high=0.2, critic_lr=6e-5),
+    "cpu": dict(eps_high=0.2),
     # StepCoder's reported settings (methods.md section 2), GPU scale.
     "gpu": dict(out="runs/ppo-gpu", eps_high=0.2, lr=5e-7, critic_lr=1.5e-6, temperature=0.8,
                 top_p=0.9, max_new_tokens=1024),
-}
+})
 
 
-def build_parser():
-    import grpo
-    p = grpo.build_parser()
-    p.prog = "ppo_fgo.py"
-    p.description = ("PPO with GAE and a critic on StepCoder's compiler-feedback reward, with "
-                     "optional FGO (policy loss only on code the tests executed). CPU default: "
-                     "tiny model, built-in problems, SFT warm start, then PPO; pass@1 before "
-                     "and after. GRPO-only flags (--adv-scale, --beta, --dynamic-sampling, "
-                     "--overlong-filter, --offline-filter, --hard-focus; --reward only feeds "
-                     "the CCCS pass rates) do not apply.")
+def build_parser() -> argparse.ArgumentParser:
+    p = trainer.new_parser(
+        "ppo_fgo.py", "PPO with GAE and a critic on StepCoder's compiler-feedback reward, with "
+                      "optional FGO (policy loss only on code the tests executed). CPU "
+                      "default: tiny model, built-in problems, SFT warm start, then PPO; "
+                      "pass@1 before and after.")
+    trainer.add_common_flags(p, "ppo")
     g = p.add_argument_group("PPO (StepCoder)")
     g.add_argument("--fgo", action="store_true",
                    help="FGO: mask the policy loss of code lines no unit test executed")
@@ -842,15 +579,13 @@ def build_parser():
                    help="JSON overriding StepCoder's rewards, e.g. '{\"wrong_answer\": -0.5}' "
                         "(keys: pass, wrong_answer, runtime_error, timeout, memory_limit, "
                         "output_limit, compile_error, no_code)")
+    trainer.add_curriculum_flags(p)
     return p
 
 
 def parse_args(argv=None):
-    import grpo
     parser = build_parser()
-    pre, _ = parser.parse_known_args(argv)
-    parser.set_defaults(**grpo.PRESETS[pre.preset], **PPO_PRESETS[pre.preset])
-    args = parser.parse_args(argv)
+    args = trainer.parse_flags(parser, PRESETS, argv)
     if args.reward_table:
         for k in json.loads(args.reward_table):
             if k not in STEPCODER_REWARDS:
@@ -859,8 +594,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    import grpo
-    grpo.run_entry_point(train, parse_args, argv)
+    trainer.run_entry_point(train, parse_args, argv)
 
 
 if __name__ == "__main__":

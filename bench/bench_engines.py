@@ -18,7 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="tiny", help="a local HF model path, or 'tiny' (built offline)")
+    ap.add_argument("--model", default="tiny",
+                    help="a local HF model path, or 'tiny' (built offline)")
     ap.add_argument("--prompts", type=int, default=32, help="distinct prompts")
     ap.add_argument("--n", type=int, default=4, help="samples per prompt")
     ap.add_argument("--max-new-tokens", type=int, default=128, help="tokens per completion")
@@ -28,6 +29,7 @@ def main():
     args = ap.parse_args()
 
     import torch
+
     import data
     import engines
     import model
@@ -61,8 +63,8 @@ def main():
         assert tokens == args.prompts * args.n * args.max_new_tokens, tokens
         rows.append((kind, start_s, secs, tokens))
 
-    print(f"\n| engine | start-up s | generate s | new tokens | tokens/s |")
-    print(f"|---|---:|---:|---:|---:|")
+    print("\n| engine | start-up s | generate s | new tokens | tokens/s |")
+    print("|---|---:|---:|---:|---:|")
     for kind, start_s, secs, tokens in rows:
         print(f"| {kind} | {start_s:.1f} | {secs:.1f} | {tokens} | {tokens / secs:.0f} |")
     if len(rows) == 2:

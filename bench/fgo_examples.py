@@ -12,14 +12,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import data  # noqa: E402
-import grpo  # noqa: E402
 import ppo_fgo  # noqa: E402
+import trainer  # noqa: E402
 from engines import make_engine  # noqa: E402
 from model import load_tokenizer  # noqa: E402
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("model", help="local model path (e.g. a step_0 checkpoint)")
     p.add_argument("--n", type=int, default=4, help="samples per problem")
     p.add_argument("--show", type=int, default=5, help="masked responses to print")
@@ -31,8 +32,8 @@ def main():
     tok = load_tokenizer(a.model)
     engine = make_engine("hf", a.model, torch.device("cpu"))
     problems = data.load_problems("builtin")
-    ids, comps, _, results, programs = grpo.generate_and_score(engine, tok, problems, args,
-                                                               seed=0, coverage=True)
+    ro = trainer.generate_and_score(engine, tok, problems, args, seed=0, coverage=True)
+    comps, results, programs = ro.completions, ro.results, ro.programs
     total = masked = covered = shown = 0
     by_status = {}
     for c, res, prog in zip(comps, results, programs):

@@ -7,6 +7,7 @@ grpo.py, ppo_fgo.py) would inherit them and, e.g., try to listen on a port still
 import os
 
 import pytest
+import torch
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -15,3 +16,16 @@ def _restore_environment():
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture
+def tiny_lm():
+    """tiny_lm(seed) -> a 1-layer Qwen2 causal LM (vocab 50, hidden 32) built in memory."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    def make(seed=0):
+        torch.manual_seed(seed)
+        return Qwen2ForCausalLM(Qwen2Config(
+            vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64))
+    return make

@@ -10,6 +10,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpo  # noqa: E402
 import model  # noqa: E402
+import trainer  # noqa: E402
 
 
 def main():
@@ -23,13 +24,14 @@ def main():
     for i in range(8):   # different prompt and response lengths, advantages of both signs
         p = torch.randint(1, 200, (3 + i % 3,), generator=g).tolist()
         r = torch.randint(1, 200, (2 + (i * 5) % 7,), generator=g).tolist()
-        samples.append(grpo.Sample(p, r, float(i % 3) - 1.0))
+        samples.append(trainer.Sample(p, r, float(i % 3) - 1.0))
     args = SimpleNamespace(beta=0.0, temperature=0.9, eps_low=0.2, eps_high=0.28, agg=agg)
     opt = torch.optim.SGD(policy.parameters(), lr=1.0)
-    st = grpo.train_on_samples(policy, opt, samples[d.rank::d.world], grpo.grpo_loss_fn(args),
-                               micro_batch=micro, agg=agg, max_len=8, pad_id=0,
-                               device=d.device, max_grad_norm=1e9, temperature=0.9)
-    sd = model.full_state_dict(policy)
+    st = trainer.update(policy, opt, samples[d.rank::d.world], grpo.grpo_loss(args),
+                        micro_batch=micro, agg=agg, max_len=8, pad_id=0, device=d.device,
+                        max_grad_norm=1e9, temperature=0.9,
+                        skip_zero_advantage=grpo.zero_advantage_is_inert(args))
+    sd = {k: v.clone() for k, v in model.iter_full_params(policy, d.device)}
     if d.main:
         torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"]}, out)
     model.close_distributed()

@@ -1,16 +1,25 @@
-"""Tests for cccs.py: split points, stages, subtasks, the CCCS schedule, DRIVE's hard focus."""
+"""Tests for cccs.py: split points, stages, subtasks, the CCCS schedule; CCCS in a GRPO run."""
 
 import doctest
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
 import cccs
-from cccs import (CCCSSchedule, HardFocusSchedule, PassRateTracker, completion_prompt,
-                  lowest_pass_rate, make_subtask, offline_filter, parse_hard_focus,
-                  rewarded_program, split_points, stage_starts)
+from cccs import (
+    CCCSSchedule,
+    completion_prompt,
+    make_subtask,
+    rewarded_program,
+    split_points,
+    stage_starts,
+)
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIGN = """\
 def main():
     x = int(input())
@@ -45,7 +54,8 @@ def test_split_points_loops_option():
 
 
 def test_split_points_ignore_conditional_expressions_and_try():
-    code = "y = 1 if True else 2\ntry:\n    z = 1\nexcept Exception:\n    z = 2\nw = [a for a in y if a]\n"
+    code = ("y = 1 if True else 2\ntry:\n    z = 1\nexcept Exception:\n    z = 2\n"
+            "w = [a for a in y if a]\n")
     assert split_points(code) == []
 
 
@@ -197,161 +207,7 @@ def test_schedule_state_keeps_integer_ids():
     assert resumed.stage[7] == 1
 
 
-def test_pass_rate_tracker_last_and_ema():
-    last = PassRateTracker()
-    last.update("a", [1, 0, 0, 0])
-    last.update("a", [1, 1])
-    assert last.get("a") == 1.0 and last.get("b") is None
-    ema = PassRateTracker(decay=0.5)
-    ema.update("a", [0.0])
-    ema.update("a", [1.0])
-    assert ema.get("a") == 0.5
-    back = PassRateTracker(decay=0.5)
-    back.load_state_dict(json.loads(json.dumps(ema.state_dict())))
-    assert back.rates == {"a": 0.5}
-
-
-def test_parse_hard_focus():
-    assert parse_hard_focus("72:64,50:32,25:32") == [(72, 64), (50, 32), (25, 32)]
-    assert parse_hard_focus(" 8:2 ") == [(8, 2)]
-    for bad in ("", "72", "72:64;50:32", "0:5", "5:0", "a:b", "10:1,20:1"):
-        with pytest.raises(ValueError, match="--hard-focus"):
-            parse_hard_focus(bad)
-
-
-def test_lowest_pass_rate_ties_and_unseen():
-    rates = {"a": 0.2, "b": 0.9, "c": 0.2, "d": 0.0}
-    assert lowest_pass_rate(list("abcd"), rates, 2) == ["a", "d"]  # d=0.0, then a beats c (tie)
-    assert lowest_pass_rate(list("abcde"), rates, 1) == ["e"]  # unseen counts as hardest
-
-
-def test_hard_focus_picks_lowest_and_switches_phases_at_the_right_steps():
-    pids = list(range(6))
-    rates = {0: 0.9, 1: 0.1, 2: 0.5, 3: 0.0, 4: 0.7, 5: 0.3}
-    hf = HardFocusSchedule(parse_hard_focus("4:3,2:2,1:1"), pids)
-    assert hf.total_steps == 6
-    assert [hf.phase_at(s) for s in range(6)] == [0, 0, 0, 1, 1, 2]
-    assert hf.problems(0, rates) == [1, 2, 3, 5]
-    rates[1] = 1.0  # problem 1 got solved during phase 0; the set stays fixed inside a phase
-    assert hf.problems(2, rates) == [1, 2, 3, 5]
-    rates[4] = 0.0  # problem 4 was dropped: it cannot come back (nested phases)
-    assert hf.problems(3, rates) == [3, 5]
-    rates[3] = 0.8
-    assert hf.problems(4, rates) == [3, 5]
-    assert hf.problems(5, rates) == [5]
-    with pytest.raises(ValueError, match="past the hard-focus schedule"):
-        hf.problems(6, rates)
-
-
-def test_hard_focus_state_round_trip():
-    rates = {"a": 0.5, "b": 0.1, "c": 0.3}
-    hf = HardFocusSchedule([(2, 1), (1, 1)], ["a", "b", "c"])
-    hf.problems(0, rates)
-    back = HardFocusSchedule([(2, 1), (1, 1)], ["a", "b", "c"])
-    back.load_state_dict(json.loads(json.dumps(hf.state_dict())))
-    assert back.problems(0, rates) == ["b", "c"]  # no re-rank inside the resumed phase
-    assert back.problems(1, {"b": 0.9, "c": 0.2}) == ["c"]
-
-
-def test_offline_filter():
-    rates = {"solved": [1.0, 1.0, 1.0], "never": [0.0, 0.0], "mixed": [1.0, 0.0, 0.0],
-             "mean": 0.25, "mean1": 1.0, "empty": []}
-    assert offline_filter(rates) == ["mixed", "mean"]
-
-
-# ----------------------------------------------------------------------------- the trainer's object
-
-import argparse
-import os
-import subprocess
-import sys
-
-from data import Problem
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TWO_IFS = "x = int(input())\nif x > 0:\n    print(1)\nif x < 0:\n    print(-1)\n"  # stages 4, 2, final
-
-
-def _problem(pid, solution=TWO_IFS):
-    return Problem(id=pid, source="test", question="q", starter_code="", fn_name=None,
-                   tests=[{"input": "1\n", "output": "1\n"}],
-                   solutions=[solution] if solution else [], difficulty="easy")
-
-
-def _args(**kw):
-    base = dict(curriculum="cccs", cccs_threshold=0.8, cccs_average="window", cccs_span=1,
-                cccs_loops=False, hard_focus="", steps=10)
-    return argparse.Namespace(**{**base, **kw})
-
-
-def test_make_curriculum_off_without_flags():
-    assert cccs.make_curriculum(_args(curriculum="none"), [_problem("a")], {}) is None
-
-
-def test_curriculum_cccs_prefix_update_and_stats():
-    problems = [_problem("a"), _problem("b"), _problem("nosol", solution=None),
-                _problem("flat", solution="print(1)\n")]
-    cur = cccs.make_curriculum(_args(), problems, {})
-    assert cur.pool(problems, 0) == problems  # no hard focus: every problem
-    assert cur.prefix(problems[0]) == "x = int(input())\nif x > 0:\n    print(1)\n"
-    assert cur.prefix(problems[2]) == "" and cur.prefix(problems[3]) == ""
-    assert cur.stats() == {"cccs_final": 1, "cccs_final-2": 2, "cccs_final_share": 1 / 3}
-    cur.update("a", [1.0, 1.0, 0.0, 1.0])  # 0.75 < 0.8: stays
-    assert cur.prefix(problems[0]).count("\n") == 3
-    cur.update("a", [1.0, 1.0])  # 1.0 >= 0.8 with span 1: one stage earlier
-    assert cur.prefix(problems[0]) == "x = int(input())\n"
-    cur.update("nosol", [1.0])  # a problem CCCS lacks is still tracked, never an error
-    assert cur.tracker.get("nosol") == 1.0 and cur.tracker.get("a") == 1.0
-    assert cur.stats() == {"cccs_final": 1, "cccs_final-1": 1, "cccs_final-2": 1,
-                           "cccs_final_share": 1 / 3}
-
-
-def test_curriculum_hard_focus_seeded_from_rates_and_past_the_end():
-    problems = [_problem(p) for p in "abcd"]
-    rates = {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25, "other": 0.0}
-    cur = cccs.make_curriculum(_args(curriculum="none", hard_focus="3:2,1:1"), problems, rates)
-    assert cur.tracker.rates == {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25}  # only train ids
-    assert [p.id for p in cur.pool(problems, 0)] == ["b", "c", "d"]
-    assert cur.prefix(problems[1]) == ""  # hard focus alone: whole programs
-    assert cur.stats() == {"hf_phase": 1, "hf_pool": 3, "hf_pool_pass_rate": 0.25}
-    cur.update("b", [1.0, 1.0])  # b got solved in phase 1; phase 2 keeps the lowest: d
-    assert [p.id for p in cur.pool(problems, 1)] == ["b", "c", "d"]
-    assert [p.id for p in cur.pool(problems, 2)] == ["d"]
-    assert [p.id for p in cur.pool(problems, 50)] == ["d"]  # past the schedule: last phase
-    assert cur.stats()["hf_phase"] == 2
-    # a filtered train set that lost every kept problem falls back to all of it
-    assert cur.pool(problems[:2], 3) == problems[:2]
-
-
-def test_curriculum_both_and_bad_spec():
-    problems = [_problem("a"), _problem("b")]
-    cur = cccs.make_curriculum(_args(hard_focus="1:1"), problems, {"a": 0.5, "b": 0.1})
-    assert [p.id for p in cur.pool(problems, 0)] == ["b"] and cur.prefix(problems[1])
-    assert set(cur.stats()) == {"cccs_final-2", "cccs_final_share", "hf_phase", "hf_pool",
-                                "hf_pool_pass_rate"}
-    with pytest.raises(SystemExit, match="--hard-focus"):
-        cccs.make_curriculum(_args(hard_focus="2:1,5:1"), problems, {})
-
-
-def test_curriculum_state_round_trip_continues_identically():
-    problems = [_problem(p) for p in "abc"]
-    args = _args(hard_focus="2:1,1:5", cccs_span=2)
-    cur = cccs.make_curriculum(args, problems, {"a": 0.1, "b": 0.2, "c": 0.9})
-    cur.pool(problems, 0)
-    for pid, rs in (("a", [1.0]), ("a", [1.0]), ("b", [0.0]), ("a", [1.0])):
-        cur.update(pid, rs)
-    state = json.loads(json.dumps(cur.state_dict()))  # what trainer_state.json holds
-    back = cccs.make_curriculum(args, problems, {"a": 0.0, "b": 0.0, "c": 0.0})  # resume seeds
-    back.load_state_dict(state)
-    assert back.state_dict() == cur.state_dict() and back.stats() == cur.stats()
-    assert [back.prefix(p) for p in problems] == [cur.prefix(p) for p in problems]
-    # the next phase ranks by the restored rates (b: 0.0 < a: 1.0), not the fresh seed
-    assert [p.id for p in back.pool(problems, 1)] == [p.id for p in cur.pool(problems, 1)] == ["b"]
-    # a checkpoint from a run without hard focus: its CCCS part still loads
-    only = cccs.make_curriculum(_args(cccs_span=2), problems, {})
-    only.load_state_dict(state)
-    assert only.cccs.state_dict() == cur.cccs.state_dict()
-
+# ----------------------------------------------------------------------------- CCCS in a GRPO run
 
 def _grpo(out, *extra):
     cmd = [sys.executable, os.path.join(ROOT, "grpo.py"), "--curriculum", "cccs", "--cccs-loops",

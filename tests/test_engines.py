@@ -150,7 +150,7 @@ def test_tied_head_is_sent_once_right_after_the_embedding():
 
 
 def test_fsdp_train_sync_matches_transformers(tiny, vllm_engine, hf_engine, tokenizer):
-    """Train (FSDP2), sync, compare; twice, through both gathering paths of model.py."""
+    """Train (FSDP2), sync, compare; twice: streamed, and from a dict of the full weights."""
     d = model.init_distributed()
     torch.manual_seed(0)
     policy = model.shard_model(model.PolicyLogprobs(model.load_causal_lm(tiny, d.device)),
@@ -167,7 +167,7 @@ def test_fsdp_train_sync_matches_transformers(tiny, vllm_engine, hf_engine, toke
     assert max(abs(a - b) for a, b in zip(after1[0], before[0])) > 0.1
 
     train_step(policy, optimizer, tokenizer)
-    full = model.full_state_dict(policy)
+    full = {k: v.clone() for k, v in model.iter_full_params(policy, d.device)}
     vllm_engine.load_weights(full.items())
     hf_engine.load_weights(full.items())
     after2 = assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer)

@@ -12,6 +12,7 @@ sys.path.insert(0, ROOT)
 
 import grpo  # noqa: E402
 import model  # noqa: E402
+import trainer  # noqa: E402
 
 
 def test_group_advantages_by_hand():
@@ -74,7 +75,7 @@ def test_aggregations_by_hand():
     assert grpo.aggregate(loss, mask, "seq-mean-token-sum-norm").item() == pytest.approx(10 / 6)
 
 
-@pytest.mark.parametrize("agg", grpo.AGGREGATIONS)
+@pytest.mark.parametrize("agg", trainer.AGGREGATIONS)
 def test_micro_batch_split_invariance(agg):
     torch.manual_seed(0)
     logp = torch.randn(6, 5, requires_grad=True)
@@ -84,7 +85,7 @@ def test_micro_batch_split_invariance(agg):
     full, _ = grpo.policy_loss(logp, logp.detach(), adv, mask, agg=agg)
     (g_full,) = torch.autograd.grad(full, logp)
     parts = [slice(0, 1), slice(1, 4), slice(4, 6)]
-    denom = grpo.global_denominator([mask[s] for s in parts], agg, max_len=5)
+    denom = trainer.global_denominator([mask[s] for s in parts], agg, max_len=5)
     total = sum(grpo.policy_loss(logp[s], logp[s].detach(), adv[s], mask[s], agg=agg,
                                  denom=denom)[0] for s in parts)
     (g_split,) = torch.autograd.grad(total, logp)
@@ -95,9 +96,9 @@ def test_micro_batch_split_invariance(agg):
 def test_dynamic_sampling_and_pass_at_k():
     keep = grpo.dynamic_sampling_keep(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), 2)
     assert keep.tolist() == [False, True, False]
-    assert grpo.pass_at_k(5, 2, 1) == pytest.approx(0.4)
-    assert grpo.pass_at_k(5, 2, 2) == pytest.approx(0.7)       # 1 - C(3,2)/C(5,2)
-    assert grpo.pass_at_k(5, 0, 3) == 0.0 and grpo.pass_at_k(5, 4, 2) == 1.0
+    assert trainer.pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert trainer.pass_at_k(5, 2, 2) == pytest.approx(0.7)       # 1 - C(3,2)/C(5,2)
+    assert trainer.pass_at_k(5, 0, 3) == 0.0 and trainer.pass_at_k(5, 4, 2) == 1.0
 
 
 def test_chunked_logprobs_equal_plain_with_temperature_and_grad():
@@ -118,10 +119,10 @@ def test_chunked_logprobs_equal_plain_with_temperature_and_grad():
 
 def test_response_mask_keeps_eos_when_pad_is_eos():
     eos = pad = 0
-    s1 = grpo.Sample([5, 6, 7], [8, 9, eos], 1.0)        # stopped on EOS (== pad)
-    s2 = grpo.Sample([5, 6], [8, eos], -1.0)
-    b = grpo.collate([s1, s2], pad, "cpu")
-    ids, attn, mask, adv = b["input_ids"], b["attention_mask"], b["mask"], b["advantages"]
+    s1 = trainer.Sample([5, 6, 7], [8, 9, eos], 1.0)        # stopped on EOS (== pad)
+    s2 = trainer.Sample([5, 6], [8, eos], -1.0)
+    b = trainer.collate([s1, s2], pad, "cpu")
+    ids, attn, mask, adv = b.input_ids, b.attention_mask, b.mask, b.advantages
     # logp position t scores token t+1: row 1 response tokens are at 3,4,5 -> positions 2,3,4
     assert mask[0].tolist() == [0, 0, 1, 1, 1]
     assert mask[1].tolist() == [0, 1, 1, 0, 0]
@@ -130,15 +131,17 @@ def test_response_mask_keeps_eos_when_pad_is_eos():
 
 
 def test_token_mask_applies_to_response_tokens_only():
-    s = grpo.Sample([1, 2], [3, 4, 5], 1.0, token_mask=[1, 0, 1], extras={"returns": [.5, .25, 1]})
-    b = grpo.collate([s], 0, "cpu")
-    assert b["mask"][0].tolist() == [0, 1, 0, 1]     # positions 1..3 score tokens 2..4
-    assert b["response_mask"][0].tolist() == [0, 1, 1, 1]
-    assert b["returns"][0].tolist() == [0, .5, .25, 1]
+    s = trainer.Sample([1, 2], [3, 4, 5], 1.0, token_mask=[1, 0, 1],
+                       extras={"returns": [.5, .25, 1]})
+    b = trainer.collate([s], 0, "cpu")
+    assert b.mask[0].tolist() == [0, 1, 0, 1]     # positions 1..3 score tokens 2..4
+    assert b.response_mask[0].tolist() == [0, 1, 1, 1]
+    assert b.extras["returns"][0].tolist() == [0, .5, .25, 1]
 
 
 def test_policy_logprobs_module_matches_model_logits(tmp_path):
-    path = model.build_tiny_model(str(tmp_path / "m"), ["print(1)\n", "def f(x):\n    return x\n"] * 5,
+    texts = ["print(1)\n", "def f(x):\n    return x\n"] * 5
+    path = model.build_tiny_model(str(tmp_path / "m"), texts,
                                   seed=0, hidden_size=32, intermediate_size=64,
                                   num_hidden_layers=1, num_attention_heads=2,
                                   num_key_value_heads=1, vocab_size=300)
@@ -187,7 +190,7 @@ def test_update_is_invariant_to_ranks_and_micro_batches(small_model, tmp_path, a
         runs[(nproc, micro)] = torch.load(out)
     base = runs[(1, 8)]
     init = model.load_causal_lm(small_model, torch.device("cpu")).state_dict()
-    moved = max((base["weights"][k] - init[k]).abs().max().item() for k in init)
+    moved = max((base["weights"][k] - init[k]).abs().max().item() for k in base["weights"])
     assert moved > 1e-4                       # the update did something
     for key, run in runs.items():
         assert run["loss"] == pytest.approx(base["loss"], rel=1e-4, abs=1e-6), key
@@ -200,24 +203,22 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
     token-mean normaliser) gives the same update as running them, with fewer sequences."""
     from types import SimpleNamespace
     g = torch.Generator().manual_seed(3)
-    samples = [grpo.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
-                           torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
-                           [1.0, 0.0, 0.0, -0.5][i % 4]) for i in range(8)]
+    samples = [trainer.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
+                              torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
+                              [1.0, 0.0, 0.0, -0.5][i % 4]) for i in range(8)]
     args = SimpleNamespace(beta=0.0, temperature=1.0, eps_low=0.2, eps_high=0.28,
                            agg="token-mean")
+    assert grpo.zero_advantage_is_inert(args)
     results = {}
     for skip in (True, False):
         torch.manual_seed(0)
         policy = model.PolicyLogprobs(model.load_causal_lm(small_model, torch.device("cpu")), 4)
         seen = []
-        policy.register_forward_hook(lambda m, inp, out: seen.append(inp[0].shape[0]))
-        fn = grpo.grpo_loss_fn(args)
-        assert fn.zero_advantage_is_inert
-        if not skip:
-            fn = (lambda f: lambda *a: f(*a))(fn)      # same loss, no skipping declared
-        st = grpo.train_on_samples(policy, torch.optim.SGD(policy.parameters(), lr=1.0), samples,
-                                   fn, micro_batch=3, agg="token-mean", max_len=8, pad_id=0,
-                                   device=torch.device("cpu"), max_grad_norm=1e9)
+        policy.register_forward_hook(lambda m, inp, out, seen=seen: seen.append(inp[0].shape[0]))
+        st = trainer.update(policy, torch.optim.SGD(policy.parameters(), lr=1.0), samples,
+                            grpo.grpo_loss(args), micro_batch=3, agg="token-mean", max_len=8,
+                            pad_id=0, device=torch.device("cpu"), max_grad_norm=1e9,
+                            skip_zero_advantage=skip)
         results[skip] = (sum(seen), st["loss"], policy.state_dict())
         assert st["grad_norm"] > 1e-3                           # the update did something
         assert st.get("zero_adv_frac") == (0.5 if skip else None)
@@ -227,8 +228,7 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
                 for k in results[True][2])
     assert moved < 1e-6
     # With a KL term every token has a gradient: nothing may be skipped.
-    assert not grpo.grpo_loss_fn(SimpleNamespace(**{**vars(args), "beta": 0.1}),
-                                 ref=object()).zero_advantage_is_inert
+    assert not grpo.zero_advantage_is_inert(SimpleNamespace(**{**vars(args), "beta": 0.1}))
 
 
 TINY_RUN = ["--max-problems", "6", "--sft-steps", "2", "--group-size", "2",

@@ -7,9 +7,19 @@ import pytest
 import torch
 
 import ppo_fgo
-from ppo_fgo import (ValueModel, executable_lines, fgo_line_mask, fgo_token_mask, gae,
-                     kl_in_reward, masked_share, stepcoder_reward, token_char_spans, value_loss,
-                     whiten)
+import trainer
+from model import ValueModel
+from ppo_fgo import (
+    executable_lines,
+    fgo_line_mask,
+    fgo_token_mask,
+    gae,
+    kl_in_reward,
+    stepcoder_reward,
+    token_char_spans,
+    value_loss,
+    whiten,
+)
 
 # ----------------------------------------------------------------------------- GAE
 
@@ -248,8 +258,6 @@ def test_fgo_masks_exactly_the_unreached_else_branch_tokens(bpe_tokenizer):
     kept_text = "".join(tok.decode([ids[i]]) for i in range(len(ids)) if keep[i])
     assert masked_text.split() == ELSE_BRANCH.split()
     assert kept_text.split() == response.replace(ELSE_BRANCH, "\n").split()
-    share = masked_share(torch.tensor([keep], dtype=torch.float), torch.ones(1, len(ids)))
-    assert share == pytest.approx(len(masked) / len(ids))
     # When a test reaches the branch nothing is masked.
     assert set(fgo_token_mask(response, spans, code_span, traced_lines(SIGN, ["3", "-1"]))) == {1}
 
@@ -259,33 +267,45 @@ def test_fgo_trusts_coverage_only_from_complete_runs():
     assert ppo_fgo.fgo_executed_lines("runtime_error", {1}) == {1}
     for killed in ("timeout", "memory_limit", "output_limit", "compile_error", None):
         assert ppo_fgo.fgo_executed_lines(killed, set()) is None
+    # A passing run that reports no line has no coverage: mask nothing, not everything.
+    assert ppo_fgo.fgo_executed_lines("pass", set()) is None
+
+
+def test_fgo_masks_nothing_when_a_passing_program_reports_no_coverage(bpe_tokenizer):
+    """A program that ends with os._exit(0) can pass while its tracer never writes the
+    executed lines (a sandbox then reports pass with no line run). FGO must treat that as no
+    coverage and mask nothing, not mask every line as unexecuted."""
+    from types import SimpleNamespace
+
+    from engines import Completion
+    program = ("import os, sys\nx = int(input())\nif x >= 0:\n    print(1)\nelse:\n"
+               "    print(-1)\nsys.stdout.flush()\nos._exit(0)\n")
+    text = "```python\n" + program + "```"
+    ids = bpe_tokenizer.encode(text, add_special_tokens=False)
+    completion = Completion(bpe_tokenizer.decode(ids), ids, "stop")
+    lost = SimpleNamespace(status="pass", executed_lines=set())
+    assert ppo_fgo.completion_fgo_mask(bpe_tokenizer, completion, "", program, lost) is None
+    # With its coverage (the else branch never ran) the same response is masked there.
+    ran = SimpleNamespace(status="pass", executed_lines={1, 2, 3, 4, 7, 8})
+    mask = ppo_fgo.completion_fgo_mask(bpe_tokenizer, completion, "", program, ran)
+    masked = "".join(bpe_tokenizer.decode([ids[i]]) for i, k in enumerate(mask) if k == 0)
+    assert masked.split() == ["else:", "print(-1)"]
 
 
 # ----------------------------------------------------------------------------- critic
 
 
-def tiny_lm(seed=0):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=50, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                         max_position_embeddings=64)
-    return Qwen2ForCausalLM(config)
-
-
-def test_value_model_shapes_gradients_and_sharing(tmp_path):
+def test_value_model_shapes_gradients_and_sharing(tmp_path, tiny_lm):
     lm = tiny_lm()
     ids = torch.randint(0, 50, (2, 6))
     attn = torch.ones(2, 6, dtype=torch.long)
-    critic = ValueModel.from_policy(lm)                     # default: a separate copy
+    critic = ValueModel.from_policy(lm)                     # a separate copy
     values = critic(ids, attn)
     assert values.shape == (2, 6) and values.dtype == torch.float32
     assert torch.all(values == 0)                           # zero-initialised head
     (values - 1.0).pow(2).mean().backward()
     assert critic.head.weight.grad.abs().sum() > 0 and critic.head.bias.grad.item() != 0
     assert all(p.grad is None for p in lm.parameters())     # the policy is untouched
-    shared = ValueModel.from_policy(lm, share_body=True)
-    assert shared.body is lm.get_decoder()
     assert critic.body is not lm.get_decoder()
     # from_pretrained loads the same body as the checkpoint's policy.
     lm.save_pretrained(tmp_path)
@@ -387,7 +407,8 @@ def test_rollout_rewards_and_logged_fgo_share(bpe_tokenizer, cccs):
     row = ppo_fgo.rollout_log(st, {"tok": 1, "kl_sum": 0, "value_sum": 0, "ret_sum": 0,
                                    "ret_sq": 1, "err_sq": 0}, fgo=True)
     n_masked = expected.count(0)
-    assert row["fgo_masked_share"] == pytest.approx(n_masked / (len(ids) + len(samples[1].response_ids)))
+    n_tokens = len(ids) + len(samples[1].response_ids)
+    assert row["fgo_masked_share"] == pytest.approx(n_masked / n_tokens)
     assert row["fgo_covered_frac"] == 1.0 and row["pass_rate"] == 0.5
     assert row["reward_mean"] == pytest.approx(0.35)
     if cccs:
@@ -401,60 +422,59 @@ def test_rollout_rewards_and_logged_fgo_share(bpe_tokenizer, cccs):
 
 
 def test_ppo_advantages_assembly_by_hand():
-    from grpo import Sample
-    a = Sample([1], [5, 6, 7], 0.0, None, 1.0, extras={
-        "old_logp": [-1.0, -1.0, -1.0], "ref_logp": [-1.5, -1.0, -1.0],
-        "old_values": [0.0, 0.0, 0.0]})
-    b = Sample([1, 2], [8, 9], 0.0, [1, 0], -0.3, extras={
-        "old_logp": [-1.0, -1.0], "ref_logp": [-1.0, -1.0], "old_values": [0.0, 0.0]})
+    from trainer import Sample, Scores
+    a = Sample([1], [5, 6, 7], 0.0, None, 1.0)
+    b = Sample([1, 2], [8, 9], 0.0, [1, 0], -0.3)
+    scores = Scores(logp=[[-1.0, -1.0, -1.0], [-1.0, -1.0]],
+                    ref_logp=[[-1.5, -1.0, -1.0], [-1.0, -1.0]],
+                    values=[[0.0, 0.0, 0.0], [0.0, 0.0]])
     args = argparse.Namespace(kl_coef=0.2, gamma=1.0, lam=1.0, whiten=False)
-    st = ppo_fgo.ppo_advantages([a, b], args)
+    (na, nb), st = ppo_fgo.ppo_advantages([a, b], scores, args)
     # a: KL reward -0.2 * 0.5 = -0.1 on token 0, score 1 on token 2: returns 0.9, 1, 1
-    assert a.extras["returns"] == pytest.approx([0.9, 1.0, 1.0])
-    assert a.advantage == pytest.approx([0.9, 1.0, 1.0])         # V = 0, gamma = lam = 1
-    assert b.extras["returns"] == pytest.approx([-0.3, -0.3])    # value targets: every token
-    assert b.advantage == pytest.approx([-0.3, 0.0])             # FGO-masked token: 0
-    assert set(a.extras) == {"old_logp", "old_values", "returns"}
+    assert na.extras["returns"] == pytest.approx([0.9, 1.0, 1.0])
+    assert na.advantage == pytest.approx([0.9, 1.0, 1.0])       # V = 0, gamma = lam = 1
+    assert nb.extras["returns"] == pytest.approx([-0.3, -0.3])  # value targets: every token
+    assert nb.advantage == pytest.approx([-0.3, 0.0])           # FGO-masked token: 0
+    assert set(na.extras) == {"old_logp", "old_values", "returns"}
     assert st["tok"] == 5 and st["kl_sum"] == pytest.approx(0.5)
+    assert a.advantage == 0.0 and a.extras == {}                # the inputs are not mutated
     # Whitening over the 4 kept tokens (0.9, 1, 1, -0.3).
-    a.extras["ref_logp"] = [-1.5, -1.0, -1.0]
-    b.extras["ref_logp"] = [-1.0, -1.0]
-    ppo_fgo.ppo_advantages([a, b], argparse.Namespace(kl_coef=0.2, gamma=1.0, lam=1.0,
-                                                      whiten=True))
+    (na, nb), _ = ppo_fgo.ppo_advantages([a, b], scores, argparse.Namespace(
+        kl_coef=0.2, gamma=1.0, lam=1.0, whiten=True))
     kept = torch.tensor([0.9, 1.0, 1.0, -0.3])
     z = (kept - kept.mean()) / kept.var(unbiased=False).sqrt()
-    assert a.advantage + b.advantage[:1] == pytest.approx(z.tolist(), abs=1e-5)
-    assert b.advantage[1] == 0.0
+    assert na.advantage + nb.advantage[:1] == pytest.approx(z.tolist(), abs=1e-5)
+    assert nb.advantage[1] == 0.0
 
 
-def test_score_samples_align_with_unpadded_forwards():
-    from grpo import Sample
+def test_score_samples_align_with_unpadded_forwards(tiny_lm):
     from model import PolicyLogprobs
+    from trainer import Sample
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, chunk_size=4)
     critic = ValueModel.from_policy(lm)
     torch.nn.init.normal_(critic.head.weight)
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6]), Sample([1, 2], [3])]
-    args = argparse.Namespace(micro_batch=2, temperature=0.7)
-    ppo_fgo.score_samples(policy, None, critic, samples, args, pad_id=0, device="cpu")
+    scores = trainer.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
+                           policy=policy, critic=critic)
+    assert scores.ref_logp is None                   # no reference: ppo_advantages uses logp
     with torch.no_grad():
-        for s in samples:
+        for i, s in enumerate(samples):
             ids = torch.tensor([s.prompt_ids + s.response_ids])
             attn = torch.ones_like(ids)
             a, n = len(s.prompt_ids) - 1, len(s.response_ids)
             lp = policy(ids, attn, temperature=0.7)[0, a:a + n]
             v = critic(ids, attn)[0, a:a + n]       # state before each response token
-            assert s.extras["old_logp"] == pytest.approx(lp.tolist(), abs=1e-5)
-            assert s.extras["ref_logp"] == s.extras["old_logp"]   # no reference: KL 0
-            assert s.extras["old_values"] == pytest.approx(v.tolist(), abs=1e-5)
+            assert scores.logp[i] == pytest.approx(lp.tolist(), abs=1e-5)
+            assert scores.values[i] == pytest.approx(v.tolist(), abs=1e-5)
 
 
-def test_shared_value_head_values_exports_and_gradients():
+def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     """PolicyLogprobs(value_head=True): same log-probs, values = head(hidden) in the same
-    forward; the head never shows in the exported (HF / engine) weights; SharedCritic feeds
-    grpo's (logp, entropy) and ppo_loss_fn's value loss trains head and body."""
-    from grpo import Sample
-    from model import PolicyLogprobs, full_state_dict, iter_full_params
+    forward; the head never shows in the exported (HF / engine) weights; trainer.forward gives
+    ppo_loss its (logp, entropy, values) and the value loss trains head and body."""
+    from model import PolicyLogprobs, iter_full_params
+    from trainer import Sample
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, chunk_size=4, value_head=True)
     assert torch.all(policy.value_head.weight == 0) and policy.value_head.bias.item() == 0
@@ -466,51 +486,47 @@ def test_shared_value_head_values_exports_and_gradients():
         logp, values = policy(ids, attn, temperature=0.7, with_values=True)
         torch.testing.assert_close(logp, PolicyLogprobs(lm, 4)(ids, attn, temperature=0.7))
         hidden = lm.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
-        expect = policy.value_head(hidden).squeeze(-1)[:, :-1]
+        head = policy.value_head
+        expect = torch.nn.functional.linear(hidden, head.weight, head.bias).squeeze(-1)[:, :-1]
         torch.testing.assert_close(values, expect)
     assert values.shape == (2, 6)
     with pytest.raises(ValueError):
         PolicyLogprobs(lm, 4)(ids, attn, with_values=True)
-    hf_names = set(lm.state_dict())
-    assert set(full_state_dict(policy)) == hf_names
     assert [n for n, _ in iter_full_params(policy, "cpu")] == [n for n, _ in
                                                               lm.named_parameters()]
-    # score_samples with critic None takes the values from the policy's own forward.
+    # trainer.score with with_values takes the values from the policy's own forward.
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6])]
     args = argparse.Namespace(micro_batch=2, temperature=0.7, eps_low=0.2, eps_high=0.2,
                               agg="token-mean", vf_clip=0.2, vf_coef=1.0)
-    ppo_fgo.score_samples(policy, None, None, samples, args, pad_id=0, device="cpu")
+    scores = trainer.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
+                           policy=policy, with_values=True)
     with torch.no_grad():
-        for s in samples:
+        for i, s in enumerate(samples):
             row = torch.tensor([s.prompt_ids + s.response_ids])
             a, n = len(s.prompt_ids) - 1, len(s.response_ids)
             v = policy(row, torch.ones_like(row), with_values=True)[1][0, a:a + n]
-            assert s.extras["old_values"] == pytest.approx(v.tolist(), abs=1e-5)
-    # One forward through SharedCritic: grpo's view, and the value loss reaches head + body.
-    from grpo import collate
-    for s in samples:
-        s.advantage = [0.0] * len(s.response_ids)           # no policy gradient
-        s.extras["returns"] = [1.0] * len(s.response_ids)
-        del s.extras["ref_logp"]
-    batch = collate(samples, 0, "cpu")
-    batch["denom_response"] = float(batch["response_mask"].sum())
-    shared = ppo_fgo.SharedCritic(policy)
-    lp, ent = shared(batch["input_ids"], batch["attention_mask"], temperature=0.7,
-                     with_entropy=True)
-    assert lp.shape == ent.shape == shared.values.shape == (2, 4)   # L = 5 tokens
-    loss, st = ppo_fgo.ppo_loss_fn(args, shared)(lp, batch, float(batch["mask"].sum()))
+            assert scores.values[i] == pytest.approx(v.tolist(), abs=1e-5)
+    # One forward with values: the loss's view, and the value loss reaches head + body.
+    samples = [Sample(s.prompt_ids, s.response_ids, [0.0] * len(s.response_ids), extras={
+        "old_logp": scores.logp[i], "old_values": scores.values[i],
+        "returns": [1.0] * len(s.response_ids)}) for i, s in enumerate(samples)]  # no PG
+    batch = trainer.collate(samples, 0, "cpu")
+    out = trainer.forward(policy, batch, temperature=0.7, with_entropy=True, with_values=True)
+    assert out.logp.shape == out.entropy.shape == out.values.shape == (2, 4)   # L = 5 tokens
+    denom = trainer.Denominators(float(batch.mask.sum()), float(batch.response_mask.sum()))
+    loss, st = ppo_fgo.ppo_loss(args)(out, batch, denom)
     assert "vf_clip_frac" in st and loss.item() > 0
     loss.backward()
     assert policy.value_head.weight.grad.abs().sum() > 0
     assert lm.model.layers[0].mlp.down_proj.weight.grad.abs().sum() > 0
 
 
-def test_shared_critic_optimizer_groups_and_schedule():
+def test_shared_critic_optimizer_groups_and_schedule(tiny_lm):
     from model import PolicyLogprobs
     policy = PolicyLogprobs(tiny_lm(0), 4, value_head=True)
     args = argparse.Namespace(lr=1e-3, critic_lr=5e-2, weight_decay=0.0, warmup_steps=2,
                               steps=4, min_lr_ratio=0.1)
-    opt, sched = ppo_fgo.build_optimizer(args, policy)
+    opt, sched = trainer.policy_optimizer(policy, args, head_lr=args.critic_lr)
     body, head = opt.param_groups
     assert {id(p) for p in head["params"]} == {id(p) for p in policy.value_head.parameters()}
     assert len(body["params"]) + 2 == len(list(policy.parameters()))
@@ -522,7 +538,7 @@ def test_shared_critic_optimizer_groups_and_schedule():
     assert [h for _, h in lrs] == [5e-2] * 4                  # head: constant --critic-lr
     assert lrs[0][0] == pytest.approx(5e-4) and lrs[1][0] == pytest.approx(1e-3)  # warm-up
     # Without a head: one group, grpo's schedule as before.
-    opt, _ = ppo_fgo.build_optimizer(args, PolicyLogprobs(tiny_lm(0), 4))
+    opt, _ = trainer.policy_optimizer(PolicyLogprobs(tiny_lm(0), 4), args)
     assert len(opt.param_groups) == 1
 
 
@@ -578,7 +594,7 @@ def test_cli_shared_critic_trains_the_head_keeps_it_out_of_hf_weights_and_resume
     rl = [r for r in rows if r["phase"] == "rl"]
     assert [r["step"] for r in rl] == [1]
     assert rl[0]["value_mean"] == 0.0                             # zero head scored step 1
-    assert not any(k.startswith("grad_norm_extra") for k in rl[0])   # no separate critic
+    assert "critic_grad_norm" not in rl[0]                        # no separate critic
     for step in (0, 1):
         files = set(os.listdir(out / f"step_{step}"))
         assert {"value_head.pt", "ref.pt", "model.safetensors"} <= files

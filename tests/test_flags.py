@@ -1,0 +1,99 @@
+"""Every entry point parses with every preset, and every flag it accepts is read by its code.
+
+The flags of an entry point are trainer.add_common_flags + trainer.add_curriculum_flags (read
+by trainer.py) plus the method's own group (read by the method's file). A flag that no code
+reads is an ablation that silently changes nothing; a method flag read by trainer.py would be
+a hidden dependency of the shared code on one method.
+"""
+import argparse
+import ast
+import os
+
+import pytest
+
+import agents
+import grpo
+import ppo_fgo
+import trainer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENTRY_POINTS = {"grpo.py": grpo, "ppo_fgo.py": ppo_fgo}
+
+
+def dests(parser: argparse.ArgumentParser) -> set[str]:
+    return {a.dest for a in parser._actions if a.dest != argparse.SUPPRESS and a.dest != "help"}
+
+
+def common_dests() -> set[str]:
+    p = argparse.ArgumentParser()
+    trainer.add_common_flags(p, "x")
+    trainer.add_curriculum_flags(p)
+    return dests(p)
+
+
+def args_read(path: str) -> set[str]:
+    """Attribute names read from an args namespace in a file: args.X, a.X (a = r.args),
+    pre.X (the preset pre-parse), r.args.X / self.args.X."""
+    tree = ast.parse(open(os.path.join(ROOT, path)).read())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            v = node.value
+            if (isinstance(v, ast.Name) and v.id in ("args", "a", "pre")) or \
+                    (isinstance(v, ast.Attribute) and v.attr == "args"):
+                out.add(node.attr)
+    return out
+
+
+def presets(module) -> dict:
+    """The merged presets of an entry point (agents.py, until it moves onto trainer.py, merges
+    grpo's with its own AGENT_PRESETS inside parse_args)."""
+    if module is agents and not hasattr(agents, "PRESETS"):
+        return trainer.merge_presets(grpo.PRESETS, agents.AGENT_PRESETS)
+    return module.PRESETS
+
+
+@pytest.mark.parametrize("module", [grpo, ppo_fgo, agents], ids=lambda m: m.__name__)
+def test_every_entry_point_parses_with_every_preset(module):
+    for preset, settings in presets(module).items():
+        args = module.parse_args(["--preset", preset])
+        for key, value in settings.items():
+            assert getattr(args, key) == value, (module.__name__, preset, key)
+        # an explicit flag beats the preset
+        assert module.parse_args(["--preset", preset, "--lr", "3e-6"]).lr == 3e-6
+    assert module.parse_args(["--preset", "gpu"]).model == "Qwen/Qwen3-1.7B"
+    assert module.parse_args([]).model == "tiny"
+
+
+@pytest.mark.parametrize("path", sorted(ENTRY_POINTS))
+def test_every_flag_an_entry_point_accepts_is_read(path):
+    module = ENTRY_POINTS[path]
+    accepted, common = dests(module.build_parser()), common_dests()
+    method_flags = accepted - common
+    assert method_flags, "the method has a flag group of its own"
+    read_by_trainer, read_here = args_read("trainer.py"), args_read(path)
+    # A common flag is read by trainer.py, or by every method (e.g. the clip range its loss
+    # passes to policy_loss).
+    every_method = set.intersection(*(args_read(p) for p in ENTRY_POINTS))
+    unread_common = sorted(common - read_by_trainer - every_method)
+    assert not unread_common, f"common flags no shared code reads: {unread_common}"
+    unread = sorted(method_flags - read_here)
+    assert not unread, f"{path} accepts but never reads: {unread}"
+    leaked = sorted(method_flags & read_by_trainer)
+    assert not leaked, f"trainer.py reads {path}'s own flags: {leaked}"
+
+
+def test_method_flags_stay_in_their_method():
+    """GRPO's flags are not PPO's and the other way round (no flag accepted and ignored)."""
+    grpo_only = dests(grpo.build_parser()) - common_dests()
+    ppo_only = dests(ppo_fgo.build_parser()) - common_dests()
+    assert {"beta", "adv_scale", "dynamic_sampling", "max_resample",
+            "overlong_filter"} == grpo_only
+    assert {"fgo", "critic", "kl_coef", "ppo_epochs", "reward_table"} <= ppo_only
+    assert not grpo_only & ppo_only
+
+
+def test_ppo_help_no_longer_says_curricula_do_not_apply():
+    text = ppo_fgo.build_parser().format_help()
+    assert "--hard-focus" in text and "--offline-filter" in text
+    assert "do not apply" not in text

@@ -1,0 +1,294 @@
+"""Tests for trainer.py: the curriculum object, metrics sinks, progress lines, the update
+protocol on its own (padding batches, separate critic), score."""
+
+import argparse
+import io
+import json
+import sys
+import types
+
+import pytest
+import torch
+
+import trainer
+
+# ----------------------------------------------------------------------------- curricula
+from data import Problem
+
+# stages start at lines 4, 2, then the final stage
+TWO_IFS = "x = int(input())\nif x > 0:\n    print(1)\nif x < 0:\n    print(-1)\n"
+
+
+def _problem(pid, solution=TWO_IFS):
+    return Problem(id=pid, source="test", question="q", starter_code="", fn_name=None,
+                   tests=[{"input": "1\n", "output": "1\n"}],
+                   solutions=[solution] if solution else [], difficulty="easy")
+
+
+def _args(**kw):
+    base = dict(curriculum="cccs", cccs_threshold=0.8, cccs_average="window", cccs_span=1,
+                cccs_loops=False, hard_focus="", steps=10)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_make_curriculum_off_without_flags():
+    assert trainer.make_curriculum(_args(curriculum="none"), [_problem("a")], {}) is None
+
+
+def test_curriculum_cccs_prefix_update_and_stats():
+    problems = [_problem("a"), _problem("b"), _problem("nosol", solution=None),
+                _problem("flat", solution="print(1)\n")]
+    cur = trainer.make_curriculum(_args(), problems, {})
+    assert cur.pool(problems, 0) == problems  # no hard focus: every problem
+    assert cur.prefix(problems[0]) == "x = int(input())\nif x > 0:\n    print(1)\n"
+    assert cur.prefix(problems[2]) == "" and cur.prefix(problems[3]) == ""
+    assert cur.stats() == {"cccs_final": 1, "cccs_final-2": 2, "cccs_final_share": 1 / 3}
+    cur.update("a", [1.0, 1.0, 0.0, 1.0])  # 0.75 < 0.8: stays
+    assert cur.prefix(problems[0]).count("\n") == 3
+    cur.update("a", [1.0, 1.0])  # 1.0 >= 0.8 with span 1: one stage earlier
+    assert cur.prefix(problems[0]) == "x = int(input())\n"
+    cur.update("nosol", [1.0])  # a problem CCCS lacks is still tracked, never an error
+    assert cur.tracker.get("nosol") == 1.0 and cur.tracker.get("a") == 1.0
+    assert cur.stats() == {"cccs_final": 1, "cccs_final-1": 1, "cccs_final-2": 1,
+                           "cccs_final_share": 1 / 3}
+
+
+def test_curriculum_hard_focus_seeded_from_rates_and_past_the_end():
+    problems = [_problem(p) for p in "abcd"]
+    rates = {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25, "other": 0.0}
+    cur = trainer.make_curriculum(_args(curriculum="none", hard_focus="3:2,1:1"), problems, rates)
+    assert cur.tracker.rates == {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25}  # only train ids
+    assert [p.id for p in cur.pool(problems, 0)] == ["b", "c", "d"]
+    assert cur.prefix(problems[1]) == ""  # hard focus alone: whole programs
+    assert cur.stats() == {"hf_phase": 1, "hf_pool": 3, "hf_pool_pass_rate": 0.25}
+    cur.update("b", [1.0, 1.0])  # b got solved in phase 1; phase 2 keeps the lowest: d
+    assert [p.id for p in cur.pool(problems, 1)] == ["b", "c", "d"]
+    assert [p.id for p in cur.pool(problems, 2)] == ["d"]
+    assert [p.id for p in cur.pool(problems, 50)] == ["d"]  # past the schedule: last phase
+    assert cur.stats()["hf_phase"] == 2
+    # a filtered train set that lost every kept problem falls back to all of it
+    assert cur.pool(problems[:2], 3) == problems[:2]
+
+
+def test_curriculum_both_and_bad_spec():
+    problems = [_problem("a"), _problem("b")]
+    cur = trainer.make_curriculum(_args(hard_focus="1:1"), problems, {"a": 0.5, "b": 0.1})
+    assert [p.id for p in cur.pool(problems, 0)] == ["b"] and cur.prefix(problems[1])
+    assert set(cur.stats()) == {"cccs_final-2", "cccs_final_share", "hf_phase", "hf_pool",
+                                "hf_pool_pass_rate"}
+    with pytest.raises(SystemExit, match="--hard-focus"):
+        trainer.make_curriculum(_args(hard_focus="2:1,5:1"), problems, {})
+
+
+def test_curriculum_state_round_trip_continues_identically():
+    problems = [_problem(p) for p in "abc"]
+    args = _args(hard_focus="2:1,1:5", cccs_span=2)
+    cur = trainer.make_curriculum(args, problems, {"a": 0.1, "b": 0.2, "c": 0.9})
+    cur.pool(problems, 0)
+    for pid, rs in (("a", [1.0]), ("a", [1.0]), ("b", [0.0]), ("a", [1.0])):
+        cur.update(pid, rs)
+    state = json.loads(json.dumps(cur.state_dict()))  # what trainer_state.json holds
+    back = trainer.make_curriculum(args, problems, {"a": 0.0, "b": 0.0, "c": 0.0})  # resume seeds
+    back.load_state_dict(state)
+    assert back.state_dict() == cur.state_dict() and back.stats() == cur.stats()
+    assert [back.prefix(p) for p in problems] == [cur.prefix(p) for p in problems]
+    # the next phase ranks by the restored rates (b: 0.0 < a: 1.0), not the fresh seed
+    assert [p.id for p in back.pool(problems, 1)] == [p.id for p in cur.pool(problems, 1)] == ["b"]
+    # a checkpoint from a run without hard focus: its CCCS part still loads
+    only = trainer.make_curriculum(_args(cccs_span=2), problems, {})
+    only.load_state_dict(state)
+    assert only.cccs.state_dict() == cur.cccs.state_dict()
+
+
+
+
+# ----------------------------------------------------------------------------- metrics
+
+class FakeWriter:
+    """Stands in for torch.utils.tensorboard.SummaryWriter: records what it is given."""
+    made = []
+
+    def __init__(self, log_dir):
+        self.log_dir, self.scalars, self.closed = log_dir, [], False
+        FakeWriter.made.append(self)
+
+    def add_scalar(self, tag, value, step):
+        self.scalars.append((tag, value, step))
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+
+def test_metrics_log_writes_jsonl_and_tensorboard_scalars(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard",
+                        types.SimpleNamespace(SummaryWriter=FakeWriter))
+    FakeWriter.made.clear()
+    log = trainer.MetricsLog(str(tmp_path), True, ["tensorboard"])
+    log({"phase": "sft", "step": 20, "nll": 0.5})
+    log({"phase": "eval", "when": "before_rl", "pass@1": 0.25})
+    log({"phase": "rl", "step": 3, "reward_mean": 0.125, "zero_adv_frac": 1})
+    log({"phase": "eval", "when": "after_rl", "pass@1": 0.5})
+    log.close()
+    (w,) = FakeWriter.made
+    assert w.log_dir == str(tmp_path / "tensorboard") and w.closed
+    # eval scalars sit at the RL step they were taken after (0 before RL)
+    assert w.scalars == [("sft/nll", 0.5, 20), ("eval/pass@1", 0.25, 0),
+                         ("rl/reward_mean", 0.125, 3), ("rl/zero_adv_frac", 1.0, 3),
+                         ("eval/pass@1", 0.5, 3)]
+    rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    assert [r["phase"] for r in rows] == ["sft", "eval", "rl", "eval"]
+    # other ranks write nothing and open no sink
+    FakeWriter.made.clear()
+    trainer.MetricsLog(str(tmp_path / "r1"), False, ["tensorboard"])({"phase": "rl", "step": 1})
+    assert FakeWriter.made == [] and not (tmp_path / "r1").exists()
+
+
+def test_metrics_log_wandb_runs_offline_by_default(tmp_path, monkeypatch):
+    calls = {}
+
+    class FakeRun:
+        def log(self, values):
+            calls.setdefault("log", []).append(values)
+
+        def finish(self):
+            calls["finished"] = True
+
+    def init(**kw):
+        calls["init"] = kw
+        return FakeRun()
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    log = trainer.MetricsLog(str(tmp_path), True, ["wandb"], config={"lr": 1e-4}, name="grpo")
+    log({"phase": "rl", "step": 2, "loss": 0.5})
+    log.close()
+    assert calls["init"]["mode"] == "offline" and calls["init"]["config"] == {"lr": 1e-4}
+    assert calls["init"]["dir"] == str(tmp_path) and calls["init"]["name"] == "grpo"
+    assert calls["log"] == [{"rl/loss": 0.5, "rl/step": 2}] and calls["finished"]
+
+
+def test_missing_optional_packages_and_bad_names_say_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)   # import fails
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(SystemExit, match="pip install tensorboard"):
+        trainer.MetricsLog(str(tmp_path), True, ["tensorboard"])
+    with pytest.raises(SystemExit, match="pip install wandb"):
+        trainer.MetricsLog(str(tmp_path), True, ["wandb"])
+    assert trainer.report_to_list("none") == [] and trainer.report_to_list("") == []
+    assert trainer.report_to_list("tensorboard,wandb") == ["tensorboard", "wandb"]
+    with pytest.raises(SystemExit, match="--report-to 'mlflow'"):
+        trainer.report_to_list("mlflow")
+
+
+def test_real_tensorboard_event_file(tmp_path):
+    pytest.importorskip("tensorboard")
+    log = trainer.MetricsLog(str(tmp_path), True, ["tensorboard"])
+    log({"phase": "rl", "step": 1, "loss": 0.5})
+    log.close()
+    assert any(p.name.startswith("events.out") for p in (tmp_path / "tensorboard").iterdir())
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_progress_lines_in_a_log_file_are_plain_and_throttled():
+    stream, clock = io.StringIO(), FakeClock()
+    bar = trainer.PlainProgress(range(10), "grpo", 10, stream=stream, every=3.0, clock=clock)
+    for i in bar:
+        bar.set_postfix(reward=f"{i / 10:.1f}")
+        clock.t += 1.0                    # one second per step
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    # the first step, then at most one line per 3 s, and the last step
+    assert [line.split()[1] for line in lines] == ["1/10", "4/10", "7/10", "10/10"]
+    assert lines[-1] == "[grpo] 10/10 reward=0.9 (1.0 s/it)"
+    # A file (not a terminal) gets plain lines; a terminal gets tqdm; other ranks nothing.
+    assert isinstance(trainer.progress(range(3), "x", 3, stream=io.StringIO()),
+                      trainer.PlainProgress)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    assert not isinstance(trainer.progress(range(3), "x", 3, stream=Terminal()),
+                          trainer.PlainProgress)
+    quiet = io.StringIO()
+    assert list(trainer.progress(range(3), "x", 3, enabled=False, stream=quiet)) == [0, 1, 2]
+    assert quiet.getvalue() == ""
+
+
+# ----------------------------------------------------------------------------- update, score
+
+def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_lm):
+    from model import PolicyLogprobs, ValueModel
+    lm = tiny_lm(0)
+    policy, critic = PolicyLogprobs(lm, 4), ValueModel.from_policy(lm)
+    samples = [trainer.Sample([3, 4], [5, 6, 7], [1.0, 0.0, -1.0]),
+               trainer.Sample([3], [8, 9], [0.5, 0.5])]
+    seen = []
+
+    def loss_fn(out, batch, denom):
+        seen.append((out.values.shape, denom))
+        # value loss only: (V - 1)^2 over the response tokens, global normaliser
+        return trainer.aggregate((out.values - 1) ** 2, batch.response_mask, "token-mean",
+                                 denom.response), {"v": 1.0}
+    opt = torch.optim.SGD(policy.parameters(), lr=0.1)
+    critic_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+    before = critic.head.bias.item()
+    st = trainer.update(policy, opt, samples, loss_fn, micro_batch=1, agg="token-mean",
+                        max_len=None, pad_id=0, device="cpu", max_grad_norm=1e9,
+                        critic=critic, critic_optimizer=critic_opt)
+    # two micro-batches (shortest first), each with the critic's values [1, L-1] and the
+    # same global normaliser
+    assert [s for s, _ in seen] == [(1, 2), (1, 4)]
+    assert all(d == trainer.Denominators(5.0, 5.0) for _, d in seen)
+    assert st["loss"] == pytest.approx(1.0)          # V = 0 everywhere: mean (0 - 1)^2
+    assert st["critic_grad_norm"] > 0 and critic.head.bias.item() > before   # V moves to 1
+    assert st["grad_norm"] == 0.0                    # the policy got no gradient
+    assert st["trained_tokens"] == 5 and st["v"] == 1.0
+
+
+def test_score_reference_only_and_with_extras_returns_new_samples(tiny_lm):
+    from model import PolicyLogprobs
+    ref = PolicyLogprobs(tiny_lm(1), 4)
+    samples = [trainer.Sample([3, 4], [5, 6]), trainer.Sample([3], [7])]
+    scores = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu", ref=ref)
+    assert scores.logp is None and scores.values is None
+    assert [len(x) for x in scores.ref_logp] == [2, 1]
+    new = trainer.with_extras(samples, ref_logp=scores.ref_logp)
+    assert samples[0].extras == {} and new[0].extras == {"ref_logp": scores.ref_logp[0]}
+    batch = trainer.collate(new, 0, "cpu")
+    # position t scores token t+1: row 0's response tokens 5, 6 are at positions 1, 2
+    assert batch.extras["ref_logp"][0, 1:3].tolist() == pytest.approx(scores.ref_logp[0])
+
+
+# ----------------------------------------------------------------------------- run.sh
+
+@pytest.mark.parametrize("smi, gpus", [
+    ('echo "GPU 0: NVIDIA H200 (UUID: a)"; echo "GPU 1: NVIDIA H200 (UUID: b)"', "2"),
+    ('echo "NVIDIA-SMI has failed because it could not communicate with the driver."; exit 9',
+     "0"),
+    (None, "0")])
+def test_run_sh_counts_gpus_robustly(tmp_path, smi, gpus):
+    """The GPU count of run.sh (its NGPU lines, run under its own set -euo pipefail) with a
+    working, a failing and no nvidia-smi: one integer, never a second line or an error."""
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lines = open(os.path.join(root, "run.sh")).read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("NGPU=$("))
+    snippet = "\n".join(lines[start:start + 2])
+    if smi is not None:
+        (tmp_path / "nvidia-smi").write_text(f"#!/bin/sh\n{smi}\n")
+        (tmp_path / "nvidia-smi").chmod(0o755)
+    script = f"set -euo pipefail\n{snippet}\n[ \"$NGPU\" -gt 0 ] || true\necho \"$NGPU\"\n"
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert res.returncode == 0 and res.stdout == f"{gpus}\n" and res.stderr == ""

@@ -1,0 +1,1242 @@
+"""The machinery every trainer shares, written once: grpo.py and ppo_fgo.py (and agents.py)
+hold their method's math and step; everything around the step lives here.
+
+A run (run()), in order:
+
+    flags        add_common_flags(parser) + the method's own group; parse_flags() merges the
+                 presets (merge_presets) and lets explicit flags override them
+    set-up       start(): process group, seeds, problems, the FSDP2 policy and its engine
+    warm start   warm_start(): SFT on the reference solutions, pass@k before RL, the offline
+                 filter; then the curriculum (CCCS / DRIVE's hard focus) and build(run): the
+                 optimizer (and reference, critic) from the warm-started policy -- or a resume
+    the steps    step(run, i) -> metrics row, the method's own function; it calls
+                 generate_and_score (rollouts + sandbox rewards), score (no-grad log-probs,
+                 reference, values), update (one optimizer step) and sync_weights
+    after        a checkpoint every --save-every steps, metrics.jsonl (and tensorboard / wandb),
+                 pass@k after RL, summary.json
+
+The update protocol (update(), one optimizer step over a rank's samples):
+
+    forward(policy, batch) -> Forward(logp, entropy, values)          each [B, L-1]
+    loss_fn(out: Forward, batch: Batch, denom: Denominators) -> (scalar loss, stats of floats)
+
+The loss sees only its arguments: the forward's tensors, the batch's per-token tensors
+(advantages, mask, response_mask and the extras the method put on its Samples, e.g. old_logp,
+returns), and the global normalisers of the step for batch.mask and batch.response_mask (every
+micro-batch on every rank), so that the summed micro-batch losses are the loss of the unsplit
+batch and the gradient does not depend on the split. skip_zero_advantage=True (the caller says
+when it is exact: a zero advantage and no other term, as in GRPO without KL) leaves those
+samples out of the forward/backward; they still count in the normalisers.
+
+Sequence layout (model.py): each row is prompt + response, right-padded to L; log-prob
+position t scores token t+1, so per-token tensors are [B, L-1].
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+from transformers.utils import logging as hf_logging
+
+import cccs
+import data
+import drive
+import sandbox
+from engines import make_engine
+from model import (
+    Dist,
+    PolicyLogprobs,
+    ValueModel,
+    all_reduce_sum,
+    close_distributed,
+    init_distributed,
+    iter_full_params,
+    latest_checkpoint,
+    load_causal_lm,
+    load_checkpoint,
+    load_tokenizer,
+    resolve_model,
+    response_mask,
+    save_checkpoint,
+    seed_everything,
+    shard_model,
+    warmup_cosine,
+)
+
+# ----------------------------------------------------------------------------- loss aggregation
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+def aggregate(loss_t: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean",
+              denom: float | None = None) -> torch.Tensor:
+    """Reduce per-token losses [B, T] to a scalar.
+
+    token-mean               sum(m * l) / sum(m)
+    seq-mean-token-mean      sum_i [sum_t(m * l) / sum_t(m)] / B
+    seq-mean-token-sum-norm  sum(m * l) / (B * T)          (T = max length, Dr. GRPO)
+    `denom` replaces the divisor (sum(m), B or B*T) by the global one of the whole step, so
+    that summing the results of micro-batches and ranks equals the unsplit loss.
+    """
+    if agg == "token-mean":
+        return (loss_t * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1))
+    if agg == "seq-mean-token-mean":
+        per_seq = (loss_t * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        return per_seq.sum() / (denom if denom is not None else loss_t.shape[0])
+    if agg == "seq-mean-token-sum-norm":
+        return (loss_t * mask).sum() / (denom if denom is not None else mask.numel())
+    raise ValueError(f"agg must be one of {AGGREGATIONS}, not {agg!r}")
+
+
+def global_denominator(masks: list[torch.Tensor], agg: str, max_len: int | None = None) -> float:
+    """The divisor `aggregate` would use on the concatenation of `masks` (all micro-batches of
+    this rank), summed over ranks. For seq-mean-token-sum-norm, T is `max_len` (the response
+    budget) so every rank agrees on it."""
+    if agg == "token-mean":
+        local = sum(float(m.sum()) for m in masks)
+    elif agg == "seq-mean-token-mean":
+        local = sum(m.shape[0] for m in masks)
+    else:
+        local = sum(m.shape[0] for m in masks) * (max_len or max((m.shape[1] for m in masks),
+                                                                 default=1))
+    return max(all_reduce_sum(local), 1.0)
+
+
+@dataclass(frozen=True)
+class Denominators:
+    """The global normalisers of one optimizer step (see global_denominator)."""
+    mask: float        # of batch.mask: the policy loss
+    response: float    # of batch.response_mask: losses over every response token (PPO's value)
+
+
+# ----------------------------------------------------------------------------- samples, batches
+
+@dataclass
+class Sample:
+    """One trained response: token ids, its advantage and an optional per-token loss mask.
+
+    advantage: a float (GRPO, broadcast over tokens) or a list per response token (PPO).
+    token_mask: 1/0 per response token (FGO, overlong filtering); None keeps every token.
+    extras: per-response-token lists (e.g. PPO's old_logp, old_values, returns), collated
+    like `advantage` into [B, L-1] tensors under the same names (Batch.extras).
+    Functions that add to a Sample return a new one (with_extras, dataclasses.replace).
+    """
+    prompt_ids: list[int]
+    response_ids: list[int]
+    advantage: float | list[float] = 0.0
+    token_mask: list[int] | None = None
+    reward: float = 0.0
+    key: object = None
+    extras: dict[str, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.prompt_ids, self.response_ids = list(self.prompt_ids), list(self.response_ids)
+
+
+def with_extras(samples: list[Sample], **per_sample: list[list[float]]) -> list[Sample]:
+    """New Samples with per-token extras added, e.g. with_extras(s, ref_logp=scores.ref_logp)."""
+    return [dataclasses.replace(s, extras={**s.extras, **{k: v[i] for k, v in per_sample.items()}})
+            for i, s in enumerate(samples)]
+
+
+@dataclass
+class Batch:
+    """Right-padded rows of prompt + response (collate). input_ids, attention_mask [B, L];
+    response_mask (the response tokens), mask (those kept by the Samples' token_mask: the
+    policy-loss mask), advantages and every extras entry [B, L-1]."""
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    mask: torch.Tensor
+    advantages: torch.Tensor
+    extras: dict[str, torch.Tensor]
+
+
+def collate(samples: list[Sample], pad_id: int, device) -> Batch:
+    """Samples -> Batch, per-token values aligned with the log-prob positions (position t
+    scores token t+1, see model.response_mask)."""
+    rows = [s.prompt_ids + s.response_ids for s in samples]
+    L = max(2, max(len(r) for r in rows))
+    ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), L), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.tensor(r)
+        attn[i, :len(r)] = 1
+    p = torch.tensor([len(s.prompt_ids) for s in samples])
+    r = torch.tensor([len(s.response_ids) for s in samples])
+    resp = response_mask(p, r, L).to(device)
+
+    def per_token(values) -> torch.Tensor:                       # [B, L-1]
+        t = torch.zeros(len(rows), L - 1)
+        for i, (s, v) in enumerate(zip(samples, values)):
+            start, n = len(s.prompt_ids) - 1, len(s.response_ids)
+            if n:
+                t[i, start:start + n] = torch.as_tensor(v, dtype=torch.float)
+        return t.to(device)
+
+    keep = per_token([1.0 if s.token_mask is None else s.token_mask for s in samples])
+    return Batch(ids.to(device), attn.to(device), resp, keep * resp,
+                 per_token([s.advantage for s in samples]),
+                 {k: per_token([s.extras[k] for s in samples]) for k in samples[0].extras})
+
+
+def max_over_ranks(n: int, device) -> int:
+    t = torch.tensor(n, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t)
+
+
+def micro_batches(samples: list[Sample], size: int, pad_id: int, device):
+    """Yield (samples, Batch) per micro-batch of `size`. Every rank yields the same number: a
+    rank with fewer samples gets ([], a one-row padding batch), so all ranks join every FSDP
+    collective of the forward and backward passes; its forward is run and thrown away."""
+    chunks = [samples[i:i + size] for i in range(0, len(samples), size)]
+    for k in range(max_over_ranks(len(chunks), device)):
+        if k < len(chunks):
+            yield chunks[k], collate(chunks[k], pad_id, device)
+        else:
+            yield [], collate([Sample([pad_id], [pad_id])], pad_id, device)
+
+
+# ----------------------------------------------------------------------------- forward, update
+
+@dataclass
+class Forward:
+    """What one forward pass gives the loss: logp, entropy, values [B, L-1] (None: not asked)."""
+    logp: torch.Tensor
+    entropy: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+
+def forward(policy: PolicyLogprobs, batch: Batch, temperature: float = 1.0,
+            with_entropy: bool = False, critic: ValueModel | None = None,
+            with_values: bool = False) -> Forward:
+    """Run the policy on a batch; values from the policy's own head (with_values) or from a
+    separate critic (its value at position t = the state after token t)."""
+    out = policy(batch.input_ids, batch.attention_mask, temperature=temperature,
+                 with_entropy=with_entropy, with_values=with_values)
+    out = out if isinstance(out, tuple) else (out,)
+    values = out[-1] if with_values else None
+    if critic is not None:
+        values = critic(batch.input_ids, batch.attention_mask)[:, :-1]
+    return Forward(out[0], out[1] if with_entropy else None, values)
+
+
+def update(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: int, agg: str,
+           max_len: int | None, pad_id: int, device, max_grad_norm: float,
+           temperature: float = 1.0, critic: ValueModel | None = None, critic_optimizer=None,
+           with_values: bool = False, skip_zero_advantage: bool = False) -> dict:
+    """One optimizer step over `samples` (this rank's share), in micro-batches.
+
+    loss_fn(Forward, Batch, Denominators) -> (loss, stats); see the module docstring. The loss
+    is multiplied by the world size because FSDP averages gradients over ranks, so the summed
+    gradient equals that of the unsplit batch. A separate critic (and its optimizer) is trained
+    by the same backward. skip_zero_advantage: samples whose advantage is zero everywhere are
+    left out of the forward/backward (only exact when their loss has no other term) but still
+    count in the normalisers; the stats then describe the trained samples only, plus
+    zero_adv_frac (the share skipped).
+    Returns token-weighted means of the loss's stats and the entropy, and loss (the step's,
+    summed), grad_norm, trained_tokens (and critic_grad_norm).
+    """
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    whole = [collate(samples, pad_id, "cpu")] if samples else []     # normalisers: every sample
+    denom = Denominators(global_denominator([b.mask for b in whole], agg, max_len),
+                         global_denominator([b.response_mask for b in whole], agg, max_len))
+    skipped = None
+    if skip_zero_advantage:
+        n_all = len(samples)
+        samples = [s for s in samples if not _all_zero(s.advantage)]
+        skipped = (all_reduce_sum(float(n_all - len(samples))), all_reduce_sum(float(n_all)))
+    # Similar lengths together: less padding per micro-batch (the sum does not depend on order).
+    samples = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
+    optimizer.zero_grad(set_to_none=True)
+    if critic is not None:
+        critic_optimizer.zero_grad(set_to_none=True)
+    sums: dict[str, float] = {}
+    loss_sum = tokens = 0.0
+    for chunk, batch in micro_batches(samples, micro_batch, pad_id, device):
+        out = forward(policy, batch, temperature, True, critic, with_values)
+        if not chunk:        # padding batch: join the backward's collectives with a zero loss
+            (out.logp.sum() * 0 + (0 if out.values is None else out.values.sum() * 0)).backward()
+            continue
+        loss, stats = loss_fn(out, batch, denom)
+        (loss * world).backward()
+        loss_sum += float(loss.detach())      # global normaliser: the sum IS the step's loss
+        n_tok = float(batch.mask.sum())
+        stats["entropy"] = float((out.entropy.detach() * batch.mask).sum()) / max(n_tok, 1)
+        for key, v in stats.items():          # token-weighted sums, averaged below
+            sums[key] = sums.get(key, 0.0) + v * n_tok
+        tokens += n_tok
+    result = {"grad_norm": _clip_and_step(policy, optimizer, max_grad_norm)}
+    if critic is not None:
+        result["critic_grad_norm"] = _clip_and_step(critic, critic_optimizer, max_grad_norm)
+    tokens = all_reduce_sum(tokens)
+    result = {**{k: v / max(tokens, 1) for k, v in reduce_sums(sums).items()},
+              "loss": all_reduce_sum(loss_sum), **result, "trained_tokens": tokens}
+    if skipped is not None:
+        result["zero_adv_frac"] = skipped[0] / max(skipped[1], 1.0)
+    return result
+
+
+def _all_zero(advantage) -> bool:
+    """True when a Sample's advantage (a float, or a list per token) is zero everywhere."""
+    if isinstance(advantage, (list, tuple)):
+        return all(a == 0 for a in advantage)
+    return advantage == 0
+
+
+def _clip_and_step(module, optimizer, max_grad_norm: float) -> float:
+    norm = torch.nn.utils.clip_grad_norm_(module.parameters(), max_grad_norm)
+    optimizer.step()
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
+@dataclass
+class Scores:
+    """Per sample, per response token (lists): the policy's log-probs, the reference's, the
+    values (None where not asked)."""
+    logp: list[list[float]] | None = None
+    ref_logp: list[list[float]] | None = None
+    values: list[list[float]] | None = None
+
+
+@torch.no_grad()
+def score(samples: list[Sample], *, micro_batch: int, pad_id: int, device,
+          temperature: float = 1.0, policy=None, ref=None, critic=None,
+          with_values: bool = False) -> Scores:
+    """No-grad pass before an update: log-probs of the sampled tokens under `policy` (the one
+    that generated them) and `ref`, and values (the policy's head with with_values, or a
+    separate critic), in micro-batches. Every rank runs the same number of forwards."""
+    wants_values = policy is not None and (critic is not None or with_values)
+    asked = [name for name, on in (("logp", policy is not None), ("ref_logp", ref is not None),
+                                   ("values", wants_values)) if on]
+    lists: dict[str, list] = {name: [] for name in asked}
+    for chunk, batch in micro_batches(samples, micro_batch, pad_id, device):
+        got = {}
+        if policy is not None:
+            out = forward(policy, batch, temperature, critic=critic, with_values=with_values)
+            got.update(logp=out.logp, values=out.values)
+        if ref is not None:
+            got["ref_logp"] = ref(batch.input_ids, batch.attention_mask, temperature=temperature)
+        for i, s in enumerate(chunk):
+            a, n = len(s.prompt_ids) - 1, len(s.response_ids)
+            for name in asked:
+                lists[name].append(got[name][i, a:a + n].tolist())
+    return Scores(**lists)
+
+
+# ----------------------------------------------------------------------------- SFT warm start
+
+def sft_examples(tokenizer, problems) -> list[Sample]:
+    """(prompt, reference answer + EOS) pairs from every reference solution."""
+    out = []
+    for p in problems:
+        ids = tokenizer(prompt_text(tokenizer, p))["input_ids"]
+        for sol in p.solutions:
+            ans = tokenizer(data.format_answer(sol))["input_ids"] + [tokenizer.eos_token_id]
+            out.append(Sample(ids, ans, 1.0))
+    return out
+
+
+def sft_loss(out: Forward, batch: Batch, denom: Denominators):
+    """Supervised warm start: token-mean negative log-likelihood of the reference answers."""
+    return aggregate(-out.logp, batch.mask, "token-mean", denom.mask), {}
+
+
+def sft(policy, tokenizer, examples: list[Sample], args, d: Dist, log) -> None:
+    """Supervised warm start (--sft-steps) on `examples` (sft_examples: the reference
+    solutions), so RL starts from a policy that sometimes earns reward. The same function
+    fine-tunes real models. Its own AdamW (lr --sft-lr, warm-up then cosine); RL starts with
+    a fresh optimizer."""
+    if not examples or args.sft_steps <= 0:
+        return
+    rng = random.Random(args.seed + 1)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.sft_lr, weight_decay=0.0)
+    sched = warmup_cosine(optimizer, args.warmup_steps, args.sft_steps)
+    bar = progress(range(args.sft_steps), "sft", args.sft_steps, enabled=d.main)
+    for step in bar:
+        batch = [examples[rng.randrange(len(examples))] for _ in range(args.sft_batch)]
+        st = update(policy, optimizer, batch[d.rank::d.world], sft_loss,
+                    micro_batch=args.micro_batch, agg="token-mean", max_len=None,
+                    pad_id=tokenizer.pad_token_id, device=d.device,
+                    max_grad_norm=args.max_grad_norm)
+        sched.step()
+        bar.set_postfix(nll=f"{st['loss']:.3f}")
+        if step % 20 == 0 or step == args.sft_steps - 1:
+            log({"phase": "sft", "step": step, "nll": st["loss"], "grad_norm": st["grad_norm"]})
+
+
+# ----------------------------------------------------------------------------- rollouts, rewards
+
+def prompt_text(tokenizer, problem, prefix: str = "") -> str:
+    """The coder prompt. With a CCCS prefix the answer is opened for the model
+    ("```python\\n" + prefix) so it continues the canonical program (cccs.completion_prompt)."""
+    return cccs.completion_prompt(data.render_prompt(tokenizer, data.coder_messages(problem)),
+                                  prefix, prefill=True)
+
+
+def score_completions(problems, texts: list[str], args, prefixes=None, coverage=False):
+    """Run each completion's program on its problem's tests in one sandbox batch.
+
+    Returns (rewards, results, programs); a completion with no code gets reward 0 and result
+    None (counted as no_code, never an error). With CCCS prefixes the rewarded program is
+    prefix + completion (cccs.rewarded_program). Reward: --reward binary (all tests pass) or
+    fraction (share of tests passed).
+    """
+    programs, jobs, where = [], [], []
+    for i, (p, t) in enumerate(zip(problems, texts)):
+        code = cccs.rewarded_program(prefixes[i] if prefixes else "", t, prefill=True)
+        programs.append(code)
+        if code is not None:
+            where.append(i)
+            jobs.append(dict(code=code, tests=p.tests, fn_name=p.fn_name,
+                             timeout=args.test_timeout, coverage=coverage))
+    results = [None] * len(texts)
+    for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)):
+        results[i] = res
+    rewards = [0.0 if r is None else
+               (r.pass_rate if args.reward == "fraction" else float(r.status == "pass"))
+               for r in results]
+    return rewards, results, programs
+
+
+@dataclass
+class Rollouts:
+    """args.group_size completions per problem of a batch, with their sandbox verdicts; the
+    flat lists are ordered problem by problem (completion j belongs to problem j // G)."""
+    prompt_ids: list[list[int]]        # per problem
+    completions: list                  # engines.Completion, [P * G]
+    rewards: list[float]               # --reward of each completion
+    results: list                      # sandbox results (None: no code)
+    programs: list[str | None]         # the rewarded programs
+
+
+def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
+                       coverage: bool = False) -> Rollouts:
+    """Sample args.group_size completions per problem of `batch` and run them on the tests
+    (with line coverage when asked: FGO)."""
+    G = args.group_size
+    prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
+               for i, p in enumerate(batch)]
+    outs = engine.generate(prompts, n=G, temperature=args.temperature, top_p=args.top_p,
+                           max_new_tokens=args.max_new_tokens, seed=seed)
+    comps = [c for o in outs for c in o]
+    flat = [p for p in batch for _ in range(G)]
+    flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
+    rewards, results, programs = score_completions(flat, [c.text for c in comps], args,
+                                                   flat_prefix, coverage)
+    return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
+                    programs)
+
+
+def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
+               need: int | None = None) -> tuple[list, int]:
+    """This rank's problems for one round of rollouts and its sampling seed. Every rank draws
+    the same global batch (same rng), then takes its own slice (the first `need` of it)."""
+    batch = [pool[rng.randrange(len(pool))] for _ in range(per_rank * d.world)]
+    seed = rng.randrange(2**31)
+    return batch[d.rank::d.world][:need], seed + d.rank
+
+
+def feed_curriculum(curriculum, updates: list[tuple]) -> None:
+    """(problem id, rewards of its group) from every rank, in rank order, so that every rank's
+    curriculum stays identical."""
+    if curriculum is not None:
+        for pid, rewards in gather_objects(updates):
+            curriculum.update(pid, rewards)
+
+
+def rollout_sums(rollouts: Rollouts) -> dict:
+    """Sums over this rank's completions for the step's metrics (rollout_means)."""
+    rs, comps = rollouts.rewards, rollouts.completions
+    return {"samples": len(comps), "reward_sum": sum(rs), "reward_sq": sum(x * x for x in rs),
+            "pass_sum": sum(r is not None and r.status == "pass" for r in rollouts.results),
+            "len_sum": sum(len(c.token_ids) for c in comps),
+            "truncated": sum(c.finish_reason == "length" for c in comps),
+            "no_code": sum(p is None for p in rollouts.programs)}
+
+
+def rollout_means(sums: dict) -> dict:
+    """rollout_sums summed over ranks -> reward_mean / std, pass_rate, response_len,
+    truncated_frac, no_code_frac."""
+    n = max(sums["samples"], 1)
+    mean = sums["reward_sum"] / n
+    return {"reward_mean": mean, "reward_std": max(sums["reward_sq"] / n - mean * mean, 0) ** 0.5,
+            "pass_rate": sums["pass_sum"] / n, "response_len": sums["len_sum"] / n,
+            "truncated_frac": sums["truncated"] / n, "no_code_frac": sums["no_code"] / n}
+
+
+def gather_objects(items: list) -> list:
+    """Concatenate a Python list from every rank, in rank order (identity in a world of 1)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return list(items)
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, items)
+    return [x for part in out for x in part]
+
+
+def reduce_sums(sums: Mapping[str, float]) -> dict:
+    """Sum each entry over ranks (keys may differ between ranks: their union, sorted)."""
+    keys = sorted(set().union(*(set(k) for k in gather_objects([list(sums)]))))
+    return {k: all_reduce_sum(sums.get(k, 0.0)) for k in keys}
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float) -> dict:
+    """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
+
+    Returns {"pass@1", f"pass@{n}", "problems", "rates": {problem id: solved share}}; the
+    per-problem rates feed --offline-filter and DRIVE's hard focus.
+    """
+    mine = problems[d.rank::d.world]
+    outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
+                           temperature=temperature, top_p=args.top_p,
+                           max_new_tokens=args.max_new_tokens, seed=args.seed + 7) if mine else []
+    flat_p = [p for p in mine for _ in range(n)]
+    _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
+    solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
+              for i in range(len(mine))]
+    counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
+    total = max(len(counts), 1)
+    return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
+            f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total,
+            "problems": len(counts), "rates": {pid: c / n for pid, c in counts}}
+
+
+# ----------------------------------------------------------------------------- set-up
+
+def load_problem_sets(args):
+    """Train and eval problems from --train-data / --eval-data (NAME or NAME:PATH[,...])."""
+    def load(spec, split):
+        out = []
+        for part in spec.split(","):
+            name, _, path = part.partition(":")
+            out += data.load_problems(name, split=split, path=path or None)
+        return out
+    train = load(args.train_data, "train")
+    evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
+    if args.max_problems:
+        train, evals = train[:args.max_problems], evals[:args.max_problems]
+    if not train:
+        raise SystemExit(f"--train-data {args.train_data!r} gave no problems with tests.")
+    return train, evals
+
+
+def setup_policy(args, d: Dist, value_head: bool = False):
+    """Model path, tokenizer, FSDP-sharded policy and its generation engine.
+    value_head: give the policy a model.ValueHead inside its FSDP root (PPO's shared critic)."""
+    if d.device.type == "cpu" and args.cpu_threads > 0:
+        # Tiny models are overhead-bound: extra threads only fight the sandbox's workers.
+        torch.set_num_threads(args.cpu_threads)
+    path = resolve_model(args.model, seed=args.model_seed)
+    tokenizer = load_tokenizer(path)
+    # The engine first: on GPU vLLM checks at start-up that its share of memory is free.
+    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank,
+                         tensor_parallel_size=args.engine_tp,
+                         gpu_memory_utilization=args.engine_mem, sleep_level=args.sleep_level,
+                         max_model_len=args.max_model_len)
+    policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk,
+                                        value_head=value_head),
+                         d.device, args.grad_checkpointing)
+    return path, tokenizer, policy, engine
+
+
+def policy_optimizer(policy: PolicyLogprobs, args, head_lr: float | None = None):
+    """The policy's AdamW and its schedule (linear warm-up, then cosine to --min-lr-ratio).
+    A value head (PPO's shared critic) is its own param group at head_lr, kept constant."""
+    head = list(policy.value_head.parameters()) if policy.value_head is not None else []
+    head_ids = {id(p) for p in head}
+    groups = [{"params": [p for p in policy.parameters() if id(p) not in head_ids],
+               "lr": args.lr}]
+    if head:
+        groups.append({"params": head, "lr": head_lr})
+    optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99),
+                                  weight_decay=args.weight_decay)
+    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+    if head:   # the schedule for the body, constant for the head (initial lrs are kept)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, [scheduler.lr_lambdas[0], _constant_lr])
+    return optimizer, scheduler
+
+
+def _constant_lr(step):
+    return 1.0
+
+
+class NoOptimizer:
+    """Stands in for a frozen module's optimizer (the reference) in checkpoint extras."""
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def sync_weights(policy, engine, d: Dist) -> None:
+    """Push the trainer's weights into the generation engine (every rank into its own)."""
+    engine.load_weights(iter_full_params(policy, d.device))
+
+
+# ----------------------------------------------------------------------------- curricula
+
+class Curriculum:
+    """Which prompts the policy sees, and how: StepCoder's CCCS (cccs.py), DRIVE's hard focus
+    (drive.py), or both. What the methods' rollouts consult:
+        pool(problems, step) -> problems to sample from at RL step `step` (0-based)
+        prefix(problem)      -> CCCS prefix of its current stage ("" = the whole program)
+        update(pid, rewards) -> once per group, the group's rewards (binary or fraction)
+        stats()              -> flat dict for metrics.jsonl
+        state_dict() / load_state_dict(state)  -> JSON for trainer_state.json
+
+    The rewards of every group feed both the CCCS averages and the pass-rate tracker that
+    ranks problems at each hard-focus phase. Steps past the hard-focus schedule keep its last
+    phase (so --steps larger than the schedule trains longer on the hardest set).
+    """
+
+    def __init__(self, cccs_schedule: cccs.CCCSSchedule | None = None,
+                 hard_focus: drive.HardFocusSchedule | None = None,
+                 tracker: drive.PassRateTracker | None = None):
+        self.cccs, self.hard_focus = cccs_schedule, hard_focus
+        self.tracker = tracker if tracker is not None else drive.PassRateTracker()
+
+    def pool(self, problems: Sequence, step: int) -> list:
+        if self.hard_focus is None:
+            return list(problems)
+        step = min(step, self.hard_focus.total_steps - 1)  # past the end: keep the last phase
+        keep = set(self.hard_focus.problems(step, self.tracker.rates))
+        # Order of `problems`; if a filter removed every kept problem, fall back to all.
+        return [p for p in problems if p.id in keep] or list(problems)
+
+    def prefix(self, problem) -> str:
+        if self.cccs is None or problem.id not in self.cccs.stage:
+            return ""  # no canonical solution: the ordinary task
+        return self.cccs.subtask(problem.id)[0]
+
+    def update(self, pid, rewards: Iterable[float]) -> None:
+        rewards = list(rewards)
+        self.tracker.update(pid, rewards)
+        if self.cccs is not None and pid in self.cccs.stage:
+            self.cccs.update(pid, rewards)
+
+    def stats(self) -> dict:
+        """cccs_<stage>: problems per stage ("final", "final-1", ...), cccs_final_share:
+        share of CCCS problems writing whole programs; hf_phase (1-based), hf_pool."""
+        out: dict = {}
+        if self.cccs is not None:
+            counts = self.cccs.stage_counts()
+            out.update({f"cccs_{k}": v for k, v in counts.items()})
+            out["cccs_final_share"] = counts.get("final", 0) / max(len(self.cccs.stage), 1)
+        if self.hard_focus is not None:
+            out["hf_phase"] = self.hard_focus.phase_index + 1
+            out["hf_pool"] = len(self.hard_focus.kept)
+            known = [self.tracker.rates[p] for p in self.hard_focus.kept if p in self.tracker.rates]
+            if known:
+                out["hf_pool_pass_rate"] = sum(known) / len(known)
+        return out
+
+    def state_dict(self) -> dict:
+        return {"cccs": self.cccs.state_dict() if self.cccs is not None else None,
+                "hard_focus": self.hard_focus.state_dict() if self.hard_focus is not None
+                else None,
+                "tracker": self.tracker.state_dict()}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        """Restore the parts this run has; a part the checkpoint lacks starts fresh."""
+        if self.cccs is not None and state.get("cccs"):
+            self.cccs.load_state_dict(state["cccs"])
+        if self.hard_focus is not None and state.get("hard_focus"):
+            self.hard_focus.load_state_dict(state["hard_focus"])
+        if state.get("tracker"):
+            self.tracker.load_state_dict(state["tracker"])
+
+
+def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | None:
+    """--curriculum cccs and/or --hard-focus -> Curriculum (None when neither is on).
+
+    args: curriculum, cccs_threshold, cccs_average, cccs_span, cccs_loops, hard_focus.
+    problems: the train problems (data.Problem); CCCS uses each one's first solution.
+    rates: {problem id: solved share under the starting policy}; seeds the pass-rate tracker
+    so the first hard-focus phase ranks by it (ids not in `problems` are ignored).
+    """
+    if args.curriculum == "none" and not args.hard_focus:
+        return None
+    sched = None
+    if args.curriculum == "cccs":
+        sched = cccs.CCCSSchedule({p.id: p.solutions[0] for p in problems if p.solutions},
+                                  threshold=args.cccs_threshold, average=args.cccs_average,
+                                  span=args.cccs_span, include_loops=args.cccs_loops)
+    hf = None
+    if args.hard_focus:
+        try:
+            phases = drive.parse_hard_focus(args.hard_focus)
+        except ValueError as e:
+            raise SystemExit(str(e)) from None
+        hf = drive.HardFocusSchedule(phases, [p.id for p in problems])
+    ids = {p.id for p in problems}
+    tracker = drive.PassRateTracker()
+    tracker.rates = {pid: float(r) for pid, r in rates.items() if pid in ids}
+    return Curriculum(sched, hf, tracker)
+
+
+# ----------------------------------------------------------------------------- metrics
+
+class Timer:
+    """Accumulates seconds per phase: with timer("generate"): ..."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name):
+        timer = self
+
+        class _Ctx:
+            def __enter__(self):
+                self.t = time.perf_counter()
+
+            def __exit__(self, *a):
+                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self.t
+        return _Ctx()
+
+    def pop(self) -> dict[str, float]:
+        out, self.seconds = {f"time/{k}": round(v, 3) for k, v in self.seconds.items()}, {}
+        return out
+
+
+REPORT_TO = ("tensorboard", "wandb")
+
+
+class MetricsLog:
+    """Rank 0 appends one JSON object a line to <out>/metrics.jsonl and, with report_to, sends
+    the numbers to TensorBoard (<out>/tensorboard) and/or Weights & Biases (offline unless
+    WANDB_MODE says otherwise; `wandb sync <out>/wandb/...` uploads later). Scalars are named
+    <phase>/<key> (eval: eval/<key>, at the RL step it was taken after)."""
+
+    def __init__(self, out_dir: str, main: bool, report_to: Sequence[str] = (),
+                 config: dict | None = None, name: str = "run"):
+        self.path = os.path.join(out_dir, "metrics.jsonl") if main else None
+        self.sinks = [make_sink(kind, out_dir, config or {}, name) for kind in report_to] \
+            if main else []
+        self.rl_step = 0
+
+    def __call__(self, row: dict):
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({k: (round(v, 6) if isinstance(v, float) else v)
+                                    for k, v in row.items()}) + "\n")
+        if row.get("phase") == "rl":
+            self.rl_step = row["step"]
+        step = row["step"] if "step" in row and row.get("phase") != "eval" else self.rl_step
+        phase = row.get("phase", "metrics")
+        scalars = {f"{phase}/{k}": float(v) for k, v in row.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
+        for sink in self.sinks:
+            sink.log(scalars, step)
+
+    def close(self):
+        for sink in self.sinks:
+            sink.close()
+
+
+class TensorBoardSink:
+    def __init__(self, out_dir: str):
+        try:
+            from torch.utils.tensorboard import SummaryWriter  # optional: tensorboard
+        except ImportError:
+            raise SystemExit("--report-to tensorboard needs the tensorboard package: "
+                             "pip install tensorboard (or leave the flag out).") from None
+        self.writer = SummaryWriter(os.path.join(out_dir, "tensorboard"))
+
+    def log(self, scalars: dict, step: int):
+        for tag, v in scalars.items():
+            self.writer.add_scalar(tag, v, step)
+        self.writer.flush()
+
+    def close(self):
+        self.writer.close()
+
+
+class WandbSink:
+    def __init__(self, out_dir: str, config: dict, name: str):
+        try:
+            import wandb  # optional: wandb
+        except ImportError:
+            raise SystemExit("--report-to wandb needs the wandb package: pip install wandb "
+                             "(or leave the flag out).") from None
+        # wandb's own step must only grow, and SFT, RL and eval rows each count from 0: the
+        # phase's step is logged as a metric instead.
+        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "rl4code"), name=name,
+                              dir=out_dir, config=config,
+                              mode=os.environ.get("WANDB_MODE", "offline"))
+
+    def log(self, scalars: dict, step: int):
+        phase = next(iter(scalars), "x/").split("/")[0]
+        self.run.log({**scalars, f"{phase}/step": step})
+
+    def close(self):
+        self.run.finish()
+
+
+def make_sink(kind: str, out_dir: str, config: dict, name: str):
+    if kind == "tensorboard":
+        return TensorBoardSink(out_dir)
+    if kind == "wandb":
+        return WandbSink(out_dir, config, name)
+    raise SystemExit(f"--report-to {kind!r}: choose from {', '.join(REPORT_TO)}.")
+
+
+class PlainProgress:
+    """A progress bar for log files: a plain line at most every `every` seconds (and at the
+    end) instead of tqdm's carriage-return redraws."""
+
+    def __init__(self, iterable, desc: str, total: int, initial: int = 0, stream=None,
+                 every: float = 30.0, clock=time.monotonic):
+        self.iterable, self.desc, self.total, self.done = iterable, desc, total, initial
+        self.stream, self.every, self.clock = stream or sys.stdout, every, clock
+        self.postfix, self.start, self.last = "", clock(), None
+        self.first = initial
+
+    def set_postfix(self, **kw):
+        self.postfix = " ".join(f"{k}={v}" for k, v in kw.items())
+
+    def __iter__(self):
+        for item in self.iterable:
+            yield item
+            self.done += 1
+            now = self.clock()
+            if self.done == self.total or self.last is None or now - self.last >= self.every:
+                self.last = now
+                rate = (now - self.start) / max(self.done - self.first, 1)
+                print(f"[{self.desc}] {self.done}/{self.total} {self.postfix} "
+                      f"({rate:.1f} s/it)", file=self.stream, flush=True)
+
+
+def progress(iterable, desc: str, total: int, initial: int = 0, enabled: bool = True,
+             stream=None):
+    """tqdm on a terminal, PlainProgress lines when the output goes to a file, nothing when
+    disabled (ranks other than 0)."""
+    stream = stream or sys.stderr
+    if enabled and not stream.isatty():
+        return PlainProgress(iterable, desc, total, initial, stream)
+    return tqdm(iterable, desc=desc, total=total, initial=initial, disable=not enabled,
+                dynamic_ncols=True, file=stream)
+
+
+# ----------------------------------------------------------------------------- the run
+
+@dataclass
+class Run:
+    """What a method's build and step work with; run() fills it in the order of its fields."""
+    name: str                          # "grpo", "ppo": log prefix, progress label
+    args: argparse.Namespace
+    d: Dist
+    log: MetricsLog
+    model_path: str
+    tokenizer: object
+    policy: PolicyLogprobs             # FSDP2-sharded, what the optimizer trains
+    engine: object                     # generation (engines.py), synced after each update
+    train_problems: list
+    eval_problems: list
+    t0: float                          # wall clock at the start
+    state: dict = field(default_factory=dict)   # trainer_state.json; the summary's source
+    curriculum: Curriculum | None = None
+    optimizer: torch.optim.Optimizer | None = None   # build() makes these four
+    scheduler: object = None
+    ref: PolicyLogprobs | None = None            # frozen reference (KL), when build asks
+    critic: ValueModel | None = None             # separate critic (PPO)
+    critic_optimizer: torch.optim.Optimizer | None = None
+    rng: random.Random | None = None             # data order and sampling seeds of RL
+    extras: dict = field(default_factory=dict)   # more {name: (module, optimizer)} to checkpoint
+    timer: Timer = field(default_factory=Timer)
+
+    def say(self, msg: str) -> None:
+        if self.d.main:
+            print(f"[{self.name}] {msg}", flush=True)
+
+    def update(self, samples: list[Sample], loss_fn, *, skip_zero_advantage: bool = False,
+               with_values: bool = False) -> dict:
+        """update() on the run's policy, optimizer (and separate critic) with its flags."""
+        a = self.args
+        return update(self.policy, self.optimizer, samples, loss_fn, micro_batch=a.micro_batch,
+                      agg=a.agg, max_len=a.max_new_tokens, pad_id=self.tokenizer.pad_token_id,
+                      device=self.d.device, max_grad_norm=a.max_grad_norm,
+                      temperature=a.temperature, critic=self.critic,
+                      critic_optimizer=self.critic_optimizer, with_values=with_values,
+                      skip_zero_advantage=skip_zero_advantage)
+
+    def score(self, samples: list[Sample], *, policy=None, ref=None, critic=None,
+              with_values: bool = False) -> Scores:
+        """score() with the run's micro-batch, padding, device and temperature."""
+        return score(samples, micro_batch=self.args.micro_batch,
+                     pad_id=self.tokenizer.pad_token_id, device=self.d.device,
+                     temperature=self.args.temperature, policy=policy, ref=ref, critic=critic,
+                     with_values=with_values)
+
+    def checkpoint_modules(self) -> dict:
+        """Saved beside the policy in every checkpoint: the critic, the reference, extras."""
+        out = dict(self.extras)
+        if self.critic is not None:
+            out["critic"] = (self.critic, self.critic_optimizer)
+        if self.ref is not None:
+            out["ref"] = (self.ref, NoOptimizer())
+        return out
+
+
+def start(args, name: str, value_head: bool = False) -> Run:
+    """Process group, seeds, output dir, metrics, problems, policy and engine."""
+    t0 = time.time()
+    d = init_distributed()
+    seed_everything(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+    log = MetricsLog(args.out, d.main, report_to_list(args.report_to), vars(args), name)
+    train_p, eval_p = load_problem_sets(args)
+    path, tokenizer, policy, engine = setup_policy(args, d, value_head)
+    r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0)
+    r.say(f"model {args.model} ({path}), engine {engine.name}, {d.world} rank(s) on "
+          f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems")
+    return r
+
+
+def report_to_list(spec: str) -> list[str]:
+    """--report-to "tensorboard,wandb" -> ["tensorboard", "wandb"] ("none" / "" -> [])."""
+    kinds = [k for k in spec.replace(" ", "").split(",") if k and k != "none"]
+    for k in kinds:
+        if k not in REPORT_TO:
+            raise SystemExit(f"--report-to {k!r}: choose from none, {', '.join(REPORT_TO)}.")
+    return kinds
+
+
+def run_eval(r: Run, when: str) -> dict:
+    """pass@1 / pass@n on the eval problems, printed and logged."""
+    a = r.args
+    res = evaluate(r.engine, r.tokenizer, r.eval_problems, a, r.d, a.eval_n, a.eval_temperature)
+    n = a.eval_n
+    r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}  pass@{n} {res[f'pass@{n}']:.3f}"
+          f"  ({res['problems']} problems, {n} samples each, T={a.eval_temperature})")
+    r.log({"phase": "eval", "when": when, **{k: v for k, v in res.items() if k != "rates"}})
+    return res
+
+
+def sft_warm_start(r: Run) -> None:
+    """The default warm start: SFT on the train problems' reference solutions, weight sync."""
+    sft(r.policy, r.tokenizer, sft_examples(r.tokenizer, r.train_problems), r.args, r.d, r.log)
+    sync_weights(r.policy, r.engine, r.d)
+
+
+def select_problems(r: Run, rates: dict) -> dict:
+    """--offline-filter (drops train problems every sample or none solves; their ids go to
+    trainer_state.json) and the solve rates the hard focus starts from. Returns the rates."""
+    a = r.args
+    if (a.offline_filter or a.hard_focus) and not {p.id for p in r.train_problems} <= set(rates):
+        # Per-problem solve rates of the starting policy on the TRAIN problems.
+        rates = evaluate(r.engine, r.tokenizer, r.train_problems, a, r.d, max(a.eval_n, 4),
+                         a.temperature)["rates"]
+    if a.offline_filter:
+        kept = drive.offline_filter({p.id: rates[p.id] for p in r.train_problems})
+        r.say(f"--offline-filter kept {len(kept)}/{len(r.train_problems)} train problems "
+              f"(dropped those every sample or no sample solved)")
+        r.state["train_ids"] = sorted(kept, key=str)
+    return rates
+
+
+def build_policy_optimizer(r: Run) -> None:
+    """The default build: AdamW with warm-up + cosine for the policy, nothing else."""
+    r.optimizer, r.scheduler = policy_optimizer(r.policy, r.args)
+
+
+def save_step(r: Run, step: int) -> None:
+    """Checkpoint after `step` when --save-every asks (every N steps, step 0 and the last),
+    with the data position (rng) and the curriculum's state in trainer_state.json."""
+    a = r.args
+    if not a.save_every or (step % a.save_every and step != a.steps):
+        return
+    r.state.update(rng=r.rng.getstate())
+    if r.curriculum is not None:
+        r.state["curriculum"] = r.curriculum.state_dict()
+    save_checkpoint(a.out, step, r.policy, r.tokenizer, r.optimizer, r.scheduler, r.state, r.d,
+                    extras=r.checkpoint_modules())
+
+
+def resume(r: Run, ckpt: str) -> int:
+    """Restore policy, optimizer, critic, reference, RNGs and curriculum; returns the step."""
+    r.state = load_checkpoint(ckpt, r.policy, r.optimizer, r.scheduler, r.d,
+                              extras=r.checkpoint_modules())
+    r.rng.setstate(rng_state_from_json(r.state["rng"]))
+    if r.curriculum is not None and "curriculum" in r.state:
+        r.curriculum.load_state_dict(r.state["curriculum"])
+    sync_weights(r.policy, r.engine, r.d)
+    r.say(f"resumed from {ckpt} at step {r.state['step']}")
+    return r.state["step"]
+
+
+def rng_state_from_json(x):
+    """JSON turns random.getstate()'s tuples into lists; setstate wants tuples back."""
+    return tuple(rng_state_from_json(v) for v in x) if isinstance(x, list) else x
+
+
+def finish(r: Run) -> dict:
+    """summary.json: pass@1 before / after RL and their gain, wall time, model, seed, steps."""
+    r.engine.close()        # vLLM's teardown also ends the process group it joined
+    a = r.args
+    summary = {k: v for k, v in r.state.items() if k not in ("rng", "curriculum", "train_ids",
+                                                              "step", "world")}
+    summary.update(wall_seconds=round(time.time() - r.t0, 1), model=a.model, seed=a.seed,
+                   steps=a.steps)
+    if "pass_at_1_before_rl" in summary and "pass_at_1_after_rl" in summary:
+        summary["pass_at_1_gain"] = summary["pass_at_1_after_rl"] - summary["pass_at_1_before_rl"]
+    if r.d.main:
+        with open(os.path.join(a.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        r.say(f"summary: {json.dumps(summary)}  -> {a.out}/summary.json")
+    r.log.close()
+    if dist.is_initialized():
+        dist.barrier()
+    return summary
+
+
+def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool = False,
+        warm_start=sft_warm_start, evaluate_fn=run_eval, curricula: bool = True) -> dict:
+    """The skeleton of every trainer: warm start (or resume) -> pass@k before RL -> the
+    method's steps -> pass@k after RL -> summary.json.
+
+    step(run, i) -> the metrics of RL step i (0-based); run() adds phase, step, lr, timings and
+    the curriculum's stats, logs the row, and checkpoints.
+    build(run): what the steps train, made from the warm-started policy: run.optimizer and
+    run.scheduler, and run.ref / run.critic / run.critic_optimizer / run.extras when the
+    method has them (all checkpointed with the policy).
+    value_head: the policy carries a value head (PPO's shared critic).
+    warm_start(run): before the first evaluation (default: SFT on the reference solutions).
+    evaluate_fn(run, when) -> {"pass@1": ..., ...} ("rates" per problem when it has them).
+    curricula: the method takes add_curriculum_flags (offline filter, CCCS, hard focus).
+    """
+    r = start(args, name, value_head)
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    if args.resume and ckpt is None:
+        r.say(f"--resume: no checkpoint in {args.out}; starting from scratch")
+    rates = {}
+    if ckpt is None:
+        warm_start(r)
+        if args.eval_n > 0:
+            before = evaluate_fn(r, "before_rl")
+            r.state["pass_at_1_before_rl"] = before["pass@1"]
+            rates = before.get("rates", {})
+        if args.eval_only:
+            return finish(r)
+        if curricula:
+            rates = select_problems(r, rates)
+    else:
+        with open(os.path.join(ckpt, "trainer_state.json")) as f:
+            r.state = json.load(f)
+    if "train_ids" in r.state:
+        keep = set(r.state["train_ids"])
+        r.train_problems = [p for p in r.train_problems if p.id in keep] or r.train_problems
+    r.curriculum = make_curriculum(args, r.train_problems, rates) if curricula else None
+    build(r)
+    r.rng = random.Random(args.seed)
+    first = 0
+    if ckpt is None:
+        # step_0 = the warm-started policy: --resume skips SFT, and it can seed other runs.
+        save_step(r, 0)
+    else:
+        first = resume(r, ckpt)
+    bar = progress(range(first, args.steps), name, args.steps, first, enabled=r.d.main)
+    for i in bar:
+        row = {"phase": "rl", "step": i + 1, **step(r, i), "lr": r.scheduler.get_last_lr()[0],
+               **r.timer.pop(), **(r.curriculum.stats() if r.curriculum else {})}
+        r.log(row)
+        bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
+                        pass_rate=f"{row.get('pass_rate', 0):.2f}")
+        save_step(r, i + 1)
+    if args.eval_n > 0:
+        r.state["pass_at_1_after_rl"] = evaluate_fn(r, "after_rl")["pass@1"]
+    return finish(r)
+
+
+# ----------------------------------------------------------------------------- flags
+
+# Settings every method shares; each method's PRESETS add to these (merge_presets).
+COMMON_PRESETS = {
+    # The CPU default: everything offline on a 2-core machine in minutes.
+    "cpu": {},
+    # A real run (run.sh on a GPU machine): AT-GRPO/DRIVE-like settings at 1.7B scale.
+    "gpu": dict(model="Qwen/Qwen3-1.7B", train_data="apps,code_contests",
+                eval_data="livecodebench", sft_steps=0, steps=200, prompts_per_step=64,
+                group_size=8, max_new_tokens=4096, lr=1e-6, warmup_steps=10,
+                micro_batch=4, temperature=1.0, eval_temperature=0.6, top_p=1.0,
+                eval_n=4, max_problems=0, grad_checkpointing=True, save_every=20,
+                test_timeout=6.0, logprob_chunk=512),
+}
+
+
+def merge_presets(*layers: Mapping[str, dict]) -> dict[str, dict]:
+    """{preset: settings} dicts, later layers overriding earlier ones key by key."""
+    names = set(layers[0])
+    if any(set(layer) != names for layer in layers):
+        raise ValueError(f"every preset layer must name the presets {sorted(names)}")
+    return {name: {k: v for layer in layers for k, v in layer[name].items()} for name in names}
+
+
+def parse_flags(parser: argparse.ArgumentParser, presets: Mapping[str, dict], argv=None):
+    """Parse argv with the chosen --preset's settings as defaults (explicit flags win)."""
+    pre, _ = parser.parse_known_args(argv)
+    parser.set_defaults(**presets[pre.preset])
+    return parser.parse_args(argv)
+
+
+def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=description,
+                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+
+
+def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
+    """The flags every trainer reads: model, data, engine, rollouts, update, warm start,
+    evaluation, sandbox, run. `name` sets the default --out (runs/<name>)."""
+    p.add_argument("--preset", choices=sorted(COMMON_PRESETS), default="cpu",
+                   help="defaults for a setting; explicit flags override them")
+    g = p.add_argument_group("model and data")
+    g.add_argument("--model", default="tiny",
+                   help="'tiny' (offline Qwen2-architecture model built here), a hub id or a "
+                        "local path (e.g. Qwen/Qwen3-1.7B as in AT-GRPO)")
+    g.add_argument("--model-seed", type=int, default=0, help="seed of the tiny model's weights")
+    g.add_argument("--train-data", default="builtin",
+                   help="comma list of NAME or NAME:PATH (apps, apps_plus, code_contests, "
+                        "livecodebench, builtin); no path = Hugging Face hub")
+    g.add_argument("--eval-data", default="builtin", help="same format as --train-data")
+    g.add_argument("--max-problems", type=int, default=0,
+                   help="keep the first N problems (0 = all)")
+    g.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"],
+                   help="generation engine: vLLM (auto: when it imports and starts) or "
+                        "transformers' generate (always works)")
+    g.add_argument("--engine-tp", type=int, default=1,
+                   help="vLLM tensor-parallel size: consecutive ranks share one engine "
+                        "(1 for 1.7B; 2 for 8B on 40-48 GB GPUs; 4 for 32B)")
+    g.add_argument("--engine-mem", type=float, default=0.4,
+                   help="vLLM gpu_memory_utilization: share of the device's memory it reserves")
+    g.add_argument("--sleep-level", type=int, choices=[1, 2], default=1,
+                   help="vLLM sleep between generation and update on GPU: 1 offloads weights, "
+                        "2 discards them (they are reloaded by the weight sync)")
+    g.add_argument("--max-model-len", type=int, default=None,
+                   help="vLLM context length (default: prompt budget + --max-new-tokens)")
+    g = p.add_argument_group("rollouts")
+    g.add_argument("--steps", type=int, default=130,
+                   help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
+    g.add_argument("--prompts-per-step", type=int, default=8,
+                   help="prompts per step over all ranks (AT-GRPO: 128)")
+    g.add_argument("--group-size", type=int, default=16,
+                   help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
+    g.add_argument("--temperature", type=float, default=1.0,
+                   help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
+    g.add_argument("--top-p", type=float, default=1.0,
+                   help="nucleus sampling (1.0 keeps sampler and trainer log-probs consistent)")
+    g.add_argument("--max-new-tokens", type=int, default=96,
+                   help="response budget (AT-GRPO 4096; DRIVE 24k in stage 1)")
+    g.add_argument("--reward", choices=["binary", "fraction"], default="binary",
+                   help="binary: 1 when every test passes; fraction: share of tests passed "
+                        "(PPO: what the curricula see; its reward is StepCoder's table)")
+    g = p.add_argument_group("update")
+    g.add_argument("--agg", choices=AGGREGATIONS, default="token-mean",
+                   help="loss aggregation: token-mean (DAPO), seq-mean-token-mean (GRPO), "
+                        "seq-mean-token-sum-norm (Dr. GRPO)")
+    g.add_argument("--eps-low", type=float, default=0.2, help="lower clip (PPO/GRPO 0.2)")
+    g.add_argument("--eps-high", type=float, default=0.28,
+                   help="upper clip (DAPO clip-higher 0.28; PPO 0.2)")
+    g.add_argument("--lr", type=float, default=1.5e-4,
+                   help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
+    g.add_argument("--min-lr-ratio", type=float, default=1.0,
+                   help="cosine floor as a share of --lr (1.0 = constant after warm-up)")
+    g.add_argument("--weight-decay", type=float, default=0.0,
+                   help="AdamW weight decay (AT-GRPO 0.01)")
+    g.add_argument("--warmup-steps", type=int, default=3,
+                   help="linear LR warm-up steps (SFT and RL)")
+    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
+    g.add_argument("--micro-batch", type=int, default=32,
+                   help="sequences per forward/backward (gradient accumulation)")
+    g.add_argument("--grad-checkpointing", action="store_true",
+                   help="recompute activations in backward")
+    g.add_argument("--logprob-chunk", type=int, default=256,
+                   help="positions per chunk of the log-prob computation")
+    g = p.add_argument_group("warm start and evaluation")
+    g.add_argument("--sft-steps", type=int, default=200,
+                   help="supervised steps on reference solutions before RL (0 = none)")
+    g.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate")
+    g.add_argument("--sft-batch", type=int, default=32,
+                   help="SFT examples per step over all ranks")
+    g.add_argument("--eval-n", type=int, default=8,
+                   help="samples per problem for pass@1/pass@n (0 = no evaluation)")
+    g.add_argument("--eval-temperature", type=float, default=1.0,
+                   help="evaluation temperature (AT-GRPO 0.6)")
+    g.add_argument("--eval-only", action="store_true",
+                   help="evaluate (after --sft-steps, if any) and stop")
+    g = p.add_argument_group("sandbox")
+    g.add_argument("--test-timeout", type=float, default=2.0, help="seconds per test")
+    g.add_argument("--sandbox-workers", type=int, default=None,
+                   help="sandbox processes (default: one per core)")
+    g = p.add_argument_group("run")
+    g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
+    g.add_argument("--cpu-threads", type=int, default=1,
+                   help="torch threads per process on CPU (0 = torch default); on 2 cores "
+                        "1 was 3-5x faster than 2 for the tiny model on a loaded machine")
+    g.add_argument("--out", default=f"runs/{name}",
+                   help="output dir: metrics.jsonl, summary.json, step_N/ checkpoints")
+    g.add_argument("--save-every", type=int, default=0,
+                   help="checkpoint every N steps and at the end (0 = never)")
+    g.add_argument("--resume", action="store_true", help="continue from <out>/latest")
+    g.add_argument("--report-to", default="none",
+                   help="also send metrics to: none, tensorboard, wandb or both "
+                        "(tensorboard,wandb); optional packages, wandb offline unless "
+                        "WANDB_MODE=online")
+
+
+def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
+    """Which prompts the policy sees: StepCoder's CCCS (cccs.py), DRIVE's hard focus and
+    offline filter (drive.py)."""
+    g = p.add_argument_group("curricula (cccs.py, drive.py)")
+    g.add_argument("--curriculum", choices=["none", "cccs"], default="none",
+                   help="cccs: StepCoder's curriculum of code completion subtasks")
+    g.add_argument("--cccs-threshold", type=float, default=0.8,
+                   help="moving-average pass rate at which a problem moves to its next stage")
+    g.add_argument("--cccs-average", choices=["window", "ema"], default="window",
+                   help="moving average of the pass rate: last --cccs-span updates, or EMA")
+    g.add_argument("--cccs-span", type=int, default=4,
+                   help="window length (or EMA span) of that average")
+    g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
+    g.add_argument("--hard-focus", default="",
+                   help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
+                        "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
+    g.add_argument("--offline-filter", action="store_true",
+                   help="before RL, drop train problems every sample solves or none does "
+                        "(Skywork/AceReason; DRIVE's data curation)")
+
+
+def run_entry_point(train_fn, parse_fn, argv=None):
+    """main() of every trainer: quiet the libraries' own progress output, parse the flags,
+    train, leave the process group."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")   # keep our progress lines readable
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    finished = False
+    try:
+        train_fn(parse_fn(argv))
+        finished = True
+    finally:
+        close_distributed(wait=finished)
