@@ -11,10 +11,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 MODE="${1:-main}"; [ $# -gt 0 ] && shift
 
-NGPU=0
-if command -v nvidia-smi >/dev/null 2>&1; then
-  NGPU=$(nvidia-smi --list-gpus 2>/dev/null | wc -l || echo 0)
-fi
+# GPUs = the lines `nvidia-smi --list-gpus` prints that name a GPU. A missing or failing
+# nvidia-smi (a driver that does not load) counts as none; under pipefail the count must not
+# pick up a second line from a fallback.
+NGPU=$( { nvidia-smi --list-gpus 2>/dev/null || true; } | grep -c '^GPU [0-9]' || true)
+[[ "$NGPU" =~ ^[0-9]+$ ]] || NGPU=0
 
 setup() {
   local py="${PYTHON:-python3}"
