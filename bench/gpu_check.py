@@ -40,9 +40,10 @@ Simplifications, stated up front:
 - The prompts prefill "```python\\n", so every completion is a program and the sandbox judges
   every sample (random weights write garbage: syntax errors, reward 0; the sandbox's fast
   path, so the reward time is a lower bound). At the big vocabulary the sampled ids are
-  folded into the tiny tokenizer's 1,024 for that text (reward_text). With --reward coin
-  (default) a seeded coin per sample replaces the sandbox score in the advantages, so they are
-  non-zero and the update really moves the weights; the sandbox still runs and is timed.
+  folded into the tiny tokenizer's 1,024 for that text (reward_text). With --reward half
+  (default) a seeded random half of each group gets reward 1 instead of the sandbox score, so
+  every group's advantages are non-zero (independent coins would leave some groups constant)
+  and every update really moves the weights; the sandbox still runs and is timed.
   --reward sandbox uses its score (then all advantages are 0 and the update is a zero-gradient
   pass with the same FLOPs).
 - On-policy, one optimizer step per batch (old log-probs = logp.detach()); no KL, no reference
@@ -404,6 +405,17 @@ def trainer_logprobs(policy, ids: list[int], device):
         return policy(x, torch.ones_like(x))[0].float().cpu()
 
 
+def half_rewards(n: int, group: int, rng) -> list[float]:
+    """n rewards, groups of `group` consecutive samples: in each, a random half (rounded down)
+    gets 1, the rest 0, so no group of 2 or more is constant."""
+    out: list[float] = []
+    for _ in range(n // group):
+        g = [float(j < group // 2) for j in range(group)]
+        rng.shuffle(g)
+        out += g
+    return out
+
+
 def reward_text(tokenizer, token_ids: list[int]) -> str:
     """The completion's text for the reward, its ids folded into the tokenizer's range.
 
@@ -429,8 +441,8 @@ def reward_phase(problems, texts: list[str], args, rng) -> tuple[list[float], di
         info["sandbox_error"] = f"{type(e).__name__}: {str(e)[:300]}"
         scores = [0.0] * len(programs)
     info["sandbox_pass_rate_mean"] = sum(scores) / max(len(scores), 1)
-    if args.reward == "coin":
-        return [float(rng.random() < 0.5) for _ in texts], info
+    if args.reward == "half":
+        return half_rewards(len(texts), args.group, rng), info
     return scores, info
 
 
@@ -780,10 +792,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--" + key.replace("_", "-"), type=type(gpu), default=None,
                        help=f"{h[key]} (default {gpu}; --cpu-smoke: {cpu})")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
-    p.add_argument("--reward", choices=["coin", "sandbox"], default="coin",
-                   help="what the advantages use: coin (a seeded coin per sample; the sandbox "
-                        "still judges every program and is timed) or sandbox (its pass rate: "
-                        "0 for random weights, so zero advantages)")
+    p.add_argument("--reward", choices=["half", "sandbox"], default="half",
+                   help="what the advantages use: half (a seeded random half of each group "
+                        "gets 1; the sandbox still judges every program and is timed) or "
+                        "sandbox (its pass rate: 0 for random weights, so zero advantages)")
     p.add_argument("--test-timeout", type=float, default=2.0,
                    help="sandbox seconds per test")
     p.add_argument("--sandbox-workers", type=int, default=0,

@@ -123,6 +123,18 @@ def test_run_phase_reports_oom_errors_and_budget():
     assert len(saves) == 3                    # the report is rewritten after every phase
 
 
+def test_half_rewards_never_leave_a_group_constant():
+    import random
+
+    import torch
+
+    import grpo
+    r = gpu_check.half_rewards(12, 4, random.Random(0))
+    assert len(r) == 12 and all(sum(r[i:i + 4]) == 2 for i in range(0, 12, 4))
+    assert (grpo.group_advantages(torch.tensor(r), 4) != 0).all()
+    assert r != gpu_check.half_rewards(12, 4, random.Random(1))   # seeded, not fixed
+
+
 def test_every_flag_has_help():
     for action in gpu_check.build_parser()._actions:
         assert action.help, action.option_strings
@@ -178,6 +190,7 @@ def test_smoke_grpo_steps_and_weight_sync(smoke):
             assert st["gen_tokens"] > 0 and st["tokens"] > st["gen_tokens"]
             assert st["programs"] + st["no_code"] == m["prompts"] * m["group"]
             assert st["programs"] > 0             # the sandbox judged something
+            assert st["zero_adv_frac"] == 0       # --reward half: every group has signal
             assert "sandbox_error" not in st
         assert set(g["mean"]) == {"generate_s", "reward_s", "update_s", "sync_s", "step_s"}
         assert all(v >= 0 for v in g["mean"].values())
