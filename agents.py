@@ -68,28 +68,39 @@ Interfaces and simplifications
   * Turn-level rewards only (no discounting across turns), as in the seed.
   * Coverage is line coverage, not branch coverage (`else:` has no line of its own).
 
-Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`, on grpo.py)
-  Warm start: grpo.sft(examples=warm_start_pairs) per model on its roles' turn-0 prompts and
-  (--repair-sft) turn-1 prompts from repair_states: a wrong program or a wrong test, with its
-  answer. Step: play prompts_per_step episodes (each rank its slice, so groups never span
+Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): trainer.run's
+  skeleton (checkpoints with --save-every, --resume) with GRPO's advantages and loss (grpo.py).
+  Warm start: trainer.sft per model on its roles' warm_start_pairs: turn-0 prompts and
+  (--repair-sft) turn-1 prompts from repair_states (a wrong program or a wrong test, with its
+  answer). Step: play prompts_per_step episodes (each rank its slice, so groups never span
   ranks) -> group advantages over (problem, episode, turn, role) -> one GRPO update per
-  distinct model -> weight sync. Eval: pass@1 (k = 1) of the coder alone (turn-0 prompt
-  without tests: the single-agent baseline, same model) and of the final program after
+  distinct model -> weight sync. K = --group-size. Eval: pass@1 (k = 1) of the coder alone
+  (the bare problem: the single-agent baseline, same model) and of the final program after
   max_turns turns with the tester.
   CPU preset: K = 2, 2 turns (the fewest in which each role answers the other: turn 1's
   tester tests turn 0's program, turn 1's coder fixes it against those tests; every extra
-  turn costs two generate calls), 2 tests per reply, 64/96 new tokens (coder/tester), HF
-  engine, grpo's --cpu-threads 1. GPU preset: the paper's K = 4, the public configs' 5 turns,
-  4096 tokens, lr 1e-6.
+  turn costs two generate calls and two sandbox calls), 2 tests per reply, 64/96 new tokens
+  (coder/tester), HF engine, --cpu-threads 1. GPU preset: the paper's K = 4, the public
+  configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
 """
+import argparse
 import ast
 import copy
+import functools
 import json
+import os
+import random
 import re
-from dataclasses import dataclass, field, fields, replace
+import warnings
+from dataclasses import dataclass, field, replace
+
+import torch
 
 import data
+import grpo
 import sandbox
+import trainer
+from model import all_reduce_sum
 
 ROLES = ("tester", "coder")
 TURN_ORDERS = {"tester-first": ("tester", "coder"), "coder-first": ("coder", "tester")}
@@ -129,6 +140,7 @@ class GameConfig:
     coverage_weight: float = 0.5
     max_tests: int = 8
     turn_order: str = "tester-first"
+    reward: str = "fraction"  # the global term: "fraction" (pass rate, the seed) or "binary"
     timeout: float = 5.0
     memory_mb: int = 512
 
@@ -137,13 +149,6 @@ class GameConfig:
             raise ValueError(
                 f"turn_order must be one of {sorted(TURN_ORDERS)}, not {self.turn_order!r}"
             )
-
-    @classmethod
-    def from_args(cls, args, **overrides):
-        names = {f.name for f in fields(cls)} - {"timeout", "memory_mb"}
-        return cls(
-            **{**{n: getattr(args, n) for n in names}, "timeout": args.test_timeout, **overrides}
-        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,6 +474,11 @@ def tester_local(
     return {"local": local, **shares}
 
 
+def global_term(pass_rate, kind="fraction"):
+    """g: the ground-truth pass rate ("fraction", the seed's) or 1 only when all pass ("binary")."""
+    return pass_rate if kind == "fraction" else float(pass_rate == 1.0)
+
+
 def final_reward(global_reward, local_reward, alpha=0.7):
     return alpha * global_reward + local_reward
 
@@ -602,7 +612,7 @@ def score_testers(state, test_sets, results, cfg):
         terms = tester_local(
             b.valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
         )
-        g = state.gt_pass_rate if state.program is not None else 0.0
+        g = global_term(state.gt_pass_rate, cfg.reward) if state.program is not None else 0.0
         terms.update(
             {
                 "global": g,
@@ -628,9 +638,10 @@ def score_coders(state, codes, results, cfg):
         b.passed, b.mismatches = _passed_and_mismatches(
             _result(results, code, b.tests, p.fn_name), b.tests, p.fn_name
         )
-        local = coder_local(b.passed, b.valid)
-        scored.append((b, {"global": b.gt_pass_rate, "local": local,
-                           "reward": final_reward(b.gt_pass_rate, local, cfg.alpha)}))
+        local, g = coder_local(b.passed, b.valid), global_term(b.gt_pass_rate, cfg.reward)
+        scored.append(
+            (b, {"global": g, "local": local, "reward": final_reward(g, local, cfg.alpha)})
+        )
         candidates.append((code, b.gt_pass_rate))
     for b, _ in scored:
         b.coder_candidates = list(candidates)  # each branch its own list (tuples are immutable)
@@ -795,19 +806,32 @@ def run_turn(states, generates, cfg, stats, run_batch):
     return states, samples
 
 
-def _summarize(stats, episodes):
+RATES = ("agree_rate", "mean_turns", "final_gt_pass_rate", "pass_at_1")
+
+
+def episode_sums(episodes):
+    """The sums over finished episodes that the rates are made of."""
+    return {
+        "agreed": sum(e.agree for e in episodes),
+        "solved": sum(e.gt_pass_rate == 1.0 for e in episodes),
+        "turns_played": sum(e.turn for e in episodes),
+        "gt_pass_sum": sum(e.gt_pass_rate for e in episodes),
+    }
+
+
+def summarize(sums):
+    """sums (counts and per-term sums) -> the same plus every term's mean and the episode rates.
+    A pure function of sums, so it applies again after summing them over ranks."""
+    out = {k: v for k, v in sums.items() if not k.endswith("_mean") and k not in RATES}
     for role in ROLES:
-        n = stats.get(f"{role}_samples", 0)
+        n = out.get(f"{role}_samples", 0)
         for name in TERMS[role]:
-            total = stats.pop(f"{role}_{name}_sum", None)
-            if total is not None:
-                stats[f"{role}_{name}_mean"] = total / max(n, 1)
-    n = max(len(episodes), 1)
-    stats["agree_rate"] = sum(e.agree for e in episodes) / n
-    stats["mean_turns"] = sum(e.turn for e in episodes) / n
-    stats["final_gt_pass_rate"] = sum(e.gt_pass_rate for e in episodes) / n
-    stats["pass_at_1"] = sum(e.gt_pass_rate == 1.0 for e in episodes) / n
-    return stats
+            if f"{role}_{name}_sum" in out:
+                out[f"{role}_{name}_mean"] = out[f"{role}_{name}_sum"] / max(n, 1)
+    n = max(out.get("episodes", 0), 1)
+    out.update(agree_rate=out.get("agreed", 0) / n, mean_turns=out.get("turns_played", 0) / n,
+               final_gt_pass_rate=out.get("gt_pass_sum", 0) / n, pass_at_1=out.get("solved", 0) / n)
+    return out
 
 
 def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **settings):
@@ -845,7 +869,7 @@ def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **se
             states[i] = new_state
         samples += turn_samples
         stats["turns"] += 1
-    return states, samples, _summarize(stats, states)
+    return states, samples, summarize({**stats, **episode_sums(states)})
 
 
 def coder_alone(problems, coder_generate, cfg=None, run_batch=None):
@@ -939,87 +963,69 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
 
 
 def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
-    """warm_start_pairs tokenized into grpo.Samples (answer + EOS), for grpo.sft(examples=)."""
-    import grpo
-
+    """warm_start_pairs tokenized into trainer.Samples (answer + EOS), for trainer.sft."""
     out = []
     for messages, answer in warm_start_pairs(problems, roles, max_tests, repairs):
         ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
-        out.append(grpo.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0))
+        out.append(
+            trainer.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0)
+        )
     return out
 
 
 # ---------------------------------------------------------------------------------------------
-# Training: `torchrun agents.py --model tiny`, on grpo.py's machinery (imported, never copied).
-# Loop order per step: play episodes (generate + sandbox rewards) -> group advantages over
-# (problem, episode, turn, role) -> one GRPO update per policy -> weight sync into its engine.
+# Training on trainer.py's skeleton (trainer.run): warm start -> eval -> steps -> eval, with
+# checkpoints (--save-every) and --resume. One step: play prompts_per_step episodes (generate
+# + sandbox rewards) -> group advantages over (problem, episode, turn, role) -> one GRPO
+# update per distinct model -> weight sync into its engine. The Run's own policy and engine
+# are the tester's model; per-role, the coder's model rides along in run.extras (so the
+# skeleton checkpoints it) and in the team.
 
-AGENT_PRESETS = {
+PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
     # CPU default: tiny model, built-in problems, a few minutes on a shared 2-core box.
     # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
-    # tokens (mean 26), two ground-truth tests in the tester format <= 96 tokens (mean 84).
+    # tokens (mean 26), two ground-truth tests in the tester format <= 94 tokens (mean 82).
     # 2 turns: the fewest in which each role answers the other (module docstring).
-    # grpo's --cpu-threads 1 matters: on a contended 2-core machine 2 threads made HF generate
-    # 10-30x slower. The HF engine: the figures in .notes/agents.md were measured with it, and
-    # two vLLM engines in one process (per-role) are untested.
-    "cpu": dict(out="runs/agents", steps=10, prompts_per_step=4, sft_steps=250, sft_batch=16,
+    # The HF engine: the figures in .notes/agents.md were measured with it, and two vLLM
+    # engines in one process (per-role) are untested.
+    "cpu": dict(steps=10, prompts_per_step=4, group_size=2, sft_steps=250, sft_batch=16,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
-                max_turns=2, k=2, micro_batch=16, engine="hf"),
+                max_turns=2, micro_batch=16, engine="hf"),
     # AT-GRPO's reported settings at 1.7B (methods.md section 4); 5 turns as the public configs.
-    "gpu": dict(out="runs/agents-gpu", max_turns=5, k=4, max_new_tokens=4096,
+    "gpu": dict(out="runs/agents-gpu", max_turns=5, group_size=4, max_new_tokens=4096,
                 tester_max_new_tokens=4096, max_tests=8, lr=1e-6, weight_decay=0.01,
                 eval_temperature=0.6),
-}
+})
 
 
 def build_parser():
-    import grpo
-
-    p = grpo.build_parser()
-    p.prog = "agents.py"
-    p.description = ("AT-GRPO: a tester and a coder refine tests and program over turns; GRPO per "
-                     "(problem, turn, agent). CPU default: tiny model on the built-in problems.")
-    g = p.add_argument_group("AT-GRPO")
-    g.add_argument(
-        "--policy",
-        choices=["shared", "per-role"],
-        default="per-role",
-        help="one model for both roles (role in the prompt) or one model per role "
-        "(seed: per-role best)",
+    p = trainer.new_parser(
+        "agents.py",
+        "AT-GRPO: a tester and a coder refine tests and program over turns; GRPO "
+        "per (problem, turn, agent). CPU default: tiny model on the built-in problems.",
     )
-    g.add_argument(
-        "--max-turns",
-        type=int,
-        default=10,
-        help="turns per episode (seed config 10; the public configs and --preset gpu 5; "
-        "--preset cpu 2)",
-    )
-    g.add_argument(
-        "--turn-order",
-        choices=sorted(TURN_ORDERS),
-        default="tester-first",
-        help="tester-first: the documented workflow (the coder sees this turn's tests); "
-        "coder-first: the coder acts on last turn's tests, the tester then tests its program",
-    )
-    g.add_argument(
-        "--k",
-        type=int,
-        default=2,
-        help="candidates per agent per turn, the GRPO group size (paper 4)",
-    )
+    trainer.add_common_flags(p, "agents")
+    p.set_defaults(reward="fraction")  # the seed's global term: the ground-truth pass rate
+    g = p.add_argument_group("AT-GRPO (--group-size is K, the candidates per agent per turn)")
+    g.add_argument("--policy", choices=["shared", "per-role"], default="per-role",
+                   help="one model for both roles (role in the prompt) or one model per role "
+                        "(seed: per-role best)")
+    g.add_argument("--max-turns", type=int, default=10,
+                   help="turns per episode (seed config 10; the public configs and --preset gpu "
+                        "5; --preset cpu 2)")
+    g.add_argument("--turn-order", choices=sorted(TURN_ORDERS), default="tester-first",
+                   help="tester-first: the documented workflow (the coder sees this turn's "
+                        "tests); coder-first: the coder acts on last turn's tests, the tester "
+                        "then tests its program")
     g.add_argument(
         "--alpha", type=float, default=0.7, help="weight of the global reward (seed 0.7)"
     )
     g.add_argument("--catch-bonus", type=float, default=1.0,
                    help="tester bonus per (share of) valid test that the shown wrong program fails")
-    g.add_argument(
-        "--trivial-penalty",
-        type=float,
-        default=0.5,
-        help="tester penalty per (share of) duplicate test or valid test every candidate program "
-        "passes "
-        "while one is wrong (< 1 keeps a valid trivial test above an invalid one)",
-    )
+    g.add_argument("--trivial-penalty", type=float, default=0.5,
+                   help="tester penalty per (share of) duplicate test or valid test every "
+                        "candidate program passes while one is wrong (< 1 keeps a valid trivial "
+                        "test above an invalid one)")
     g.add_argument("--coverage-weight", type=float, default=0.5,
                    help="tester bonus times the reference's line coverage under its valid tests")
     g.add_argument(
@@ -1027,53 +1033,44 @@ def build_parser():
     )
     g.add_argument("--tester-max-new-tokens", type=int, default=96,
                    help="the tester's response budget (--max-new-tokens is the coder's)")
-    g.add_argument(
-        "--repair-sft",
-        type=int,
-        default=1,
-        choices=[0, 1],
-        help="1: the warm start also trains turn-1 prompts (a wrong program or a wrong test shown; "
-        "answer: the right program / tests); 0: turn-0 prompts only",
-    )
+    g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
+                   help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
+    g.add_argument("--repair-sft", type=int, default=1, choices=[0, 1],
+                   help="1: the warm start also trains turn-1 prompts (a wrong program or a "
+                        "wrong test shown; answer: the right program / tests); 0: turn-0 only")
     return p
 
 
 def parse_args(argv=None):
-    import grpo
+    return trainer.parse_flags(build_parser(), PRESETS, argv)
 
-    parser = build_parser()
-    pre, _ = parser.parse_known_args(argv)
-    # Ours override grpo.py's where both set a key (out, max_new_tokens, lr, ...).
-    parser.set_defaults(**{**grpo.PRESETS[pre.preset], **AGENT_PRESETS[pre.preset]})
-    return parser.parse_args(argv)
+
+def game_config(args, **overrides):
+    """The GameConfig of these flags (K = --group-size)."""
+    return GameConfig(**{
+        "max_turns": args.max_turns, "k": args.group_size, "alpha": args.alpha,
+        "catch_bonus": args.catch_bonus, "trivial_penalty": args.trivial_penalty,
+        "coverage_weight": args.coverage_weight, "max_tests": args.max_tests,
+        "turn_order": args.turn_order, "timeout": args.test_timeout, "reward": args.reward,
+        **overrides})
 
 
 @dataclass
-class Policy:
-    """One trained model: the FSDP policy, its optimizer and its generation engine."""
+class RoleModel:
+    """One trained model: the FSDP policy, its engine, optimizer and schedule."""
 
     tokenizer: object
     policy: object
-    ref: object
     engine: object
     optimizer: object = None
     scheduler: object = None
 
 
-def make_policies(args, d):
-    """{"tester": Policy, "coder": Policy}: the same object twice when shared."""
-    import grpo
-
-    n = 1 if args.policy == "shared" else 2
-    made = [Policy(*grpo.setup_policy(args, d)[1:]) for _ in range(n)]
-    return {"tester": made[0], "coder": made[-1]}
-
-
-def distinct(policies):
-    """(policy, roles) pairs, one per distinct model."""
+def distinct(team):
+    """(model, roles) pairs, one per distinct model of {"tester": RoleModel, "coder": ...}."""
     out = {}
-    for role, pol in policies.items():
-        out.setdefault(id(pol), (pol, []))[1].append(role)
+    for role, m in team.items():
+        out.setdefault(id(m), (m, []))[1].append(role)
     return list(out.values())
 
 
@@ -1081,85 +1078,87 @@ def max_new_tokens(args, role):
     return args.tester_max_new_tokens if role == "tester" else args.max_new_tokens
 
 
-def engine_generate(pol, args, rng, temperature, role):
+def engine_generate(m, args, rng, temperature, role):
     """A generate function for run_episodes: render, sample one completion per prompt."""
     def generate(prompts):
-        texts = [data.render_prompt(pol.tokenizer, m) for m in prompts]
-        outs = pol.engine.generate(
-            texts,
-            n=1,
-            temperature=temperature,
-            top_p=args.top_p,
-            max_new_tokens=max_new_tokens(args, role),
-            seed=rng.randrange(2**31),
-        )
+        texts = [data.render_prompt(m.tokenizer, msgs) for msgs in prompts]
+        outs = m.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
+                                 max_new_tokens=max_new_tokens(args, role),
+                                 seed=rng.randrange(2**31))
         return [o[0] for o in outs]
 
     return generate
 
 
-def torch_optim(policy, lr, weight_decay):
-    import torch
-
-    return torch.optim.AdamW(
-        policy.parameters(), lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay
-    )
+def sandbox_runner(args):
+    """run_batch with --sandbox-workers."""
+    return functools.partial(sandbox.run_batch, workers=args.sandbox_workers)
 
 
 def training_samples(candidates, roles, tokenizer, advantages):
-    """run_episodes candidates of these roles -> grpo.Sample (prompt, sampled ids, advantage)."""
-    import grpo
-
+    """run_episodes candidates of these roles -> trainer.Sample (prompt, sampled ids, advantage)."""
     out = []
     for c, adv in zip(candidates, advantages.tolist()):
         if c.role in roles:
             ids = tokenizer(data.render_prompt(tokenizer, c.messages))["input_ids"]
-            out.append(grpo.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
+            out.append(trainer.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
     return out
 
 
-def rl_step(policies, problems, rng, args, d):
-    """Play one batch of episodes, then one GRPO update of every distinct policy.
-    The returned stats are this rank's episodes (rank 0's are logged)."""
-    import random
+def rank_batch(problems, rng, prompts_per_step, rank, world):
+    """This rank's problems of the step and its sampling rng. Every rank draws the same global
+    batch and seed (the same rng state), then takes its own slice and seed: ranks play
+    different episodes, and each episode's groups stay on its rank."""
+    per_rank = max(1, prompts_per_step // world)
+    batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * world)]
+    return batch[rank::world], random.Random(rng.randrange(2**31) + rank)
 
-    import torch
 
-    import grpo
+def grpo_loss(args):
+    """grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
+    section 4), so there is no --beta and no reference model; a zero advantage is then inert."""
+    return grpo.grpo_loss(argparse.Namespace(eps_low=args.eps_low, eps_high=args.eps_high,
+                                             beta=0.0, agg=args.agg))
 
-    # Every rank draws the same global batch and sampling seed (same rng), then takes its own
-    # slice and seed: ranks play different episodes, and each episode's groups stay on its rank.
-    per_rank = max(1, args.prompts_per_step // d.world)
-    batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * d.world)][
-        d.rank :: d.world
-    ]
-    sampler = random.Random(rng.randrange(2**31) + d.rank)
-    gens = {r: engine_generate(policies[r], args, sampler, args.temperature, r) for r in ROLES}
-    _, cands, stats = run_episodes(
-        batch, gens["coder"], gens["tester"], cfg=GameConfig.from_args(args)
-    )
+
+def rl_step(team, problems, rng, args, d, timer=None):
+    """Play one batch of episodes, then one GRPO update of every distinct model -> stats
+    (counts and reward terms summed over ranks, then averaged)."""
+    timer = timer or trainer.Timer()
+    batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d.rank, d.world)
+    gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}
+    with timer("generate+reward"):
+        _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
+                                       cfg=game_config(args))
     # Groups are one episode's K candidates at one role step: they never span problems or ranks.
     adv = grpo.group_advantages(torch.tensor([c.reward for c in cands]), scale=args.adv_scale,
                                 group_ids=[c.group for c in cands])
-    for pol, roles in distinct(policies):
-        train = training_samples(cands, roles, pol.tokenizer, adv)
-        st = grpo.train_on_samples(
-            pol.policy,
-            pol.optimizer,
-            train,
-            grpo.grpo_loss_fn(args, pol.ref),
-            micro_batch=args.micro_batch,
-            agg=args.agg,
-            max_len=max(max_new_tokens(args, r) for r in roles),
-            pad_id=pol.tokenizer.pad_token_id,
-            device=d.device,
-            max_grad_norm=args.max_grad_norm,
-            temperature=args.temperature,
-        )
-        pol.scheduler.step()
-        grpo.sync_weights(pol.policy, pol.engine, d)
-        stats["/".join(roles) + "_grad_norm"] = st["grad_norm"]
-    return stats
+    out = summarize(trainer.reduce_sums({k: v for k, v in stats.items()
+                                         if not k.endswith("_mean") and k not in RATES}))
+    for m, roles in distinct(team):
+        m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
+        with timer("update"):
+            st = trainer.update(
+                m.policy,
+                m.optimizer,
+                training_samples(cands, roles, m.tokenizer, adv),
+                grpo_loss(args),
+                micro_batch=args.micro_batch,
+                agg=args.agg,
+                max_len=max(max_new_tokens(args, r) for r in roles),
+                pad_id=m.tokenizer.pad_token_id,
+                device=d.device,
+                max_grad_norm=args.max_grad_norm,
+                temperature=args.temperature,
+                skip_zero_advantage=True,
+            )
+            m.scheduler.step()
+        with timer("sync"):
+            trainer.sync_weights(m.policy, m.engine, d)
+        tag = "/".join(roles)
+        out.update({f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy") if k in st})
+    out["reward_mean"] = sum(c.reward for c in cands) / max(len(cands), 1)  # rank 0's, for the bar
+    return out
 
 
 def episode_record(e, alone=None):
@@ -1177,17 +1176,15 @@ def episode_record(e, alone=None):
     }
 
 
-def evaluate(policies, problems, args, d, rng, dump=None):
+def evaluate(team, problems, args, d, rng, dump=None):
     """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
     the coder alone (its program from the bare problem: the single-agent baseline, same model
     and prompt) and the final program after up to max_turns turns with the tester."""
-    from model import all_reduce_sum
-
     mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
-    gens = {r: engine_generate(policies[r], args, rng, args.eval_temperature, r) for r in ROLES}
-    cfg = GameConfig.from_args(args, k=1)
-    alone = coder_alone(mine, gens["coder"], cfg)
-    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], cfg=cfg)
+    gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
+    cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
+    alone = coder_alone(mine, gens["coder"], cfg, run_batch)
+    episodes, _, _ = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
     n = all_reduce_sum(len(episodes))
     n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
     final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
@@ -1205,95 +1202,119 @@ REWARD_TERMS = tuple(
 
 
 def reward_term_means(rows):
-    """Mean of each reward term over RL steps (rank 0's episodes), for summary.json."""
-    return (
-        {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
-        if rows
-        else {}
-    )
+    """Mean of each reward term over RL steps, for summary.json."""
+    if not rows:
+        return {}
+    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
+
+
+class Team:
+    """The run's models and the hooks trainer.run calls (warm start, build, step, eval).
+
+    The Run's policy/engine are the tester's model; per-role the coder's is a second model,
+    checkpointed through run.extras["coder"]. Made in build() when trainer.run resumes (it then
+    skips the warm start): the coder's weights and optimizer come back from the checkpoint, its
+    schedule (not checkpointed, a pure function of the step) is stepped forward, and its engine
+    synced, at the first step.
+    """
+
+    def __init__(self, args):
+        self.args, self.models, self.resumed_at = args, {}, None
+
+    def _make(self, r):
+        # The tester's reward needs a reference solution (LiveCodeBench rows have none).
+        r.train_problems = [p for p in r.train_problems if p.solutions]
+        r.eval_problems = [p for p in r.eval_problems if p.solutions]
+        if not self.models:
+            tester = RoleModel(r.tokenizer, r.policy, r.engine)
+            coder = tester if self.args.policy == "shared" else RoleModel(
+                *trainer.setup_policy(self.args, r.d)[1:])
+            self.models = {"tester": tester, "coder": coder}
+        return self.models
+
+    def warm_start(self, r):
+        """SFT of each model on its roles' warm-start pairs (trainer.sft), weight sync."""
+        a, team = self.args, self._make(r)
+        n_calls = sum(p.fn_name is not None for p in r.train_problems)
+        r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
+              f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
+        # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
+        # turn-0 prompts, and in session 2 every right turn-0 program was rewritten wrong.
+        repairs = []
+        if a.repair_sft and a.max_turns > 1:
+            repairs = repair_states(
+                r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
+            )
+        for m, roles in distinct(team):
+            tag = "/".join(roles)
+            trainer.sft(
+                m.policy,
+                m.tokenizer,
+                warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
+                a,
+                r.d,
+                lambda row, tag=tag: r.log({**row, "roles": tag}),
+            )
+            trainer.sync_weights(m.policy, m.engine, r.d)
+
+    def build(self, r):
+        """Each model's AdamW + schedule; the Run holds the tester's, extras the coder's."""
+        team = self._make(r)
+        r.state["policy"] = self.args.policy
+        for m, _ in distinct(team):
+            m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, self.args)
+        r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
+        if team["coder"] is not team["tester"]:
+            r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
+
+    def step(self, r, i):
+        team = self.models
+        if self.resumed_at is None:
+            self.resumed_at = i
+            coder = team["coder"]
+            if i > 0 and coder is not team["tester"]:  # resumed: catch the coder's model up
+                with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
+                    warnings.simplefilter("ignore", UserWarning)
+                    for _ in range(i):
+                        coder.scheduler.step()
+                trainer.sync_weights(coder.policy, coder.engine, r.d)
+        row = rl_step(team, r.train_problems, r.rng, self.args, r.d, r.timer)
+        # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
+        r.state.setdefault("rl_terms", []).append({k: row[k] for k in REWARD_TERMS if k in row})
+        return row
+
+    def evaluate(self, r, when):
+        a = self.args
+        res = evaluate(self._make(r), r.eval_problems, a, r.d, random.Random(a.seed + 7),
+                       os.path.join(a.out, f"eval_{when}.jsonl"))
+        r.say(f"{when.replace('_', ' ')}: {res}")
+        r.log({"phase": "eval", "when": when, **res})
+        r.state[when] = res
+        if when == "after_rl":
+            rows = r.state.get("rl_terms", [])
+            r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
+                           rl_second_half=reward_term_means(rows[len(rows) // 2:]))
+        return {"pass@1": res["pass@1_after_turns"], **res}
+
+    def close_coder_engine(self):
+        coder = self.models.get("coder")
+        if coder is not None and coder is not self.models["tester"]:
+            coder.engine.close()  # trainer.run's finish() closes the Run's (the tester's)
 
 
 def train(args):
-    import os
-    import random
-    import time
-
-    import grpo
-    from model import init_distributed, seed_everything, warmup_cosine
-
-    d = init_distributed()
-    seed_everything(args.seed)
-    os.makedirs(args.out, exist_ok=True)
-    log, say = grpo.MetricsLog(args.out, d.main), (print if d.main else (lambda *a, **k: None))
-    t0 = time.time()
-    train_p, eval_p = grpo.load_problem_sets(args)
-    # The tester's reward needs a reference solution (LiveCodeBench rows have none).
-    train_p, eval_p = [p for p in train_p if p.solutions], [p for p in eval_p if p.solutions]
-    policies = make_policies(args, d)
-    n_calls = [sum(p.fn_name is not None for p in ps) for ps in (train_p, eval_p)]
-    say(f"[agents] {args.policy} policy, {len(train_p)} train / {len(eval_p)} eval problems "
-        f"({n_calls[0]} / {n_calls[1]} call-based), K={args.k}, max_turns={args.max_turns}, "
-        f"{args.turn_order}")
-    # Turn-1 warm-start examples (--repair-sft): without them the model has only seen turn-0
-    # prompts, and in our first runs every right turn-0 program was rewritten wrong at turn 1.
-    repairs = (
-        repair_states(train_p, args.max_tests, timeout=args.test_timeout)
-        if args.repair_sft and args.max_turns > 1
-        else []
-    )
-    for pol, roles in distinct(policies):
-        # grpo.sft's warm start on this model's roles (its own AdamW, then a fresh one for RL).
-        tag = "/".join(roles)
-        grpo.sft(pol.policy, pol.tokenizer, train_p, args, d,
-                 lambda row, tag=tag: log({**row, "roles": tag}),
-                 examples=warm_start_examples(pol.tokenizer, train_p, roles, args.max_tests,
-                                              repairs))
-        grpo.sync_weights(pol.policy, pol.engine, d)
-        pol.optimizer = torch_optim(pol.policy, args.lr, args.weight_decay)
-        pol.scheduler = warmup_cosine(
-            pol.optimizer, args.warmup_steps, args.steps, args.min_lr_ratio
-        )
-    rng = random.Random(args.seed)
-    summary = {"before": evaluate(policies, eval_p, args, d, random.Random(args.seed + 7),
-                                  os.path.join(args.out, "eval_before.jsonl"))}
-    say(f"[agents] before RL: {summary['before']}")
-    log({"phase": "eval", "when": "before_rl", **summary["before"]})
-    history = []
-    for step in range(args.steps):
-        t = time.time()
-        stats = rl_step(policies, train_p, rng, args, d)
-        history.append(stats)
-        log({"phase": "rl", "step": step + 1, "seconds": round(time.time() - t, 1), **stats})
-        say(
-            f"[agents] step {step + 1}: coder reward {stats.get('coder_reward_mean', 0):.3f} "
-            f"tester reward {stats.get('tester_reward_mean', 0):.3f} "
-            f"valid {stats.get('tester_valid_share_mean', 0):.2f} "
-            f"catch {stats.get('tester_catch_share_mean', 0):.2f} agree {stats['agree_rate']:.2f} "
-            f"pass@1 {stats['pass_at_1']:.2f}"
-        )
-    summary["after"] = evaluate(policies, eval_p, args, d, random.Random(args.seed + 7),
-                                os.path.join(args.out, "eval_after.jsonl"))
-    say(f"[agents] after RL: {summary['after']}")
-    log({"phase": "eval", "when": "after_rl", **summary["after"]})
-    half = len(history) // 2
-    summary.update(
-        policy=args.policy,
-        steps=args.steps,
-        wall_seconds=round(time.time() - t0, 1),
-        rl_first_half=reward_term_means(history[:half]),
-        rl_second_half=reward_term_means(history[half:]),
-    )
-    if d.main:
-        with open(os.path.join(args.out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-    for pol, _ in distinct(policies):
-        pol.engine.close()  # vLLM's teardown also ends the process group it joined (engines.py)
+    """trainer.run with the team's hooks -> summary.json (before_rl / after_rl: both pass@1s)."""
+    team = Team(args)
+    try:
+        summary = trainer.run(args, "agents", team.step, team.build, warm_start=team.warm_start,
+                              evaluate_fn=team.evaluate, curricula=False)
+    finally:
+        team.close_coder_engine()
     return summary
 
 
 def main(argv=None):
-    import grpo
-    grpo.run_entry_point(train, parse_args, argv)
+    trainer.run_entry_point(train, parse_args, argv)
 
 
 if __name__ == "__main__":

@@ -668,85 +668,133 @@ def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
 
 def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
     gpu = agents.parse_args(["--preset", "gpu"])
-    assert (gpu.k, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (
-        4,
-        5,
-        4096,
-        1e-6,
-        "runs/agents-gpu",
-    )
-    cpu = agents.parse_args(["--k", "3"])
-    assert (cpu.k, cpu.max_turns, cpu.max_tests, cpu.engine, cpu.out) == (
-        3,
-        2,
-        2,
-        "hf",
-        "runs/agents",
-    )
+    assert (gpu.group_size, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (
+        4, 5, 4096, 1e-6, "runs/agents-gpu")
+    cpu = agents.parse_args(["--group-size", "3"])
+    assert (cpu.group_size, cpu.max_turns, cpu.max_tests, cpu.engine, cpu.out, cpu.reward) == (
+        3, 2, 2, "hf", "runs/agents", "fraction")
     assert (cpu.turn_order, cpu.catch_bonus, cpu.trivial_penalty, cpu.coverage_weight) == (
-        "tester-first",
-        1.0,
-        0.5,
-        0.5,
-    )
+        "tester-first", 1.0, 0.5, 0.5)
     assert agents.build_parser().get_default("max_turns") == 10  # the seed's config
-    cfg = GameConfig.from_args(
-        agents.parse_args(["--turn-order", "coder-first", "--catch-bonus", "2"]), k=1
+    args = agents.parse_args(
+        ["--turn-order", "coder-first", "--catch-bonus", "2", "--reward", "binary"]
     )
-    assert (cfg.turn_order, cfg.catch_bonus, cfg.k, cfg.timeout) == (
-        "coder-first",
-        2.0,
-        1,
-        cpu.test_timeout,
-    )
+    cfg = agents.game_config(args, k=1)
+    assert (cfg.turn_order, cfg.catch_bonus, cfg.k, cfg.timeout, cfg.reward) == (
+        "coder-first", 2.0, 1, cpu.test_timeout, "binary")
+    # Flags the game does not use are not accepted (they would silently do nothing).
+    for flag in ("--k", "--curriculum", "--dynamic-sampling", "--overlong-filter", "--beta"):
+        with pytest.raises(SystemExit):
+            agents.parse_args([flag, "1"])
 
 
-def test_torchrun_two_ranks_end_to_end(tmp_path):
-    """Two CPU ranks, a tiny config: summary.json has before/after pass@1 over all ranks."""
-    import json
+def test_binary_global_reward():
+    _, samples, _ = run_episodes([make_problem()], fixed(code(SMALL_ONLY)), fixed(GOOD_TESTS),
+                                 max_turns=1, k=1, reward="binary")
+    (c,) = by_role(samples, "coder")
+    assert c.terms["global"] == 0.0 and c.reward == pytest.approx(0.5)  # local: 1 of 2 valid tests
+
+
+ROOT = __import__("os").path.dirname(
+    __import__("os").path.dirname(__import__("os").path.abspath(__file__))
+)
+TINY = ["--model", "tiny", "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4",
+        "--prompts-per-step", "2", "--max-turns", "2", "--max-new-tokens", "8",
+        "--tester-max-new-tokens", "8", "--micro-batch", "4"]
+
+
+def _agents(nproc, *args, wait=True):
+    """agents.py in a subprocess (nproc > 1: torchrun --standalone) -> its stdout (wait) or the
+    Popen (wait=False, for _finish)."""
     import os
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    out = tmp_path / "run"
-    cmd = [
-        torchrun,
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        os.path.join(root, "agents.py"),
-        "--model",
-        "tiny",
-        "--max-problems",
-        "4",
-        "--sft-steps",
-        "1",
-        "--sft-batch",
-        "4",
-        "--steps",
-        "1",
-        "--prompts-per-step",
-        "2",
-        "--max-turns",
-        "2",
-        "--max-new-tokens",
-        "8",
-        "--tester-max-new-tokens",
-        "8",
-        "--eval-n",
-        "1",
-        "--out",
-        str(out),
-    ]
+    if nproc == 1:
+        cmd = [sys.executable, os.path.join(ROOT, "agents.py")]
+    else:
+        torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+        cmd = [
+            torchrun,
+            "--standalone",
+            "--nproc_per_node",
+            str(nproc),
+            os.path.join(ROOT, "agents.py"),
+        ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    for when in ("before", "after"):
-        assert set(summary[when]) >= {"pass@1_coder_alone", "pass@1_after_turns", "agree_rate"}
-        assert summary[when]["episodes"] == 4  # 4 problems x eval_n 1, split over the 2 ranks
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    rl = [r for r in rows if r["phase"] == "rl"]
-    assert len(rl) == 1 and rl[0]["episodes"] == 1  # rank 0's share of the 2 prompts
+    proc = subprocess.Popen(cmd + TINY + list(args), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    return _finish(proc) if wait else proc
+
+
+def _finish(proc):
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    return out
+
+
+def _rows(out):
+    import json
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_ranks_play_disjoint_slices_of_one_global_batch():
+    import random
+
+    problems = [make_problem(f"p{i}") for i in range(10)]
+    slices = [agents.rank_batch(problems, random.Random(3), 4, rank, 2) for rank in (0, 1)]
+    (b0, s0), (b1, s1) = slices
+    (whole, _) = agents.rank_batch(problems, random.Random(3), 4, 0, 1)
+    assert (
+        len(b0) == len(b1) == 2
+        and b0 + b1 != []
+        and sorted(map(id, b0 + b1)) == sorted(map(id, whole))
+    )
+    assert [p.id for p in b0] == [p.id for p in whole[0::2]] and [p.id for p in b1] == [
+        p.id for p in whole[1::2]
+    ]
+    assert s0.random() != s1.random()  # each rank its own sampling seed
+
+
+def test_per_role_resume_reproduces_an_uninterrupted_run(tmp_path):
+    """2 steps + --resume for a 3rd == 3 steps straight (per-role: the coder's model rides in
+    the checkpoint beside the tester's): same rewards and losses, same weights of both models.
+    In this process (a world of 1, as a plain `python agents.py`): three subprocesses would
+    spend most of their time importing torch."""
+    import json
+    import os
+
+    import torch
+    from safetensors.torch import load_file
+
+    from model import close_distributed
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    common = TINY + ["--policy", "per-role", "--eval-n", "0", "--save-every", "1"]
+    try:
+        agents.train(agents.parse_args(common + ["--steps", "3", "--out", str(a)]))
+        agents.train(agents.parse_args(common + ["--steps", "2", "--out", str(b)]))
+        agents.train(agents.parse_args(common + ["--steps", "3", "--out", str(b), "--resume"]))
+    finally:
+        close_distributed(wait=False)
+    ra, rb = ([r for r in _rows(o) if r["phase"] == "rl"] for o in (a, b))
+    assert [r["step"] for r in rb] == [1, 2, 3] and len(ra) == 3  # continued, not restarted
+    for key in (
+        "reward_mean",
+        "tester_reward_mean",
+        "coder_reward_mean",
+        "tester_loss",
+        "coder_loss",
+        "lr",
+    ):
+        assert [r.get(key) for r in ra] == pytest.approx([r.get(key) for r in rb], abs=1e-6), key
+    assert json.loads((b / "summary.json").read_text())["rl_terms"] == json.loads(
+        (a / "summary.json").read_text())["rl_terms"]
+    wa = load_file(os.path.join(a, "step_3", "model.safetensors"))
+    wb = load_file(os.path.join(b, "step_3", "model.safetensors"))
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
+    ca, cb = (torch.load(os.path.join(o, "step_3", "coder.pt"), map_location="cpu") for o in (a, b))
+    assert all(torch.allclose(ca[k], cb[k], atol=1e-6) for k in ca)
+    # The coder's checkpoint is its own model (the two models had different SFT data).
+    assert not all(torch.allclose(ca["lm." + k], wa[k]) for k in wa)
+    assert {r["roles"] for r in _rows(a) if r["phase"] == "sft"} == {"tester", "coder"}
