@@ -562,13 +562,19 @@ def _passed_and_mismatches(result, tests, fn_name):
     return passed, mismatches
 
 
+def reference_of(problem):
+    """The reference solution (solutions[0]) that judges the tester's tests; None without one
+    (LiveCodeBench): then no test counts as valid, which only evaluation can live with."""
+    return problem.solutions[0] if problem.solutions else None
+
+
 def tester_jobs(state, test_sets):
     """Reference (with coverage), shown program and every coder candidate x each test set."""
     p = state.problem
     programs = list(dict.fromkeys([state.program] + [c for c, _ in state.coder_candidates]))
     out = []
     for ts in test_sets:
-        out.append((p.solutions[0], ts, p.fn_name, True))
+        out.append((reference_of(p), ts, p.fn_name, True))
         out += [(c, ts, p.fn_name, False) for c in programs]
     return out
 
@@ -587,8 +593,8 @@ def score_testers(state, test_sets, results, cfg):
     """K tester candidates from one state -> [(branch, terms)] in candidate order (see the module
     docstring for the terms). Each branch is a deep copy holding its candidate's own tests."""
     p = state.problem
-    reference = p.solutions[0]
-    n_lines = len(static_lines(reference))
+    reference = reference_of(p)
+    n_lines = len(static_lines(reference)) if reference is not None else 0
     shown_wrong = state.program is not None and state.gt_pass_rate < 1.0
     with_code = [(c, g) for c, g in state.coder_candidates if c is not None]
     any_wrong = any(g < 1.0 for _, g in with_code)
@@ -714,7 +720,10 @@ def _new_stats():
         "tests_valid": 0,
         "tests_caught": 0,
         "tests_trivial": 0,
-        "call_based_episodes": 0, "tester_groups": 0, "tester_groups_signal_beyond_validity": 0,
+        "call_based_episodes": 0,
+        "episodes_without_reference": 0,
+        "tester_groups": 0,
+        "tester_groups_signal_beyond_validity": 0,
         "tester_choice_not_most_valid": 0,
     }
 
@@ -848,11 +857,7 @@ def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **se
     stats = _new_stats()
     states = []
     for i, problem in enumerate(problems):
-        if not problem.solutions:
-            raise ValueError(
-                f"Problem {problem.id} has no reference solution; "
-                "the tester's reward needs solutions[0]."
-            )
+        stats["episodes_without_reference"] += not problem.solutions
         states.append(EpisodeState(problem, episode=i))
         stats["call_based_episodes"] += problem.fn_name is not None
     stats["episodes"] = len(states)
@@ -1222,9 +1227,12 @@ class Team:
         self.args, self.models, self.resumed_at = args, {}, None
 
     def _make(self, r):
-        # The tester's reward needs a reference solution (LiveCodeBench rows have none).
+        # The tester's reward needs a reference solution (LiveCodeBench rows have none); the
+        # evaluation needs only the ground truth, so it keeps every problem.
         r.train_problems = [p for p in r.train_problems if p.solutions]
-        r.eval_problems = [p for p in r.eval_problems if p.solutions]
+        if not r.train_problems:
+            raise SystemExit("agents.py: no train problem has a reference solution (the tester's "
+                             "reward needs one); choose another --train-data.")
         if not self.models:
             tester = RoleModel(r.tokenizer, r.policy, r.engine)
             coder = tester if self.args.policy == "shared" else RoleModel(

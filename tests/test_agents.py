@@ -590,6 +590,23 @@ def test_generate_may_return_completions_and_must_return_one_per_prompt():
         run_episodes([make_problem()], fixed(code(REF)), lambda prompts: ["x"], max_turns=1, k=2)
 
 
+def test_problem_without_reference_plays_but_no_test_is_valid():
+    """Evaluation sets without solutions (LiveCodeBench): the program is still judged on the
+    ground truth; the tester's tests cannot be validated."""
+    problem = make_problem()
+    problem.solutions = []
+    episodes, samples, stats = run_episodes(
+        [problem], fixed(code(REF)), fixed(GOOD_TESTS), max_turns=1, k=1
+    )
+    assert (
+        episodes[0].gt_pass_rate == 1.0
+        and episodes[0].agree
+        and stats["episodes_without_reference"] == 1
+    )
+    (t,) = by_role(samples, "tester")
+    assert t.terms["valid_share"] == 0.0 and t.terms["coverage"] == 0.0
+
+
 def test_coder_alone_sees_the_bare_problem():
     coder = fixed(code(SMALL_ONLY))
     assert agents.coder_alone([make_problem(), call_problem()], coder) == pytest.approx(
