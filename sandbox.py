@@ -410,6 +410,7 @@ class _Prepared:
     compile_error: str | None = None
     code_object: object = None
     binds_fn: bool = False          # the program itself binds fn_name (def/class/assign/import)
+    opens_files: bool = False       # it names open/fdopen/an io class: flush its file objects
     _lines: frozenset | None = None
 
     def executable_lines(self) -> frozenset:
@@ -432,7 +433,22 @@ def _prepare(job: dict) -> _Prepared:
     binds = False
     if job["fn_name"] is not None and job["fn_name"] in _prelude_names():
         binds = _binds_name(job["code"], job["fn_name"])
-    return _Prepared(code_object=code, binds_fn=binds)
+    return _Prepared(code_object=code, binds_fn=binds, opens_files=_names_any(code, FILE_MAKERS))
+
+
+FILE_MAKERS = frozenset({"open", "fdopen", "FileIO", "BufferedWriter", "BufferedRandom",
+                         "TextIOWrapper", "BufferedRWPair"})
+
+
+def _names_any(code, names: frozenset) -> bool:
+    """Does the code (or a function in it) name any of `names`?"""
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        if not names.isdisjoint(c.co_names):
+            return True
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return False
 
 
 _PRELUDE_NAMES: set | None = None
@@ -515,7 +531,7 @@ class _Worker:
         request = dict(code=job["code"], inputs=[t["input"] for t in job["tests"]],
                        fn_name=job["fn_name"], timeout=float(job["timeout"]),
                        memory_mb=int(job["memory_mb"]), coverage=bool(job["coverage"]),
-                       binds_fn=prepared.binds_fn,
+                       binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
                        output_caps=[_output_cap(job, t) for t in job["tests"]])
         start = time.monotonic()
         deadline = start + len(job["tests"]) * (_wall_cap(job["timeout"]) + 2.0) + 30.0
@@ -1060,22 +1076,30 @@ AF_UNIX = 1
 def _seccomp_instructions() -> list[tuple[int, int, int, int]]:
     """The filter as classic BPF (code, jt, jf, k) over struct seccomp_data {nr, arch, ip,
     args[6]}: wrong arch -> kill; x32 numbers, denied calls, clone with namespace flags,
-    socket(AF_UNIX) -> EPERM; clone3 -> ENOSYS (libc then uses clone); everything else allowed."""
+    socket(AF_UNIX) -> EPERM; clone3 -> ENOSYS (libc then uses clone); everything else allowed.
+    The syscall number is found by binary search (about 12 instructions for an allowed call):
+    the kernel emulates the filter once per syscall number when it is loaded, for each test."""
     LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
     ALLOW, KILL, ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
     EPERM, ENOSYS = 1, 38
     ARCH_X86_64, NR, ARCH, ARG0 = 0xC000003E, 0, 4, 16
-    body = [("jge", 0x40000000, "eperm")] + [("jeq", n, "eperm")
-                                             for n in sorted(SECCOMP_DENY_X86_64.values())]
-    body += [("jeq", SECCOMP_CLONE3, "enosys"), ("jeq", SECCOMP_CLONE, "clone"),
-             ("jeq", SECCOMP_SOCKET, "socket")]
-    prog: list = [(LD, 0, 0, ARCH), (JEQ, 1, 0, ARCH_X86_64), (RET, 0, 0, KILL), (LD, 0, 0, NR)]
-    prog += [(op, k, label) for op, k, label in body]
-    prog += [(RET, 0, 0, ALLOW)]
+    targets = {n: "eperm" for n in SECCOMP_DENY_X86_64.values()}
+    targets.update({SECCOMP_CLONE3: "enosys", SECCOMP_CLONE: "clone", SECCOMP_SOCKET: "socket"})
+
+    def search(items):   # sorted [(nr, label)] -> instructions; every path ends in a return
+        if len(items) <= 4:
+            return [(JEQ, nr, label) for nr, label in items] + [(RET, 0, 0, ALLOW)]
+        mid = len(items) // 2
+        left, right = search(items[:mid]), search(items[mid:])
+        return [(JGE, len(left), 0, items[mid][0])] + left + right   # >= pivot: skip left
+
+    prog: list = [(LD, 0, 0, ARCH), (JEQ, 1, 0, ARCH_X86_64), (RET, 0, 0, KILL), (LD, 0, 0, NR),
+                  (JGE, 0x40000000, "eperm")]
+    prog += search(sorted(targets.items()))
     labels = {"clone": len(prog)}
-    prog += [(LD, 0, 0, ARG0), ("jset", CLONE_NAMESPACE_FLAGS, "eperm"), (RET, 0, 0, ALLOW)]
+    prog += [(LD, 0, 0, ARG0), (JSET, CLONE_NAMESPACE_FLAGS, "eperm"), (RET, 0, 0, ALLOW)]
     labels["socket"] = len(prog)
-    prog += [(LD, 0, 0, ARG0), ("jeq", AF_UNIX, "eperm"), (RET, 0, 0, ALLOW)]
+    prog += [(LD, 0, 0, ARG0), (JEQ, AF_UNIX, "eperm"), (RET, 0, 0, ALLOW)]
     labels["eperm"] = len(prog)
     prog += [(RET, 0, 0, ERRNO | EPERM)]
     labels["enosys"] = len(prog)
@@ -1083,13 +1107,10 @@ def _seccomp_instructions() -> list[tuple[int, int, int, int]]:
     out = []
     for i, ins in enumerate(prog):
         if len(ins) == 3:   # a conditional jump to a label when true, else fall through
-            op, k, label = ins
-            code = {"jeq": JEQ, "jge": JGE, "jset": JSET}[op]
-            offset = labels[label] - i - 1
-            assert 0 <= offset < 256
-            out.append((code, offset, 0, k))
-        else:
-            out.append(ins)
+            code, k, label = ins
+            ins = (code, labels[label] - i - 1, 0, k)
+        assert 0 <= ins[1] < 256 and 0 <= ins[2] < 256
+        out.append(ins)
     return out
 
 
@@ -1239,10 +1260,10 @@ def _run_job(job: dict, info: dict) -> dict:
 
 def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) -> dict:
     uid = info["uid"]
-    if info["mount_namespace"]:   # fresh tmpfs: removed whole by one unmount afterwards
+    if info["mount_namespace"]:   # a fresh tmpfs (see _test_tmpfs)
         workdir = WORKDIR
-        _mount_tmpfs(WORKDIR, f"size={TMPFS_SIZE},nr_inodes=16384,mode=0700,uid={uid},gid={uid}")
-        _mount_tmpfs(SHMDIR, f"size={SHM_SIZE},nr_inodes=1024,mode=1777")
+        _test_tmpfs(WORKDIR, f"size={TMPFS_SIZE},nr_inodes=16384,mode=0700,uid={uid},gid={uid}")
+        _test_tmpfs(SHMDIR, f"size={SHM_SIZE},nr_inodes=1024,mode=1777")
     else:
         import tempfile
         workdir = tempfile.mkdtemp(dir=info["workdir_root"])
@@ -1272,16 +1293,44 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) 
         raw["oom"] = cg.ooms() > oom0
     if info["mount_namespace"]:
         for path in (WORKDIR, SHMDIR):
-            _LIBC.umount2(path.encode(), MNT_DETACH)
+            if not _untouched(path):   # one unmount removes whatever tree the test left
+                _LIBC.umount2(path.encode(), MNT_DETACH)
+                del _TMPFS[path]
     else:
         _remove_tree(workdir)
     return raw
 
 
-def _mount_tmpfs(path: str, options: str):
-    if _LIBC.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+_TMPFS: dict = {}   # path -> what os.stat said right after mounting it
+
+
+def _test_tmpfs(path: str, options: str):
+    """Mount a tmpfs on path unless the one there is untouched since it was mounted (most
+    programs write no file: unmounting costs an expedited RCU grace period each time)."""
+    if path in _TMPFS:
+        return
+    MS_NOATIME = 1024   # atime could carry a bit from one test to the next
+    if _LIBC.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOATIME,
                    options.encode()) != 0:
         raise OSError(f"cannot mount a tmpfs on {path}")
+    _TMPFS[path] = _stat_key(path)
+
+
+def _stat_key(path: str) -> tuple:
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_nlink,
+            st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns)
+
+
+def _untouched(path: str) -> bool:
+    """Empty, no extended attribute, and the same inode metadata as when mounted: any entry
+    made, chmod, utime or xattr changes ctime/mtime or shows up here (checked after the test's
+    processes are dead)."""
+    try:
+        return (_stat_key(path) == _TMPFS[path] and not os.listdir(path)
+                and not os.listxattr(path))
+    except OSError:
+        return False
 
 
 def _write_all(fd: int, data: bytes):
@@ -1514,22 +1563,21 @@ def _child(job, compiled, test_input, workdir, uid, fds):
             traceback.print_exception(type(e), e, e.__traceback__.tb_next)
         except BaseException:
             pass
-    exit_code = _finish_like_the_interpreter(module, exit_code, io)
+    exit_code = _finish_like_the_interpreter(module, exit_code, io, job["opens_files"])
     report()
     _REAL_EXIT(exit_code)
 
 
-def _finish_like_the_interpreter(module, exit_code: int, io) -> int:
+def _finish_like_the_interpreter(module, exit_code: int, io, opens_files: bool) -> int:
     """What Py_FinalizeEx does before the process ends: join non-daemon threads, run atexit
     handlers, flush sys.stdout/sys.stderr (120 if that fails, as CPython), then flush file
     objects the program left in its globals (CPython does it when it clears the module)."""
     import atexit
-    try:
-        threading._shutdown()
-    except BaseException:
-        pass
-    try:
-        atexit._run_exitfuncs()
+    try:   # (each step only when there is something to do: touching objects costs page copies)
+        if threading._shutdown_locks or threading._threading_atexits:
+            threading._shutdown()
+        if atexit._ncallbacks():
+            atexit._run_exitfuncs()
     except BaseException:
         pass
     sys.settrace(None)
@@ -1540,10 +1588,13 @@ def _finish_like_the_interpreter(module, exit_code: int, io) -> int:
                 stream.flush()
         except BaseException:
             exit_code = exit_code or 120
-    try:
-        left = [v for v in module.__dict__.values() if isinstance(v, io.IOBase)]
-    except BaseException:
-        left = []
+    left = []
+    if opens_files:
+        try:
+            left = [v for k, v in module.__dict__.items()
+                    if isinstance(v, io.IOBase) and v is not _PRELUDE.get(k)]
+        except BaseException:
+            pass
     for f in left + [sys.__stdout__]:
         try:
             if not f.closed:

@@ -779,3 +779,48 @@ def test_cli_usage_errors_are_one_line_exit_2(tmp_path, args, named):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and 1 <= len(lines) <= 2, proc.stderr
     assert named in proc.stderr and proc.stdout == ""
+
+
+def _seccomp_decision(prog, nr, arch=0xC000003E, arg0=0):
+    """Run the classic-BPF filter on one seccomp_data, as the kernel does."""
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x20:
+            acc, pc = {0: nr, 4: arch, 16: arg0}[k], pc + 1
+        elif code == 0x06:
+            return k
+        else:
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += 1 + (jt if taken else jf)
+
+
+def test_seccomp_filter_decisions():
+    prog = sb._seccomp_instructions()
+    allow, eperm, enosys, kill = 0x7FFF0000, 0x50001, 0x50026, 0x80000000
+    deny = set(sb.SECCOMP_DENY_X86_64.values())
+    for nr in range(512):
+        expected = eperm if nr in deny else enosys if nr == 435 else allow
+        assert _seccomp_decision(prog, nr) == expected, nr
+    assert _seccomp_decision(prog, 56, arg0=0x10000000 | 17) == eperm   # clone(CLONE_NEWUSER)
+    assert _seccomp_decision(prog, 56, arg0=0x003D0F00) == allow        # a thread's clone
+    assert _seccomp_decision(prog, 41, arg0=1) == eperm                 # socket(AF_UNIX)
+    assert _seccomp_decision(prog, 41, arg0=2) == allow                 # socket(AF_INET)
+    assert _seccomp_decision(prog, 0x40000000 + 1) == eperm             # x32 ABI
+    assert _seccomp_decision(prog, 1, arch=0x40000003) == kill          # i386 ABI
+
+
+@needs_root
+def test_workdir_and_shm_are_fresh_for_every_test():
+    code = """
+        import os
+        print(sorted(os.listdir('.')), sorted(os.listdir('/dev/shm')), oct(os.stat('.').st_mode))
+        open('left', 'w').write('x')
+        open('/dev/shm/left', 'w').write('x')
+        os.chmod('.', 0o755)
+    """
+    r = run(code, [{"input": "", "output": "[] [] 0o40700"}] * 3)
+    assert r.status == "pass", [t.output for t in r.tests]
+    quiet = "import os\nprint(sorted(os.listdir('.')))\n"
+    r = run(quiet, [{"input": "", "output": "[]"}] * 3)   # an untouched tmpfs is reused
+    assert r.status == "pass"
