@@ -213,7 +213,7 @@ def test_fork_bomb_is_contained_and_cleaned_up():
             except OSError:
                 pass
     """
-    r = run(code, [{"input": "", "output": "x"}])
+    r = run(code, [{"input": "", "output": "x"}], timeout=0.5)
     assert r.status in ("timeout", "wrong_answer", "runtime_error")
     ok = run("print(sum(range(10)))", [{"input": "", "output": "45"}])
     assert ok.status == "pass"                          # the machine still works
@@ -430,7 +430,7 @@ def test_coverage_standard_io():
 def test_run_batch_order_and_no_leaks():
     import threading
     before, threading_count = _children(), threading.active_count()
-    for _ in range(8):
+    for _ in range(5):
         jobs = [dict(code=f"print({i})", tests=[{"input": "", "output": str(i)}]) for i in range(5)]
         jobs.append(dict(code="print(0)", tests=[{"input": "", "output": "1"}]))
         statuses = [r.status for r in sb.run_batch(jobs, workers=2)]
@@ -626,10 +626,9 @@ def test_class6_and_issue19_a_cpu_hog_does_not_time_out_its_neighbour():
 
 def test_issue19_same_verdicts_idle_and_with_two_busy_processes():
     n = _iterations_for(0.45)   # over half the limit: wall-clock judging fails it when loaded
-    jobs = [P.cpu_work(n, timeout=0.8) for _ in range(3)]
-    jobs += [dict(code="while True:\n    pass\n", tests=ADD, timeout=0.3)]
-    jobs += [P.HONEST[0]] * 2
-    expected = ["pass"] * 3 + ["timeout"] + ["pass"] * 2
+    jobs = [P.cpu_work(n, timeout=0.8) for _ in range(2)]
+    jobs += [dict(code="while True:\n    pass\n", tests=ADD, timeout=0.3), P.HONEST[0]]
+    expected = ["pass"] * 2 + ["timeout", "pass"]
     idle = [r.status for r in _batch(jobs, workers=2)]
     busy = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass\n"]) for _ in range(2)]
     try:
