@@ -22,8 +22,10 @@ sys.stdout/sys.stderr and file objects left in the program's globals are flushed
 at once (buffered output is lost, as in CPython) but still reports coverage.
 Time: a test is a timeout when its process tree used more than `timeout` seconds of CPU, or
 when it ran longer than a wall cap of WALL_FACTOR * timeout + WALL_SLACK seconds (a sleeping or
-blocked program). CPU time does not depend on how loaded the machine is, so the same program
-gets the same verdict idle and busy unless it is within noise of the limit.
+blocked program). The cap does not count the time the test's main process spent runnable but
+waiting for a CPU (its schedstat run delay), up to HARD_CAP_FACTOR times the cap. Neither CPU
+time nor that wall time depends on how loaded the machine is, so the same program gets the same
+verdict idle and busy unless it is within noise of the limit.
 
 Comparison rules (outputs_match, values_match; the parent process applies them, never the child):
   standard I/O: split into lines; trailing whitespace of each line and trailing blank lines are
@@ -151,6 +153,7 @@ FSIZE_LIMIT = 16 << 20      # largest file a program may write, bytes
 TMPFS_SIZE = "64m"          # all files one test may write in its working directory
 SHM_SIZE = "16m"            # the test's own /dev/shm
 WALL_FACTOR, WALL_SLACK = 3.0, 1.0   # wall cap per test = WALL_FACTOR * timeout + WALL_SLACK
+HARD_CAP_FACTOR = 4.0       # ... not counting time spent waiting for a CPU, up to 4x that
 WORKER_START_TRIES = 3
 MESSAGE_KEYS = frozenset({"result", "result_error", "exception", "lines"})
 MAX_RESULT_DEPTH = 100
@@ -1349,6 +1352,15 @@ def _process_cpu(pid: int) -> float:
         return 0.0
 
 
+def _run_delay(pid: int) -> float:
+    """Seconds the process spent runnable but waiting for a CPU (/proc/PID/schedstat)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) -> dict:
     """Collect a child's stdout/stderr/harness message until it exits, floods, uses its CPU
     time or reaches the wall cap. CPU is polled only when the tree could have used it all:
@@ -1379,12 +1391,16 @@ def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) 
             del buf[:-STDERR_TAIL]
         return True
 
-    exited = False
+    cap = _wall_cap(timeout)
+    exited, hard_deadline = False, start + HARD_CAP_FACTOR * cap
     while not exited:
         now = time.monotonic()
-        if now >= wall_deadline:
-            kind = "timeout"
-            break
+        if now >= wall_deadline:   # the cap counts time not spent waiting for a CPU
+            left = cap - (now - start - _run_delay(pid))
+            if left < 0.001 or now >= hard_deadline:
+                kind = "timeout"
+                break
+            wall_deadline = min(now + left, hard_deadline)
         if now >= next_check:
             used = cpu_used()
             if used >= timeout:
