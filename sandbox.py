@@ -52,8 +52,12 @@ what comes back. Workers and threads live for one run_batch call and are gone wh
 a worker that fails to start is retried (its stderr is printed), one that dies is replaced.
 Cost per test (measured with perf on a 2-core VM): about 3 ms of CPU against about 10 ms for a
 fresh interpreter. Most of it is the kernel's copy-on-write work for the fork: copying the
-worker's page tables and ~750 page faults per test. The hardening below adds no fork or exec per
-test: a seccomp filter load, two tmpfs mounts, and reads of already-open cgroup files.
+worker's page tables and ~700 page faults per test. The hardening below adds no fork or exec per
+test: a seccomp filter load (binary search, so the kernel's per-syscall pre-evaluation at load is
+short), reads of already-open cgroup files, and two tmpfs mounts only after a test that wrote
+something (an untouched tmpfs is reused). The interpreter-like exit steps run only when there is
+something to do (threads, atexit handlers, file objects), since each object touched after the
+fork costs a page copy.
 
 Threat model: what is enforced, how, and what remains
 ------------------------------------------------------
