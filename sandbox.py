@@ -541,7 +541,8 @@ class _Worker:
                        binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
                        output_caps=[_output_cap(job, t) for t in job["tests"]])
         start = time.monotonic()
-        deadline = start + len(job["tests"]) * (_wall_cap(job["timeout"]) + 2.0) + 30.0
+        deadline = start + len(job["tests"]) * (
+            HARD_CAP_FACTOR * _wall_cap(job["timeout"]) + 2.0) + 30.0
         reply = None
         try:
             _write_frame(self.proc.stdin.fileno(), pickle.dumps(request))
@@ -641,6 +642,8 @@ def _live_pids_of(uid: int) -> list[int]:
 
 def _judge_job(job: dict, prepared: _Prepared, report: dict, wall_time: float) -> Result:
     tests = job["tests"]
+    if report.get("error"):   # the worker could not run the job at all
+        return Result(RUNTIME_ERROR, 0, len(tests), [], set(), wall_time, report["error"])
     judged = []
     for raw, t in zip(report["tests"], tests):
         try:
@@ -653,7 +656,7 @@ def _judge_job(job: dict, prepared: _Prepared, report: dict, wall_time: float) -
     failed = [t.status for t in judged if t.status != PASS]
     lines = set().union(*(t.executed_lines for t in judged))
     return Result(failed[0] if failed else PASS, len(judged) - len(failed), len(tests), judged,
-                  lines, wall_time, report.get("error", ""))
+                  lines, wall_time)
 
 
 def _parse_message(data: bytes, job: dict, prepared: _Prepared) -> dict | None:
