@@ -184,7 +184,8 @@ def livecodebench_check(path: str) -> bool:
     all_failed = True
     for line in open(path):
         row = json.loads(line)
-        blob = RestrictedUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(row["test"])))).load()
+        packed = zlib.decompress(base64.b64decode(row["test"]))
+        blob = RestrictedUnpickler(io.BytesIO(packed)).load()
         io_spec = json.loads(blob["input_output"])
         fn_name = io_spec.get("fn_name")
         if fn_name:   # functional: one JSON argument per input line, JSON output
@@ -235,11 +236,13 @@ def main():
     for i, (job, r) in enumerate(zip(jobs, results)):
         if r.status != sb.PASS:
             bad = next((t for t in r.tests if t.status != sb.PASS), None)
-            detail = r.error or (f"out={bad.output[:60]!r} err={bad.stderr[-120:]!r}" if bad else "")
+            detail = r.error or (
+                f"out={bad.output[:60]!r} err={bad.stderr[-120:]!r}" if bad else "")
             print(f"  problem {i:3d} fn={job['fn_name']}: {r.status} {r.passed}/{r.total} {detail}")
 
     if not args.skip_baseline:
-        (base, base_times), base_s, base_cpu = timed(lambda: run_baseline(jobs, args.baseline_workers))
+        (base, base_times), base_s, base_cpu = timed(
+            lambda: run_baseline(jobs, args.baseline_workers))
         report_speed("APPS+", n_tests, (sandbox_s, sandbox_cpu), (base_s, base_cpu))
         differ = [(i, [t.status for t in r.tests], b) for i, (r, b) in enumerate(zip(results, base))
                   if r.status != sb.COMPILE_ERROR and [t.status for t in r.tests] != b]
