@@ -86,8 +86,9 @@ any syscall. isolation_report() says what this machine gives; as root (the train
   in BPF (x86_64) that makes these calls fail with EPERM: unshare, setns, clone with namespace
   flags (clone3 gets ENOSYS so libc falls back to clone), ptrace, process_vm_readv/writev, kcmp,
   pidfd_getfd, keyctl/add_key/request_key (no keyring access), SysV IPC and POSIX message queues
-  (no IPC object can be created, so none crosses tests), socket(AF_UNIX) (host unix sockets are
-  not reachable; socketpair stays allowed), mount family, chroot, io_uring, bpf, perf_event_open,
+  (no IPC object can be created, so none crosses tests), socket(AF_UNIX) and datagram
+  socketpairs (host unix sockets are not reachable; stream socketpairs, which asyncio and
+  multiprocessing use, stay allowed), mount family, chroot, io_uring, bpf, perf_event_open,
   userfaultfd, module/kexec/reboot/swap calls. Any other architecture is killed.
   Without the filter (not x86_64), each test gets its own IPC namespace instead.
 * Limits: the worker and everything its tests start live in one cgroup (v2 where the memory
@@ -1078,7 +1079,7 @@ SECCOMP_DENY_X86_64 = {
     "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
     "mq_notify": 244, "mq_getsetattr": 245,
 }
-SECCOMP_CLONE, SECCOMP_CLONE3, SECCOMP_SOCKET = 56, 435, 41
+SECCOMP_CLONE, SECCOMP_CLONE3, SECCOMP_SOCKET, SECCOMP_SOCKETPAIR = 56, 435, 41, 53
 CLONE_NAMESPACE_FLAGS = 0x7E020000   # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
 AF_UNIX = 1
 
@@ -1086,15 +1087,18 @@ AF_UNIX = 1
 def _seccomp_instructions() -> list[tuple[int, int, int, int]]:
     """The filter as classic BPF (code, jt, jf, k) over struct seccomp_data {nr, arch, ip,
     args[6]}: wrong arch -> kill; x32 numbers, denied calls, clone with namespace flags,
-    socket(AF_UNIX) -> EPERM; clone3 -> ENOSYS (libc then uses clone); everything else allowed.
+    socket(AF_UNIX), socketpair(SOCK_DGRAM) -> EPERM; clone3 -> ENOSYS (libc then uses clone);
+    everything else allowed.
     The syscall number is found by binary search (about 12 instructions for an allowed call):
     the kernel emulates the filter once per syscall number when it is loaded, for each test."""
-    LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+    LD, JEQ, JGE, JSET, RET, AND = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
     ALLOW, KILL, ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
     EPERM, ENOSYS = 1, 38
-    ARCH_X86_64, NR, ARCH, ARG0 = 0xC000003E, 0, 4, 16
+    ARCH_X86_64, NR, ARCH, ARG0, ARG1 = 0xC000003E, 0, 4, 16, 24
+    SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF
     targets = {n: "eperm" for n in SECCOMP_DENY_X86_64.values()}
-    targets.update({SECCOMP_CLONE3: "enosys", SECCOMP_CLONE: "clone", SECCOMP_SOCKET: "socket"})
+    targets.update({SECCOMP_CLONE3: "enosys", SECCOMP_CLONE: "clone", SECCOMP_SOCKET: "socket",
+                    SECCOMP_SOCKETPAIR: "socketpair"})
 
     def search(items):   # sorted [(nr, label)] -> instructions; every path ends in a return
         if len(items) <= 4:
@@ -1110,6 +1114,9 @@ def _seccomp_instructions() -> list[tuple[int, int, int, int]]:
     prog += [(LD, 0, 0, ARG0), (JSET, CLONE_NAMESPACE_FLAGS, "eperm"), (RET, 0, 0, ALLOW)]
     labels["socket"] = len(prog)
     prog += [(LD, 0, 0, ARG0), (JEQ, AF_UNIX, "eperm"), (RET, 0, 0, ALLOW)]
+    labels["socketpair"] = len(prog)   # a datagram pair could sendto() a host socket's path
+    prog += [(LD, 0, 0, ARG1), (AND, 0, 0, SOCK_TYPE_MASK), (JEQ, SOCK_DGRAM, "eperm"),
+             (RET, 0, 0, ALLOW)]
     labels["eperm"] = len(prog)
     prog += [(RET, 0, 0, ERRNO | EPERM)]
     labels["enosys"] = len(prog)

@@ -135,6 +135,20 @@ def unix_socket_probe(path: str):
     """)
 
 
+def dgram_socket_probe(path: str):
+    """A datagram socketpair can sendto() any bound datagram socket's path (e.g. /dev/log)."""
+    return job(f"""
+    import socket
+    a, b = map(int, input().split())
+    try:
+        s, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"hello", {path!r})
+        print("sent to the host socket")
+    except OSError:
+        print(a + b)
+    """)
+
+
 def host_cmdline_probe(marker: str):
     return job(f"""
     import os
@@ -243,6 +257,15 @@ out = open(1, "w")
 a, b = map(int, input().split())
 out.write(f"{a + b}\\n")
 """)
+HONEST_MULTIPROCESSING = job("""
+import multiprocessing as mp
+def double(x):
+    return 2 * x
+if __name__ == "__main__":
+    a, b = map(int, input().split())
+    with mp.get_context("fork").Pool(2) as pool:     # semaphores live in /dev/shm
+        print(sum(pool.map(double, [a, b])) // 2)
+""")
 HONEST_NUMPY = job("""
 import numpy as np
 a, b = map(int, input().split())
@@ -273,7 +296,8 @@ HONEST = [job("a, b = map(int, input().split())\nprint(a + b)\n"),
 
 
 def hostile(socket_path: str | None = None, marker: str | None = None,
-            setuid_binary: str | None = None, cgroup: bool = True) -> list[tuple[dict, str]]:
+            setuid_binary: str | None = None, dgram_path: str | None = None,
+            cgroup: bool = True) -> list[tuple[dict, str]]:
     """Every hostile program above, with the verdict a correct sandbox gives it (the probes
     print the right answer only when what they try is blocked)."""
     pairs = [(malformed_message(m, c), "runtime_error")
@@ -286,6 +310,8 @@ def hostile(socket_path: str | None = None, marker: str | None = None,
               (FLOAT_FOR_INT, "wrong_answer"), (PRELUDE_MENTION, "runtime_error")]
     if socket_path:
         pairs.append((unix_socket_probe(socket_path), "pass"))
+    if dgram_path:
+        pairs.append((dgram_socket_probe(dgram_path), "pass"))
     if marker:
         pairs.append((host_cmdline_probe(marker), "pass"))
     if setuid_binary:

@@ -570,23 +570,29 @@ def host_bait(tmp_path):
     server.bind(f"{bait}/s")
     server.listen(8)
     os.chmod(f"{bait}/s", 0o777)
+    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dgram.bind(f"{bait}/d")
+    os.chmod(f"{bait}/d", 0o777)
     shutil.copy("/usr/bin/id", f"{bait}/id")
     os.chmod(f"{bait}/id", 0o4755)
     marker = f"sandbox-marker-{os.getpid()}"
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
     try:
-        yield dict(socket_path=f"{bait}/s", setuid_binary=f"{bait}/id", marker=marker)
+        yield dict(socket_path=f"{bait}/s", setuid_binary=f"{bait}/id", marker=marker,
+                   dgram_path=f"{bait}/d")
     finally:
         sleeper.kill()
         sleeper.wait()
         server.close()
+        dgram.close()
         shutil.rmtree(bait, ignore_errors=True)
 
 
 @needs_root
 def test_class5_host_is_unreachable(host_bait):
     b = host_bait
-    jobs = [P.unix_socket_probe(b["socket_path"]), P.setuid_probe(b["setuid_binary"]),
+    jobs = [P.unix_socket_probe(b["socket_path"]), P.dgram_socket_probe(b["dgram_path"]),
+            P.setuid_probe(b["setuid_binary"]),
             P.host_cmdline_probe(b["marker"]), P.USER_NAMESPACE, P.PTRACE, P.NO_NEW_PRIVS]
     results = _batch(jobs, workers=2)    # before: each printed what it reached instead of a + b
     assert [r.status for r in results] == ["pass"] * len(jobs), [r.tests[0].output for r in results]
@@ -656,7 +662,7 @@ def test_issue19_worker_that_fails_to_start_is_retried_and_its_error_printed(mon
 
 
 @pytest.mark.parametrize("name", ["HONEST_THREAD_MAIN", "HONEST_ATEXIT", "HONEST_CLOSES_STDOUT",
-                                  "HONEST_RAW_FD"])
+                                  "HONEST_RAW_FD", "HONEST_MULTIPROCESSING"])
 def test_class7_honest_programs_pass(name):
     assert _batch([getattr(P, name)])[0].status == "pass"   # before: wrong_answer/runtime_error
 
@@ -780,15 +786,17 @@ def test_cli_usage_errors_are_one_line_exit_2(tmp_path, args, named):
     assert named in proc.stderr and proc.stdout == ""
 
 
-def _seccomp_decision(prog, nr, arch=0xC000003E, arg0=0):
+def _seccomp_decision(prog, nr, arch=0xC000003E, arg0=0, arg1=0):
     """Run the classic-BPF filter on one seccomp_data, as the kernel does."""
     pc, acc = 0, 0
     while True:
         code, jt, jf, k = prog[pc]
         if code == 0x20:
-            acc, pc = {0: nr, 4: arch, 16: arg0}[k], pc + 1
+            acc, pc = {0: nr, 4: arch, 16: arg0, 24: arg1}[k], pc + 1
         elif code == 0x06:
             return k
+        elif code == 0x54:
+            acc, pc = acc & k, pc + 1
         else:
             taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
             pc += 1 + (jt if taken else jf)
@@ -805,6 +813,8 @@ def test_seccomp_filter_decisions():
     assert _seccomp_decision(prog, 56, arg0=0x003D0F00) == allow        # a thread's clone
     assert _seccomp_decision(prog, 41, arg0=1) == eperm                 # socket(AF_UNIX)
     assert _seccomp_decision(prog, 41, arg0=2) == allow                 # socket(AF_INET)
+    assert _seccomp_decision(prog, 53, 0xC000003E, 1, 2 | 0x80000) == eperm   # dgram pair
+    assert _seccomp_decision(prog, 53, 0xC000003E, 1, 1 | 0x80000) == allow   # stream pair
     assert _seccomp_decision(prog, 0x40000000 + 1) == eperm             # x32 ABI
     assert _seccomp_decision(prog, 1, arch=0x40000003) == kill          # i386 ABI
 
