@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-from transformers import AutoConfig
+from transformers import (
+    AutoConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from model import init_distributed, load_causal_lm, load_tokenizer
 
@@ -41,6 +47,33 @@ class Completion:
     token_ids: list[int]                      # response tokens, EOS included when it stopped on it
     finish_reason: str                        # "stop" (EOS / stop string) or "length"
     logprobs: list[float] | None = field(default=None)   # the sampler's, when the engine has them
+
+
+class SamplerLogprobs(LogitsProcessor):
+    """HFEngine's sampler log-probs: applies the sampling warpers itself (temperature, top-p:
+    transformers' own classes, in transformers' order) so it sees the distribution each token
+    is drawn from, and records log_softmax of it for the chosen token, which it learns one step
+    later from input_ids (the last step's in finish()). One [B, V] step is kept at a time."""
+
+    def __init__(self, temperature: float, top_p: float):
+        self.warpers = []
+        if temperature > 0 and temperature != 1.0:
+            self.warpers.append(TemperatureLogitsWarper(temperature))
+        if top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(top_p))
+        self.prev, self.steps = None, []
+
+    def __call__(self, input_ids, scores):
+        if self.prev is not None:                      # the token chosen at the last step
+            self.steps.append(self.prev.gather(1, input_ids[:, -1:])[:, 0])
+        for warp in self.warpers:
+            scores = warp(input_ids, scores)
+        self.prev = torch.log_softmax(scores.float(), dim=-1)      # [B, V]
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """[B] last sampled tokens -> [B, steps] log-probs of every sampled token."""
+        return torch.stack(self.steps + [self.prev.gather(1, last_tokens[:, None])[:, 0]], 1)
 
 
 class HFEngine:
@@ -61,6 +94,7 @@ class HFEngine:
                  top_p: float = 1.0, max_new_tokens: int = 256, stop: list[str] | None = None,
                  seed: int | None = None, ignore_eos: bool = False) -> list[list[Completion]]:
         """prompts (P strings) -> P lists of n Completions. temperature 0 means greedy.
+        Completion.logprobs are the sampler's, after temperature and top-p (SamplerLogprobs).
         ignore_eos: keep going past EOS to exactly max_new_tokens (benchmarks)."""
         if seed is not None:
             torch.manual_seed(seed)
@@ -70,20 +104,25 @@ class HFEngine:
         for s in range(0, len(flat), self.batch_size):
             enc = self.tokenizer(flat[s:s + self.batch_size], return_tensors="pt",
                                  padding=True).to(self.device)
+            # The warpers run inside SamplerLogprobs; generate's own are switched off.
+            record = SamplerLogprobs(temperature, top_p)
             kw = dict(do_sample=temperature > 0, max_new_tokens=max_new_tokens,
-                      pad_token_id=self.tokenizer.pad_token_id, eos_token_id=eos)
+                      pad_token_id=self.tokenizer.pad_token_id, eos_token_id=eos,
+                      logits_processor=LogitsProcessorList([record]))
             if temperature > 0:
-                kw.update(temperature=temperature, top_p=top_p, top_k=0)
+                kw.update(temperature=1.0, top_p=1.0, top_k=0)
             if stop:
                 kw.update(stop_strings=stop, tokenizer=self.tokenizer)
             if ignore_eos:
                 kw.update(min_new_tokens=max_new_tokens)   # EOS is masked until the end
             seqs = self.model.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:]
-            for row in seqs.tolist():
-                out.append(self._completion(row, eos, max_new_tokens))
+            logprobs = record.finish(seqs[:, -1]).tolist()
+            for row, lps in zip(seqs.tolist(), logprobs):
+                out.append(self._completion(row, lps, eos, max_new_tokens))
         return [out[i * n:(i + 1) * n] for i in range(len(prompts))]
 
-    def _completion(self, row: list[int], eos: int, max_new: int) -> Completion:
+    def _completion(self, row: list[int], logprobs: list[float], eos: int,
+                    max_new: int) -> Completion:
         # Cut at the first EOS (kept: it is a sampled token and gets trained).
         if eos in row:
             ids = row[:row.index(eos) + 1]
@@ -92,7 +131,7 @@ class HFEngine:
             ids = row
             reason = "length" if len(row) >= max_new else "stop"
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return Completion(text, ids, reason)
+        return Completion(text, ids, reason, logprobs[:len(ids)])
 
     def sleep(self) -> None:       # the same interface as VLLMEngine; nothing to free here
         pass

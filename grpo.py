@@ -7,8 +7,9 @@ sampled responses o_1..o_G and rewards r_i from running each program on the test
            = (r_i - mean_j r_j)                            scale "none"   (Dr. GRPO)
            = (r_i - mean_j r_j) / (std over the batch)     scale "batch"
     ratio  = exp(logp - old)
-    loss_t = -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A) + beta * k3_t
+    loss_t = -w_t * min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A) + beta * k3_t
     k3_t   = exp(ref - logp) - (ref - logp) - 1
+    w_t    = min(exp(old - sampler), C)   (truncated importance sampling, --tis-cap C; else 1)
 
 and the per-token losses are aggregated by token-mean (DAPO), seq-mean-token-mean (GRPO) or
 seq-mean-token-sum-norm (Dr. GRPO), always with the GLOBAL normaliser of the step (all
@@ -16,9 +17,18 @@ micro-batches on all ranks: trainer.aggregate), so that the gradient does not de
 the batch is split.
 
 Simplifications, stated up front:
-- On-policy: one optimizer step per batch of rollouts, so old = logp.detach() (ratio 1, the
-  gradient is the policy gradient). The trainer recomputes logp itself, with the sampling
-  temperature applied, rather than trusting the sampler's log-probs.
+- On-policy by default: one optimizer step per batch of rollouts, so old = logp.detach()
+  (ratio 1, the gradient is the policy gradient, the clip never acts). With --mini-batches M
+  and/or --epochs E the batch makes M x E optimizer steps (trainer.updates, as verl's
+  ppo_mini_batch_size / TRL's num_iterations): old comes from one no-grad pass of the policy
+  that sampled, and from the second step on ratio, clip and clip-higher (--eps-high) act;
+  clip_frac, ratio_mean and approx_kl (k3 of KL(old || new)) are logged, averaged over the
+  steps, with the last step's clip_frac_last / approx_kl_last.
+- The trainer recomputes logp itself, with the sampling temperature applied, rather than
+  trusting the sampler's log-probs; the sampler's (the engine's) are kept: their mean absolute
+  difference to the trainer's old log-probs is logged as sampler_logp_diff, and --tis-cap C
+  weights each token's surrogate by w_t above (stop-gradient), the published fix for a bf16
+  or otherwise different sampler (verl / TRL; C = 2). Equal log-probs give w = 1: inert.
 - No KL by default (beta 0, as the code-RL recipes do); the reference (a frozen copy of the
   policy after the warm start) is made only when beta > 0.
 - Rewards are binary (all tests pass) or the fraction of tests passed.
@@ -38,7 +48,7 @@ import argparse
 import torch
 
 import trainer
-from model import PolicyLogprobs, load_causal_lm, reference_like, shard_model
+from model import reference_like
 from trainer import Sample, aggregate
 
 # ----------------------------------------------------------------------------- the math
@@ -88,16 +98,19 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 def policy_loss(logp, old_logp, advantages, mask, *, eps_low: float = 0.2,
                 eps_high: float = 0.28, ref_logp=None, beta: float = 0.0,
-                agg: str = "token-mean", denom: float | None = None):
+                agg: str = "token-mean", denom: float | None = None, weights=None):
     """Clipped surrogate loss (PPO / GRPO) with separate low/high clip and optional k3 KL.
 
-    logp, old_logp, mask [B, T]; advantages [B, T] (GRPO: the sequence's scalar broadcast).
-    Returns (loss scalar, stats dict of floats: clip_frac, kl, ratio_mean).
+    logp, old_logp, mask [B, T]; advantages [B, T] (GRPO: the sequence's scalar broadcast);
+    weights [B, T] (no grad): per-token importance weights of the surrogate (tis_weights).
+    Returns (loss scalar, stats dict of floats: clip_frac, kl, ratio_mean, approx_kl).
     """
     ratio = torch.exp(logp - old_logp)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * advantages
     loss_t = -torch.min(unclipped, clipped)
+    if weights is not None:
+        loss_t = loss_t * weights
     kl = torch.zeros_like(logp)
     if ref_logp is not None and beta > 0:
         kl = k3_kl(logp, ref_logp)
@@ -108,8 +121,33 @@ def policy_loss(logp, old_logp, advantages, mask, *, eps_low: float = 0.2,
         # Share of tokens where the clipped branch is the active one (zero gradient).
         stats = {"clip_frac": float(((clipped < unclipped).float() * mask).sum() / n),
                  "kl": float((kl * mask).sum() / n),
-                 "ratio_mean": float((ratio * mask).sum() / n)}
+                 "ratio_mean": float((ratio * mask).sum() / n),
+                 # k3 estimate of KL(old || new) on the old policy's samples: >= 0
+                 "approx_kl": float(((ratio - 1 - (logp - old_logp)) * mask).sum() / n)}
     return loss, stats
+
+
+def tis_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance weights min(exp(old - sampler), cap), [B, T] -> [B, T], no grad:
+    the trainer's old policy over the engine's sampling distribution, capped so that a token
+    the sampler found much less likely than the trainer does not dominate the step.
+
+    >>> tis_weights(torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -1.0]), 1.5)
+    tensor([1.5000, 0.3679])
+    """
+    return torch.exp(old_logp - sampler_logp).clamp(max=cap).detach()
+
+
+def sampler_correction(old_logp, batch: trainer.Batch,
+                       tis_cap: float) -> tuple[torch.Tensor | None, dict]:
+    """TIS weights (tis_cap > 0) and the logged sampler/trainer mismatch, from the engine's
+    log-probs (batch.extras["sampler_logp"], present when the engine returned them)."""
+    if "sampler_logp" not in batch.extras:
+        return None, {}
+    sampler, m = batch.extras["sampler_logp"], batch.mask
+    diff = float(((old_logp.detach() - sampler).abs() * m).sum() / m.sum().clamp(min=1))
+    weights = tis_weights(old_logp, sampler, tis_cap) if tis_cap > 0 else None
+    return weights, {"sampler_logp_diff": diff}
 
 
 def dynamic_sampling_keep(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -154,7 +192,8 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
                 cut = args.overlong_filter and c.finish_reason == "length"
                 samples.append(Sample(ro.prompt_ids[g], c.token_ids, float(adv[j]),
                                       [0] * len(c.token_ids) if cut else None,
-                                      ro.rewards[j], key=(problem.id, j)))
+                                      ro.rewards[j], key=(problem.id, j),
+                                      extras=trainer.sampler_extras(c, args)))
         sums["groups_seen"] += len(batch)
         sums["groups_kept"] += int(keep.sum())
         for k, v in trainer.rollout_sums(ro).items():
@@ -172,14 +211,19 @@ def rollout_log(sums: dict) -> dict:
 # ----------------------------------------------------------------------------- the step
 
 
-def grpo_loss(args):
-    """The loss trainer.update calls on each micro-batch: the clipped surrogate with the
-    on-policy old = logp.detach(), plus beta * k3 against batch.extras["ref_logp"]."""
+def grpo_loss(args, *, off_policy: bool = False, tis_cap: float = 0.0):
+    """The loss trainer.update calls on each micro-batch: the clipped surrogate (args.eps_low,
+    eps_high, agg) against old = batch.extras["old_logp"] (off_policy: several updates per
+    batch) or logp.detach() (one on-policy update), TIS weights when tis_cap > 0, plus
+    args.beta * k3 against batch.extras["ref_logp"]."""
     def loss(out: trainer.Forward, batch: trainer.Batch, denom: trainer.Denominators):
+        old = batch.extras["old_logp"] if off_policy else out.logp.detach()
+        weights, stats = sampler_correction(old, batch, tis_cap)
         ref_logp = batch.extras["ref_logp"] if args.beta > 0 else None
-        return policy_loss(out.logp, out.logp.detach(), batch.advantages, batch.mask,
-                           eps_low=args.eps_low, eps_high=args.eps_high, ref_logp=ref_logp,
-                           beta=args.beta, agg=args.agg, denom=denom.mask)
+        loss, pl = policy_loss(out.logp, old, batch.advantages, batch.mask,
+                               eps_low=args.eps_low, eps_high=args.eps_high, ref_logp=ref_logp,
+                               beta=args.beta, agg=args.agg, denom=denom.mask, weights=weights)
+        return loss, {**pl, **stats}
     return loss
 
 
@@ -205,15 +249,21 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
                                      r.curriculum, step)
     rollout = rollout_log(trainer.reduce_sums(sums))
     r.engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
-    # --- reference log-probs (beta > 0) -------------------------------------------------------
-    if r.ref is not None:
+    # --- old log-probs (several updates per batch), reference log-probs (beta > 0) -------------
+    old = trainer.off_policy(args)
+    if old or r.ref is not None:
         with r.timer("score"):
-            samples = trainer.with_extras(samples,
-                                          ref_logp=r.score(samples, ref=r.ref).ref_logp)
-    # --- policy update ------------------------------------------------------------------------
+            scores = r.score(samples, policy=r.policy if old else None, ref=r.ref)
+        if old:
+            samples = trainer.with_extras(samples, old_logp=scores.logp)
+        if r.ref is not None:
+            samples = trainer.with_extras(samples, ref_logp=scores.ref_logp)
+    # --- policy update: --epochs x --mini-batches optimizer steps -----------------------------
     with r.timer("update"):
-        stats = r.update(samples, grpo_loss(args),
-                         skip_zero_advantage=zero_advantage_is_inert(args))
+        loss = grpo_loss(args, off_policy=old, tis_cap=args.tis_cap)
+        stats = trainer.updates(r.policy, r.optimizer, samples, loss,
+                                skip_zero_advantage=zero_advantage_is_inert(args),
+                                **r.update_settings())
         r.scheduler.step()
     # --- weight sync --------------------------------------------------------------------------
     with r.timer("sync"):
@@ -260,50 +310,6 @@ def parse_args(argv=None):
 
 def main(argv=None):
     trainer.run_entry_point(train, parse_args, argv)
-
-
-# ----------------------------------------------------------------------------- for agents.py
-# For agents.py until it moves onto trainer.py (issue 15): the names it imports from grpo.
-MetricsLog, load_problem_sets = trainer.MetricsLog, trainer.load_problem_sets
-run_entry_point, sync_weights = trainer.run_entry_point, trainer.sync_weights
-
-
-def sft(policy, tokenizer, problems, args, d, log, examples=None):
-    """For agents.py until it moves onto trainer.py: trainer.sft on `examples` (default: the
-    reference solutions of `problems`)."""
-    if examples is None:
-        examples = trainer.sft_examples(tokenizer, problems)
-    trainer.sft(policy, tokenizer, examples, args, d, log)
-
-
-def setup_policy(args, d):
-    """For agents.py until it moves onto trainer.py: (path, tokenizer, policy, reference
-    loaded from the model path when --beta > 0, engine)."""
-    path, tokenizer, policy, engine = trainer.setup_policy(args, d)
-    ref = None
-    if args.beta > 0:
-        ref = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk),
-                          d.device).eval().requires_grad_(False)
-    return path, tokenizer, policy, ref, engine
-
-
-def grpo_loss_fn(args, ref=None):
-    """For agents.py until it moves onto trainer.py: what train_on_samples takes as its loss."""
-    return args, ref
-
-
-def train_on_samples(policy, optimizer, samples, loss, **kw):
-    """For agents.py until it moves onto trainer.py: one GRPO update (trainer.update) with
-    `loss` = grpo_loss_fn(args, ref); the reference's log-probs first when it has a KL term."""
-    args, ref = loss
-    if ref is None or args.beta == 0:
-        args = argparse.Namespace(**{**vars(args), "beta": 0.0})
-    else:
-        samples = trainer.with_extras(samples, ref_logp=trainer.score(
-            samples, micro_batch=kw["micro_batch"], pad_id=kw["pad_id"], device=kw["device"],
-            temperature=kw.get("temperature", 1.0), ref=ref).ref_logp)
-    return trainer.update(policy, optimizer, samples, grpo_loss(args),
-                          skip_zero_advantage=zero_advantage_is_inert(args), **kw)
 
 
 if __name__ == "__main__":

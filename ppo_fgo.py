@@ -56,8 +56,10 @@ Simplifications and choices (the paper leaves these open):
 - The step (ppo_step, on trainer.run's skeleton): the reference and the critic start from the
   policy after the SFT warm start (StepCoder's SFT model) and are saved with every checkpoint
   (ref.pt, critic.pt); advantages are whitened over the tokens the policy loss sees
-  (FGO-kept); the critic's learning rate is constant; one PPO epoch by default
-  (--ppo-epochs), so the ratio is 1 and the clip only acts from the second epoch on.
+  (FGO-kept); the critic's learning rate is constant; one PPO epoch by default (--epochs,
+  with --mini-batches: trainer.updates, the mechanism GRPO uses too), so the ratio is 1 and
+  the clip only acts from the second optimizer step on a batch. --tis-cap weights the policy
+  loss by truncated importance weights against the engine's log-probs, as in grpo.py.
 - FGO trusts coverage only from runs that report it completely (FGO_STATUSES) and that report
   some line at all: a passing program that ends with os._exit never flushes its tracer's
   lines, so "no line ran" means "no coverage" and masks nothing.
@@ -73,7 +75,7 @@ import types
 import torch
 
 import trainer
-from grpo import policy_loss
+from grpo import policy_loss, sampler_correction
 from model import critic_like, reference_like
 from trainer import Sample, aggregate
 
@@ -407,7 +409,7 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
             sums["fgo_samples"] += mask is not None
             sums["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
         samples.append(Sample(ro.prompt_ids[g], c.token_ids, 0.0, mask, scores[j],
-                              key=(batch[g].id, j)))
+                              key=(batch[g].id, j), extras=trainer.sampler_extras(c, args)))
         status = "no_code" if res is None else res.status
         sums[f"status/{status}"] = sums.get(f"status/{status}", 0) + 1
     # The curricula see --reward (binary / fraction), not the StepCoder score.
@@ -444,7 +446,7 @@ def ppo_advantages(samples: list[Sample], scores: trainer.Scores, args):
     for i, s in enumerate(samples):
         n = len(s.response_ids)
         out.append(dataclasses.replace(s, advantage=adv[i, :n].tolist(), extras={
-            "old_logp": scores.logp[i], "old_values": scores.values[i],
+            **s.extras, "old_logp": scores.logp[i], "old_values": scores.values[i],
             "returns": ret[i, :n].tolist()}))
     m = resp
     return out, {"tok": float(m.sum()), "kl_sum": float(((logp - ref) * m).sum()),
@@ -478,14 +480,16 @@ def ppo_loss(args):
     value loss over all response tokens (batch.response_mask, its own global normaliser).
     One backward trains the policy and the critic (separate, or the policy's value head)."""
     def loss(out: trainer.Forward, batch: trainer.Batch, denom: trainer.Denominators):
-        pl, st = policy_loss(out.logp, batch.extras["old_logp"], batch.advantages, batch.mask,
-                             eps_low=args.eps_low, eps_high=args.eps_high, agg=args.agg,
-                             denom=denom.mask)
+        old = batch.extras["old_logp"]
+        weights, sampler_st = sampler_correction(old, batch, args.tis_cap)
+        pl, st = policy_loss(out.logp, old, batch.advantages, batch.mask, eps_low=args.eps_low,
+                             eps_high=args.eps_high, agg=args.agg, denom=denom.mask,
+                             weights=weights)
         vl, vst = value_loss(out.values, batch.extras["old_values"], batch.extras["returns"],
                              batch.response_mask, clip=args.vf_clip, agg=args.agg,
                              denom=denom.response)
         st.pop("kl")      # grpo's k3 term is off here; the KL is in the reward
-        return pl + args.vf_coef * vl, {**st, **vst}
+        return pl + args.vf_coef * vl, {**st, **vst, **sampler_st}
     return loss
 
 
@@ -515,10 +519,10 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
     with r.timer("score"):
         scores = r.score(samples, policy=r.policy, ref=r.ref, critic=r.critic, with_values=head)
         samples, adv_sums = ppo_advantages(samples, scores, args)
-    # --- PPO update: policy + critic, --ppo-epochs passes over the batch --------------------
+    # --- PPO update: policy + critic, --epochs x --mini-batches optimizer steps --------------
     with r.timer("update"):
-        for _ in range(args.ppo_epochs):
-            stats = r.update(samples, ppo_loss(args), with_values=head)
+        stats = trainer.updates(r.policy, r.optimizer, samples, ppo_loss(args),
+                                with_values=head, **r.update_settings())
         r.scheduler.step()
     # --- weight sync ----------------------------------------------------------------------------
     with r.timer("sync"):
@@ -571,8 +575,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight of the value loss in the summed loss (separate critic: only "
                         "scales the critic's gradient before clipping; shared: also how hard "
                         "the value loss pulls on the policy's body)")
-    g.add_argument("--ppo-epochs", type=int, default=1,
-                   help="optimizer passes over each rollout batch (1 = on-policy step)")
     g.add_argument("--no-whiten", dest="whiten", action="store_false",
                    help="do not whiten advantages over the batch's trained tokens")
     g.add_argument("--reward-table", default="",

@@ -290,6 +290,50 @@ def update(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: in
     return result
 
 
+def off_policy(args) -> bool:
+    """More than one optimizer step per rollout batch: the loss needs the sampling policy's
+    old log-probs (a no-grad pass before the first step) instead of logp.detach()."""
+    return args.mini_batches > 1 or args.epochs > 1
+
+
+def sampler_extras(completion, args) -> dict:
+    """The engine's log-probs of a completion as Sample extras (sampler_logp), for the logged
+    mismatch and --tis-cap; {} when the engine gave none (then --tis-cap is an error)."""
+    if completion.logprobs is None:
+        if args.tis_cap > 0:
+            raise SystemExit("--tis-cap needs the engine's sampler log-probs, and this engine "
+                             "returned none; use --engine hf or vllm, or drop --tis-cap.")
+        return {}
+    return {"sampler_logp": completion.logprobs}
+
+
+def mini_batch_slices(samples: list, m: int) -> list[list]:
+    """m consecutive slices of this rank's samples, sizes differing by at most one. With the
+    samples dealt to ranks round-robin and each rank's share a multiple of m, the ranks' k-th
+    slices together are the k-th slice of the whole batch: the split does not depend on the
+    number of ranks."""
+    n = len(samples)
+    return [samples[k * n // m:(k + 1) * n // m] for k in range(m)]
+
+
+def updates(policy, optimizer, samples: list[Sample], loss_fn, *, epochs: int = 1,
+            mini_batches: int = 1, **update_kw) -> dict:
+    """epochs x mini_batches optimizer steps on one rollout batch: each epoch passes over the
+    samples in `mini_batches` consecutive slices (no reshuffle), each slice one update() with
+    its own global normalisers. epochs = mini_batches = 1 is exactly one update(). From the
+    second step on the policy is not the one that sampled, so the loss needs the old log-probs
+    (Sample extras old_logp, from a no-grad score() before the first step): ratio and clip act.
+    Returns the mean of each stat over the steps, and updates (how many)."""
+    steps = [update(policy, optimizer, part, loss_fn, **update_kw)
+             for _ in range(epochs) for part in mini_batch_slices(samples, mini_batches)]
+    keys = sorted(set().union(*steps))
+    out = {k: sum(s.get(k, 0.0) for s in steps) / len(steps) for k in keys}
+    if len(steps) > 1:   # the first step is on-policy by construction; the last one shows drift
+        out.update(updates=len(steps), clip_frac_last=steps[-1].get("clip_frac", 0.0),
+                   approx_kl_last=steps[-1].get("approx_kl", 0.0))
+    return out
+
+
 def _all_zero(advantage) -> bool:
     """True when a Sample's advantage (a float, or a list per token) is zero everywhere."""
     if isinstance(advantage, (list, tuple)):
@@ -873,16 +917,15 @@ class Run:
         if self.d.main:
             print(f"[{self.name}] {msg}", flush=True)
 
-    def update(self, samples: list[Sample], loss_fn, *, skip_zero_advantage: bool = False,
-               with_values: bool = False) -> dict:
-        """update() on the run's policy, optimizer (and separate critic) with its flags."""
+    def update_settings(self) -> dict:
+        """updates()'s keyword arguments from the run's flags (--epochs, --mini-batches,
+        --micro-batch, ...), the separate critic and its optimizer included."""
         a = self.args
-        return update(self.policy, self.optimizer, samples, loss_fn, micro_batch=a.micro_batch,
-                      agg=a.agg, max_len=a.max_new_tokens, pad_id=self.tokenizer.pad_token_id,
-                      device=self.d.device, max_grad_norm=a.max_grad_norm,
-                      temperature=a.temperature, critic=self.critic,
-                      critic_optimizer=self.critic_optimizer, with_values=with_values,
-                      skip_zero_advantage=skip_zero_advantage)
+        return dict(epochs=a.epochs, mini_batches=a.mini_batches, micro_batch=a.micro_batch,
+                    agg=a.agg, max_len=a.max_new_tokens, pad_id=self.tokenizer.pad_token_id,
+                    device=self.d.device, max_grad_norm=a.max_grad_norm,
+                    temperature=a.temperature, critic=self.critic,
+                    critic_optimizer=self.critic_optimizer)
 
     def score(self, samples: list[Sample], *, policy=None, ref=None, critic=None,
               with_values: bool = False) -> Scores:
@@ -1169,6 +1212,18 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--warmup-steps", type=int, default=3,
                    help="linear LR warm-up steps (SFT and RL)")
     g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
+    g.add_argument("--mini-batches", type=int, default=1,
+                   help="optimizer steps per pass over a rollout batch, each on its own slice "
+                        "(verl's ppo_mini_batch_size; DAPO-style runs: 4-16 steps a batch). "
+                        "Above 1 the later steps are off-policy: ratio and clip act")
+    g.add_argument("--epochs", type=int, default=1,
+                   help="passes over each rollout batch (TRL's num_iterations; StepCoder's PPO "
+                        "epochs); above 1 off-policy like --mini-batches")
+    g.add_argument("--tis-cap", type=float, default=0.0,
+                   help="truncated importance sampling: weight each token's policy loss by "
+                        "min(exp(old trainer logp - sampler logp), C) to correct for the "
+                        "engine's different numerics (bf16 vLLM on GPU; verl/TRL use C = 2); "
+                        "0 = off. The mismatch is logged either way (sampler_logp_diff)")
     g.add_argument("--micro-batch", type=int, default=32,
                    help="sequences per forward/backward (gradient accumulation)")
     g.add_argument("--grad-checkpointing", action="store_true",

@@ -1,6 +1,7 @@
-"""Run by test_grpo.py under torchrun: one GRPO update of a tiny model on a fixed batch,
+"""Run by test_grpo.py under torchrun: GRPO updates of a tiny model on a fixed batch,
 sharded over however many ranks torchrun gives, then save the full updated weights.
-Usage: torchrun --nproc_per_node N tests/dist_invariance.py MODEL_DIR OUT.pt AGG MICRO_BATCH"""
+Usage: torchrun --nproc_per_node N tests/dist_invariance.py MODEL_DIR OUT.pt AGG MICRO_BATCH
+       [EPOCHS MINI_BATCHES]   (more than one update: old log-probs from a no-grad pass)"""
 import os
 import sys
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ import trainer  # noqa: E402
 
 def main():
     path, out, agg, micro = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    epochs, mini = (int(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (1, 1)
     d = model.init_distributed()
     torch.manual_seed(0)
     policy = model.shard_model(model.PolicyLogprobs(model.load_causal_lm(path, d.device), 4),
@@ -25,15 +27,23 @@ def main():
         p = torch.randint(1, 200, (3 + i % 3,), generator=g).tolist()
         r = torch.randint(1, 200, (2 + (i * 5) % 7,), generator=g).tolist()
         samples.append(trainer.Sample(p, r, float(i % 3) - 1.0))
-    args = SimpleNamespace(beta=0.0, temperature=0.9, eps_low=0.2, eps_high=0.28, agg=agg)
+    args = SimpleNamespace(beta=0.0, temperature=0.9, eps_low=0.2, eps_high=0.28, agg=agg,
+                           epochs=epochs, mini_batches=mini, tis_cap=0.0)
+    mine = samples[d.rank::d.world]
+    if trainer.off_policy(args):
+        old = trainer.score(mine, micro_batch=micro, pad_id=0, device=d.device,
+                            temperature=0.9, policy=policy).logp
+        mine = trainer.with_extras(mine, old_logp=old)
     opt = torch.optim.SGD(policy.parameters(), lr=1.0)
-    st = trainer.update(policy, opt, samples[d.rank::d.world], grpo.grpo_loss(args),
-                        micro_batch=micro, agg=agg, max_len=8, pad_id=0, device=d.device,
-                        max_grad_norm=1e9, temperature=0.9,
-                        skip_zero_advantage=grpo.zero_advantage_is_inert(args))
+    loss = grpo.grpo_loss(args, off_policy=trainer.off_policy(args))
+    st = trainer.updates(policy, opt, mine, loss, epochs=epochs,
+                         mini_batches=mini, micro_batch=micro, agg=agg, max_len=8, pad_id=0,
+                         device=d.device, max_grad_norm=1e9, temperature=0.9,
+                         skip_zero_advantage=grpo.zero_advantage_is_inert(args))
     sd = {k: v.clone() for k, v in model.iter_full_params(policy, d.device)}
     if d.main:
-        torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"]}, out)
+        torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"],
+                    "approx_kl_last": st.get("approx_kl_last", 0.0)}, out)
     model.close_distributed()
 
 

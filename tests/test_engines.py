@@ -136,6 +136,34 @@ def test_ignore_eos_gives_exact_lengths(vllm_engine, hf_engine):
         assert all(len(c.token_ids) == 10 for g in outs for c in g)
 
 
+def test_hf_engine_returns_the_sampler_logprobs_and_samples_as_transformers_does(tiny,
+                                                                                 tokenizer):
+    """HFEngine's log-probs are the sampling distribution's (temperature, top-p applied by
+    engines.SamplerLogprobs), equal to the trainer's at top_p 1; moving the warpers into that
+    processor leaves the sampled tokens exactly those of transformers' own generate."""
+    eng = engines.HFEngine(tiny, torch.device("cpu"))
+    policy = model.PolicyLogprobs(eng.model)
+    for temperature, top_p in ((1.0, 1.0), (0.7, 1.0), (0.7, 0.9)):
+        outs = eng.generate(PROMPTS[:2], n=2, temperature=temperature, top_p=top_p,
+                            max_new_tokens=10, seed=5)
+        torch.manual_seed(5)
+        flat = [p for p in PROMPTS[:2] for _ in range(2)]
+        enc = eng.tokenizer(flat, return_tensors="pt", padding=True)
+        plain = eng.model.generate(**enc, do_sample=True, temperature=temperature, top_p=top_p,
+                                   top_k=0, max_new_tokens=10, eos_token_id=tokenizer.eos_token_id,
+                                   pad_token_id=tokenizer.pad_token_id)
+        plain = plain[:, enc["input_ids"].shape[1]:].tolist()
+        for row, c in zip(plain, [c for g in outs for c in g]):
+            assert row[:len(c.token_ids)] == c.token_ids
+            assert len(c.logprobs) == len(c.token_ids) and all(lp <= 0 for lp in c.logprobs)
+        if top_p == 1.0:
+            for prompt, group in zip(PROMPTS, outs):
+                p = tokenizer(prompt)["input_ids"]
+                for c in group:
+                    want = policy_logprobs(policy, p + c.token_ids, temperature)[len(p) - 1:]
+                    assert torch.allclose(torch.tensor(c.logprobs), want, atol=1e-4)
+
+
 def test_tied_head_is_sent_once_right_after_the_embedding():
     emb, w = torch.ones(2), torch.zeros(2)
     named = [("model.embed_tokens.weight", emb), ("model.norm.weight", w)]

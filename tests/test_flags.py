@@ -89,7 +89,7 @@ def test_method_flags_stay_in_their_method():
     ppo_only = dests(ppo_fgo.build_parser()) - common_dests()
     assert {"beta", "adv_scale", "dynamic_sampling", "max_resample",
             "overlong_filter"} == grpo_only
-    assert {"fgo", "critic", "kl_coef", "ppo_epochs", "reward_table"} <= ppo_only
+    assert {"fgo", "critic", "kl_coef", "reward_table"} <= ppo_only
     assert not grpo_only & ppo_only
 
 

@@ -50,6 +50,36 @@ def test_policy_loss_clip_higher_by_hand():
     assert st["clip_frac"] == pytest.approx(0.5)
 
 
+def test_tis_weights_by_hand_and_inert_when_sampler_equals_trainer():
+    old = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
+    sampler = torch.tensor([[-1.5, -1.0, -0.5, -0.1]])
+    w = grpo.tis_weights(old, sampler, cap=1.5)
+    # exp(0.5) = 1.6487 -> capped 1.5; exp(-1) = 0.3679; exp(0) = 1; exp(-2.9) = 0.0550
+    assert w.tolist()[0] == pytest.approx([1.5, 0.367879, 1.0, 0.055023], abs=1e-5)
+    assert not w.requires_grad
+    # weighted surrogate by hand: on-policy ratio 1, loss_t = -w * A, token-mean
+    logp = old.clone().requires_grad_(True)
+    adv = torch.tensor([[1.0, 1.0, -1.0, 2.0]])
+    loss, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4), weights=w)
+    assert loss.item() == pytest.approx(-(1.5 + 0.367879 - 1.0 + 2 * 0.055023) / 4, abs=1e-5)
+    # sampler == trainer: every weight 1, the loss and its gradient as without TIS
+    ones = grpo.tis_weights(old, old, cap=2.0)
+    assert torch.equal(ones, torch.ones_like(old))
+    plain, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4))
+    weighted, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4), weights=ones)
+    g1, = torch.autograd.grad(plain, logp)
+    g2, = torch.autograd.grad(weighted, logp)
+    assert weighted.item() == plain.item() and torch.equal(g1, g2)
+
+
+def test_approx_kl_to_the_old_policy_by_hand():
+    logp = torch.log(torch.tensor([[1.5, 0.5]]))           # ratios 1.5 and 0.5 (old = 0)
+    _, st = grpo.policy_loss(logp, torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2))
+    # k3 = (r - 1) - log r: 0.5 - 0.405465 = 0.094535 ; -0.5 + 0.693147 = 0.193147
+    assert st["approx_kl"] == pytest.approx((0.094535 + 0.193147) / 2, abs=1e-5)
+    assert st["ratio_mean"] == pytest.approx(1.0)
+
+
 def test_on_policy_gradient_is_policy_gradient():
     logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     adv = torch.tensor([[2.0, 2.0]])
@@ -179,19 +209,26 @@ def small_model(tmp_path_factory):
                                   num_key_value_heads=1, vocab_size=300)
 
 
-@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-sum-norm"])
-def test_update_is_invariant_to_ranks_and_micro_batches(small_model, tmp_path, agg):
-    """1 rank x micro-batch 8  ==  1 rank x micro-batch 3  ==  2 ranks (FSDP2, gloo) x 2."""
+@pytest.mark.parametrize("agg, epochs, mini", [("token-mean", 1, 1),
+                                               ("seq-mean-token-sum-norm", 1, 1),
+                                               ("token-mean", 2, 2)])
+def test_update_is_invariant_to_ranks_and_micro_batches(small_model, tmp_path, agg, epochs,
+                                                        mini):
+    """1 rank x micro-batch 8  ==  1 rank x micro-batch 3  ==  2 ranks (FSDP2, gloo) x 2; for
+    one update and for 2 epochs x 2 mini-batches (4 off-policy updates)."""
     runs = {}
     for nproc, micro in [(1, 8), (1, 3), (2, 2)]:
         out = str(tmp_path / f"{nproc}-{micro}.pt")
-        res = _torchrun(nproc, "tests/dist_invariance.py", small_model, out, agg, str(micro))
+        res = _torchrun(nproc, "tests/dist_invariance.py", small_model, out, agg, str(micro),
+                        str(epochs), str(mini))
         assert res.returncode == 0, res.stderr[-3000:]
         runs[(nproc, micro)] = torch.load(out)
     base = runs[(1, 8)]
     init = model.load_causal_lm(small_model, torch.device("cpu")).state_dict()
     moved = max((base["weights"][k] - init[k]).abs().max().item() for k in base["weights"])
     assert moved > 1e-4                       # the update did something
+    if epochs * mini > 1:
+        assert base["approx_kl_last"] > 0     # the last update was off-policy: ratio moved
     for key, run in runs.items():
         assert run["loss"] == pytest.approx(base["loss"], rel=1e-4, abs=1e-6), key
         for name, w in base["weights"].items():
@@ -207,7 +244,7 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
                               torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
                               [1.0, 0.0, 0.0, -0.5][i % 4]) for i in range(8)]
     args = SimpleNamespace(beta=0.0, temperature=1.0, eps_low=0.2, eps_high=0.28,
-                           agg="token-mean")
+                           agg="token-mean", epochs=1, mini_batches=1, tis_cap=0.0)
     assert grpo.zero_advantage_is_inert(args)
     results = {}
     for skip in (True, False):
@@ -229,6 +266,85 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
     assert moved < 1e-6
     # With a KL term every token has a gradient: nothing may be skipped.
     assert not grpo.zero_advantage_is_inert(SimpleNamespace(**{**vars(args), "beta": 0.1}))
+
+
+def _fixed_samples(n=8, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    return [trainer.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
+                           torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
+                           [1.0, -1.0, 0.5, -0.5][i % 4]) for i in range(n)]
+
+
+def _grpo_args(**kw):
+    from types import SimpleNamespace
+    return SimpleNamespace(**{**dict(beta=0.0, temperature=1.0, eps_low=0.2, eps_high=0.28,
+                                     agg="token-mean", epochs=1, mini_batches=1, tis_cap=0.0),
+                              **kw})
+
+
+def _policy(small_model):
+    torch.manual_seed(0)
+    return model.PolicyLogprobs(model.load_causal_lm(small_model, torch.device("cpu")), 4)
+
+
+UPDATE = dict(micro_batch=8, agg="token-mean", max_len=8, pad_id=0,
+              device=torch.device("cpu"), max_grad_norm=1e9)
+
+
+def test_one_update_with_old_logprobs_from_a_no_grad_pass_equals_the_on_policy_step(
+        small_model):
+    """M = E = 1: old log-probs from the no-grad pass (the off-policy machinery) give the same
+    weights as today's on-policy step with old = logp.detach()."""
+    samples = _fixed_samples()
+    weights = []
+    for off in (False, True):
+        policy = _policy(small_model)
+        args = _grpo_args()
+        batch = samples
+        if off:
+            old = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu",
+                                policy=policy).logp
+            batch = trainer.with_extras(samples, old_logp=old)
+        st = trainer.updates(policy, torch.optim.SGD(policy.parameters(), lr=1.0), batch,
+                             grpo.grpo_loss(args, off_policy=off), epochs=1, mini_batches=1,
+                             **UPDATE)
+        assert st["grad_norm"] > 1e-3 and st["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+        weights.append(policy.state_dict())
+    assert max((weights[0][k] - weights[1][k]).abs().max().item() for k in weights[0]) < 1e-6
+
+
+def test_four_mini_batches_clip_after_the_first_update(small_model):
+    """M = 4 on a batch where the policy moves: the first update is on-policy (ratio 1, no
+    clip), the later ones see the moved policy (clip_frac > 0); stats are per update."""
+    samples = _fixed_samples(16)
+    policy = _policy(small_model)
+    args = _grpo_args(eps_high=0.2)
+    old = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu", policy=policy).logp
+    seen = []
+    loss_fn = grpo.grpo_loss(args, off_policy=True)
+
+    def recording(out, batch, denom):
+        loss, st = loss_fn(out, batch, denom)
+        seen.append(st)
+        return loss, st
+    st = trainer.updates(policy, torch.optim.SGD(policy.parameters(), lr=3.0),
+                         trainer.with_extras(samples, old_logp=old), recording, epochs=1,
+                         mini_batches=4, **UPDATE)
+    assert len(seen) == 4 and st["updates"] == 4               # one micro-batch per update
+    assert seen[0]["clip_frac"] == 0 and seen[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
+    assert seen[0]["approx_kl"] == pytest.approx(0.0, abs=1e-9)
+    assert any(s["clip_frac"] > 0 for s in seen[1:]) and st["clip_frac_last"] > 0
+    assert seen[-1]["approx_kl"] > 0
+    assert st["clip_frac"] == pytest.approx(sum(s["clip_frac"] for s in seen) / 4, rel=1e-6)
+
+
+def test_mini_batch_slices_do_not_depend_on_the_number_of_ranks():
+    assert trainer.mini_batch_slices(list(range(10)), 3) == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    samples = list(range(12))                  # dealt round-robin: rank r holds r, r + W, ...
+    for world, m in ((2, 2), (2, 3), (3, 2), (4, 3)):
+        per_rank = [trainer.mini_batch_slices(samples[r::world], m) for r in range(world)]
+        for k, part in enumerate(trainer.mini_batch_slices(samples, m)):
+            assert sorted(x for rank in per_rank for x in rank[k]) == part, (world, m, k)
 
 
 TINY_RUN = ["--max-problems", "6", "--sft-steps", "2", "--group-size", "2",

@@ -362,7 +362,7 @@ def rollout_args(**kw):
     return argparse.Namespace(**{**dict(group_size=2, prompts_per_step=1, fgo=True,
                                         reward_table="", temperature=1.0, top_p=1.0,
                                         max_new_tokens=64, test_timeout=5.0, sandbox_workers=1,
-                                        reward="binary"), **kw})
+                                        reward="binary", tis_cap=0.0), **kw})
 
 
 def sign_problem():
@@ -497,7 +497,7 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     # trainer.score with with_values takes the values from the policy's own forward.
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6])]
     args = argparse.Namespace(micro_batch=2, temperature=0.7, eps_low=0.2, eps_high=0.2,
-                              agg="token-mean", vf_clip=0.2, vf_coef=1.0)
+                              agg="token-mean", vf_clip=0.2, vf_coef=1.0, tis_cap=0.0)
     scores = trainer.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
                            policy=policy, with_values=True)
     with torch.no_grad():

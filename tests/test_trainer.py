@@ -292,3 +292,16 @@ def test_run_sh_counts_gpus_robustly(tmp_path, smi, gpus):
     res = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                          env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
     assert res.returncode == 0 and res.stdout == f"{gpus}\n" and res.stderr == ""
+
+
+def test_sampler_logprobs_travel_as_extras_and_tis_needs_them():
+    from engines import Completion
+    with_lp = Completion("x", [5, 6], "stop", [-0.5, -1.0])
+    without = Completion("x", [5, 6], "stop")
+    args = argparse.Namespace(tis_cap=0.0)
+    assert trainer.sampler_extras(with_lp, args) == {"sampler_logp": [-0.5, -1.0]}
+    assert trainer.sampler_extras(without, args) == {}        # mismatch simply not logged
+    with pytest.raises(SystemExit, match="--tis-cap needs the engine's sampler log-probs"):
+        trainer.sampler_extras(without, argparse.Namespace(tis_cap=2.0))
+    assert not trainer.off_policy(argparse.Namespace(mini_batches=1, epochs=1))
+    assert trainer.off_policy(argparse.Namespace(mini_batches=1, epochs=2))
