@@ -4,7 +4,7 @@
 #   ./run.sh            the main job: on a CPU-only machine the built-in default run
 #                       (tiny model, SFT warm start, GRPO on the built-in problems, pass@1
 #                       before/after); on a GPU machine torchrun over all GPUs with a real model.
-#   ./run.sh test       the test suite (what .ci/run calls).
+#   ./run.sh test       `ruff check .`, then the test suite (what .ci/run calls).
 #   ./run.sh setup      only the set-up.
 # Extra arguments after the mode go to grpo.py (e.g. ./run.sh main --seed 1).
 set -euo pipefail
@@ -49,6 +49,8 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 case "$MODE" in
   setup) ;;
   test)
+    # The linter first (settings in ruff.toml): a lint error fails the test command.
+    .venv/bin/ruff check .
     exec .venv/bin/python -m pytest -q tests "$@" ;;
   main)
     if [ "$NGPU" -gt 0 ]; then
