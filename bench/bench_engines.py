@@ -15,6 +15,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import torch  # noqa: E402
+
+import data  # noqa: E402
+import engines  # noqa: E402
+import model  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -27,13 +33,6 @@ def main():
     ap.add_argument("--hf-batch-size", type=int, default=128,
                     help="transformers batch size (128 = all 32 x 4 completions at once)")
     args = ap.parse_args()
-
-    import torch
-
-    import data
-    import engines
-    import model
-
     d = model.init_distributed()
     path = model.resolve_model(args.model)
     problems = data.builtin_problems()

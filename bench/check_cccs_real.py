@@ -21,6 +21,7 @@ from collections import Counter
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from cccs import make_subtask, rewarded_program, split_points, stage_starts  # noqa: E402
 from data import load_problems  # noqa: E402
+from sandbox import run_batch  # noqa: E402
 
 DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
                             "apps_plus_valid_500.json")
@@ -106,7 +107,6 @@ def main():
     if args.no_sandbox:
         print("sandbox check: skipped")
         return
-    from sandbox import run_batch
     jobs = [{"code": prog, "tests": p.tests, "fn_name": p.fn_name, "timeout": args.timeout}
             for _, _, prog, p in subtasks]
     t0 = time.time()
