@@ -13,7 +13,8 @@ Method (PettingLLMs / AT-GRPO, code tasks; ../shared/docs/methods.md section 4)
   lines with literal arguments and value; the coder writes the function).
 
 Rewards of one candidate (every term logged; defaults in GameConfig and the flags):
-  coder   g      = pass rate of its program on the ground-truth tests (0 without code)
+  coder   g      = pass rate of its program on the ground-truth tests (0 without code;
+                   --reward binary: 1 only when it passes them all)
           l_C    = pass rate on the VALID tests of the tester's current tests (0 if none)
           r_C    = alpha * g + l_C                                   (alpha = 0.7)
   tester, for its n tests (n = 0: l_T = 0), judged against P = the program it was shown
@@ -37,7 +38,9 @@ Rewards of one candidate (every term logged; defaults in GameConfig and the flag
   (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
   Why non-zero: with catch_bonus 0 (session 2) a catching test earned what a trivial one did,
   and in the per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
-  catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests.
+  catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests. (In
+  session 3's CPU runs the warm start left almost no runnable program to catch, so these
+  weights are not re-measured yet; see the notes.)
 
 Tree-structured sampling: each role step samples K candidates from the same state. Every
   candidate is scored in its OWN branch (a deep copy of the episode state holding its own
@@ -69,7 +72,8 @@ Interfaces and simplifications
   * Coverage is line coverage, not branch coverage (`else:` has no line of its own).
 
 Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): trainer.run's
-  skeleton (checkpoints with --save-every, --resume) with GRPO's advantages and loss (grpo.py).
+  skeleton (checkpoints with --save-every, --resume) with GRPO's advantages and loss (grpo.py;
+  no KL term, as AT-GRPO).
   Warm start: trainer.sft per model on its roles' warm_start_pairs: turn-0 prompts and
   (--repair-sft) turn-1 prompts from repair_states (a wrong program or a wrong test, with its
   answer). Step: play prompts_per_step episodes (each rank its slice, so groups never span
