@@ -1019,28 +1019,26 @@ def build_parser():
     g.add_argument("--policy", choices=["shared", "per-role"], default="per-role",
                    help="one model for both roles (role in the prompt) or one model per role "
                         "(seed: per-role best)")
-    g.add_argument("--max-turns", type=int, default=10,
+    g.add_argument("--max-turns", type=trainer.POSITIVE_INT, default=10,
                    help="turns per episode (seed config 10; the public configs and --preset gpu "
                         "5; --preset cpu 2)")
     g.add_argument("--turn-order", choices=sorted(TURN_ORDERS), default="tester-first",
                    help="tester-first: the documented workflow (the coder sees this turn's "
                         "tests); coder-first: the coder acts on last turn's tests, the tester "
                         "then tests its program")
-    g.add_argument(
-        "--alpha", type=float, default=0.7, help="weight of the global reward (seed 0.7)"
-    )
-    g.add_argument("--catch-bonus", type=float, default=1.0,
+    g.add_argument("--alpha", type=trainer.SHARE, default=0.7,
+                   help="weight of the global reward (seed 0.7)")
+    g.add_argument("--catch-bonus", type=trainer.NON_NEGATIVE, default=1.0,
                    help="tester bonus per (share of) valid test that the shown wrong program fails")
-    g.add_argument("--trivial-penalty", type=float, default=0.5,
+    g.add_argument("--trivial-penalty", type=trainer.NON_NEGATIVE, default=0.5,
                    help="tester penalty per (share of) duplicate test or valid test every "
                         "candidate program passes while one is wrong (< 1 keeps a valid trivial "
                         "test above an invalid one)")
-    g.add_argument("--coverage-weight", type=float, default=0.5,
+    g.add_argument("--coverage-weight", type=trainer.NON_NEGATIVE, default=0.5,
                    help="tester bonus times the reference's line coverage under its valid tests")
-    g.add_argument(
-        "--max-tests", type=int, default=2, help="tests asked for and kept per tester reply"
-    )
-    g.add_argument("--tester-max-new-tokens", type=int, default=96,
+    g.add_argument("--max-tests", type=trainer.POSITIVE_INT, default=2,
+                   help="tests asked for and kept per tester reply")
+    g.add_argument("--tester-max-new-tokens", type=trainer.POSITIVE_INT, default=96,
                    help="the tester's response budget (--max-new-tokens is the coder's)")
     g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
                    help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")

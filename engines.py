@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -139,7 +140,7 @@ class HFEngine:
     def wake_up(self) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         pass
 
     @torch.no_grad()
@@ -249,6 +250,16 @@ def with_tied_head(named_tensors, tied: bool):
             yield "lm_head.weight", t
 
 
+# vLLM engines not yet closed: trainer.run_entry_point closes them when a run fails, before it
+# leaves the process group (vLLM's own teardown at exit would fail on a group already gone).
+OPEN_ENGINES: weakref.WeakSet = weakref.WeakSet()
+
+
+def close_open_engines(wait: bool) -> None:
+    for engine in list(OPEN_ENGINES):
+        engine.close(wait=wait)
+
+
 class VLLMEngine:
     """vLLM in the trainer's own process, one engine per rank (colocated).
 
@@ -279,6 +290,7 @@ class VLLMEngine:
         # external_launcher needs a process group; a plain `python` run gets a world of 1.
         init_distributed()
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"   # engine core in this process
+        OPEN_ENGINES.add(self)
         self.device = device
         self.tp = tensor_parallel_size
         world, rank = dist.get_world_size(), dist.get_rank()
@@ -429,12 +441,14 @@ class VLLMEngine:
         self.llm.wake_up()
         self.asleep = False
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         """Shut the engine down. vLLM's teardown also destroys the torch.distributed process
         group it joined (the trainer's), so call this last, instead of
         dist.destroy_process_group(); without it the same teardown runs at interpreter exit
-        and complains if the group is already gone."""
-        if dist.is_initialized() and dist.get_world_size() > 1:
+        and complains if the group is already gone. wait=False after a failure: the other
+        ranks may never reach the barrier."""
+        OPEN_ENGINES.discard(self)
+        if wait and dist.is_initialized() and dist.get_world_size() > 1:
             dist.barrier()    # as model.close_distributed: no rank tears down a group in use
         core = getattr(self.llm.llm_engine, "engine_core", None)
         if core is not None:

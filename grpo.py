@@ -292,11 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("GRPO")
     g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
                    help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
-    g.add_argument("--beta", type=float, default=0.0,
+    g.add_argument("--beta", type=trainer.NON_NEGATIVE, default=0.0,
                    help="k3 KL weight to the policy after the warm start (code recipes: 0)")
     g.add_argument("--dynamic-sampling", action="store_true",
                    help="DAPO: drop groups whose rewards are all equal and sample more prompts")
-    g.add_argument("--max-resample", type=int, default=2,
+    g.add_argument("--max-resample", type=trainer.COUNT, default=2,
                    help="extra sampling rounds for --dynamic-sampling")
     g.add_argument("--overlong-filter", action="store_true",
                    help="mask the loss of responses cut at --max-new-tokens (DAPO)")
@@ -305,7 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None):
-    return trainer.parse_flags(build_parser(), PRESETS, argv)
+    parser = build_parser()
+    args = trainer.parse_flags(parser, PRESETS, argv)
+    if args.group_size < 2:
+        parser.error(f"--group-size {args.group_size}: group advantages need >= 2 samples per "
+                     "prompt (the group mean of one sample is the sample itself)")
+    return args
 
 
 def main(argv=None):

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from huggingface_hub import hf_hub_download
+from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
 from safetensors.torch import load_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch.distributed.checkpoint.state_dict import (
@@ -54,6 +56,12 @@ import data
 
 CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
 EOS = "<|endoftext|>"
+
+
+class UserError(SystemExit):
+    """A mistake the user can fix (a bad path, an unreachable hub id, a checkpoint from another
+    number of ranks). The message says what to do; trainer.run_entry_point prints it as one
+    line and exits 2. A SystemExit, so that no `except Exception` swallows it."""
 
 # ----------------------------------------------------------------------------- tiny model
 
@@ -103,9 +111,59 @@ def tiny_corpus() -> list[str]:
 
 
 def resolve_model(name: str, seed: int = 0) -> str:
-    """Map a --model value to a local path: "tiny" builds (once) the offline tiny model."""
-    if name != "tiny":
-        return name
+    """Map a --model value to something from_pretrained loads.
+
+    "tiny" builds (once) the offline tiny model; an existing directory must hold a
+    config.json; a value that looks like a path (./x, /x, ~/x, x/y/z) but does not exist is a
+    user error, not a hub id; a hub id ("org/name") is checked against the hub or, offline,
+    against the local cache, so an unreachable hub fails here with advice, not deep inside
+    transformers.
+    """
+    if name == "tiny":
+        return _tiny_model_path(seed)
+    path = os.path.expanduser(name)
+    if os.path.isdir(path):
+        if not os.path.exists(os.path.join(path, "config.json")):
+            raise UserError(f"--model {name}: the directory holds no config.json, so it is not "
+                            "a transformers model directory (pass the folder save_pretrained "
+                            "wrote, or a checkpoint runs/X/step_N)")
+        return path
+    if os.path.exists(path):
+        raise UserError(f"--model {name}: is a file; pass a model directory or a hub id")
+    if _looks_like_path(name):
+        raise UserError(f"--model {name}: no such model directory")
+    _check_hub_model(name)
+    return name
+
+
+def _looks_like_path(name: str) -> bool:
+    """Hub ids are "name" or "org/name"; anything else with a separator is meant as a path."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def _check_hub_model(repo_id: str) -> None:
+    """Fetch only config.json (from the cache when HF_HUB_OFFLINE=1) to see that the model can
+    be loaded at all."""
+    try:
+        hf_hub_download(repo_id, "config.json")
+    except GatedRepoError:
+        raise UserError(f"--model {repo_id}: the model is gated on the Hugging Face hub; "
+                        "accept its licence and log in (huggingface-cli login)") from None
+    except RepositoryNotFoundError:
+        raise UserError(f"--model {repo_id}: no such model on the Hugging Face hub (check the "
+                        "name, or pass a local directory)") from None
+    except HFValidationError:
+        raise UserError(f"--model {repo_id}: neither a local directory nor a valid hub id "
+                        "(org/name)") from None
+    except Exception as e:   # no network, offline mode without a cached copy, hub errors
+        raise UserError(f"--model {repo_id}: cannot fetch it from the Hugging Face hub "
+                        f"({type(e).__name__}) and it is not in the local cache; download it "
+                        "where there is network and pass its directory (--model /path/to/dir), "
+                        "or set HF_HUB_OFFLINE=1 to use a cached copy") from None
+
+
+def _tiny_model_path(seed: int) -> str:
+    """Build the offline tiny model once per corpus/size/seed; return its directory."""
     texts = tiny_corpus()
     key = hashlib.sha256(json.dumps([texts, TINY, seed]).encode()).hexdigest()[:12]
     path = os.path.join(CACHE_DIR, f"tiny-{key}")
@@ -509,8 +567,8 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
     value_head.pt."""
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
     if state.get("world", d.world) != d.world:
-        raise SystemExit(f"checkpoint {ckpt} was written by {state['world']} ranks; resume "
-                         f"with --nproc_per_node {state['world']} (optimizer state is sharded).")
+        raise UserError(f"checkpoint {ckpt} was written by {state['world']} ranks; resume "
+                        f"with --nproc_per_node {state['world']} (optimizer state is sharded).")
     sd = {}
     for name in sorted(os.listdir(ckpt)):
         if name.endswith(".safetensors"):
@@ -522,8 +580,8 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
     if getattr(module, "value_head", None) is not None:
         head = os.path.join(ckpt, "value_head.pt")
         if not os.path.exists(head):
-            raise SystemExit(f"checkpoint {ckpt} has no value_head.pt: it was not written by a "
-                             "policy with a value head (PPO --critic shared)")
+            raise UserError(f"checkpoint {ckpt} has no value_head.pt: it was not written by a "
+                            "policy with a value head (PPO --critic shared)")
         sd.update({f"value_head.{k}": v for k, v in torch.load(head).items()})
     set_model_state_dict(module, sd,
                          options=StateDictOptions(full_state_dict=True))

@@ -562,16 +562,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "weights and lr, the value loss never moves the policy) or the "
                         "policy's own body with a value head (half the memory; the value "
                         "loss also trains the policy's body at its lr)")
-    g.add_argument("--critic-lr", type=float, default=6e-5,
+    g.add_argument("--critic-lr", type=trainer.POSITIVE, default=6e-5,
                    help="critic learning rate, constant (StepCoder 1.5e-6 = 3x the policy's); "
                         "with --critic shared it applies to the value head only")
-    g.add_argument("--kl-coef", type=float, default=0.05,
+    g.add_argument("--kl-coef", type=trainer.NON_NEGATIVE, default=0.05,
                    help="beta of the per-token KL penalty in the reward, to the post-SFT "
                         "policy (StepCoder 0.05; 0 = no reference model)")
-    g.add_argument("--gamma", type=float, default=1.0, help="GAE discount")
-    g.add_argument("--lam", type=float, default=0.95, help="GAE lambda")
-    g.add_argument("--vf-clip", type=float, default=0.2, help="value clip range c")
-    g.add_argument("--vf-coef", type=float, default=1.0,
+    g.add_argument("--gamma", type=trainer.SHARE, default=1.0, help="GAE discount")
+    g.add_argument("--lam", type=trainer.SHARE, default=0.95, help="GAE lambda")
+    g.add_argument("--vf-clip", type=trainer.POSITIVE, default=0.2, help="value clip range c")
+    g.add_argument("--vf-coef", type=trainer.NON_NEGATIVE, default=1.0,
                    help="weight of the value loss in the summed loss (separate critic: only "
                         "scales the critic's gradient before clipping; shared: also how hard "
                         "the value loss pulls on the policy's body)")

@@ -53,10 +53,11 @@ import cccs
 import data
 import drive
 import sandbox
-from engines import make_engine
+from engines import close_open_engines, make_engine
 from model import (
     Dist,
     PolicyLogprobs,
+    UserError,
     ValueModel,
     all_reduce_sum,
     close_distributed,
@@ -301,8 +302,8 @@ def sampler_extras(completion, args) -> dict:
     mismatch and --tis-cap; {} when the engine gave none (then --tis-cap is an error)."""
     if completion.logprobs is None:
         if args.tis_cap > 0:
-            raise SystemExit("--tis-cap needs the engine's sampler log-probs, and this engine "
-                             "returned none; use --engine hf or vllm, or drop --tis-cap.")
+            raise UserError("--tis-cap needs the engine's sampler log-probs, and this engine "
+                            "returned none; use --engine hf or vllm, or drop --tis-cap.")
         return {}
     return {"sampler_logp": completion.logprobs}
 
@@ -582,7 +583,11 @@ def load_problem_sets(args):
     if args.max_problems:
         train, evals = train[:args.max_problems], evals[:args.max_problems]
     if not train:
-        raise SystemExit(f"--train-data {args.train_data!r} gave no problems with tests.")
+        raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
+                        "the file's format: data.py's docstring lists the fields per source)")
+    if not evals and args.eval_n > 0:
+        raise UserError(f"--eval-data {args.eval_data}: gave no problems with tests (check the "
+                        "file's format, or pass --eval-n 0 to train without evaluation)")
     return train, evals
 
 
@@ -735,7 +740,7 @@ def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | No
         try:
             phases = drive.parse_hard_focus(args.hard_focus)
         except ValueError as e:
-            raise SystemExit(str(e)) from None
+            raise UserError(str(e)) from None
         hf = drive.HardFocusSchedule(phases, [p.id for p in problems])
     ids = {p.id for p in problems}
     tracker = drive.PassRateTracker()
@@ -807,7 +812,7 @@ class TensorBoardSink:
         try:
             from torch.utils.tensorboard import SummaryWriter  # optional: tensorboard
         except ImportError:
-            raise SystemExit("--report-to tensorboard needs the tensorboard package: "
+            raise UserError("--report-to tensorboard needs the tensorboard package: "
                              "pip install tensorboard (or leave the flag out).") from None
         self.writer = SummaryWriter(os.path.join(out_dir, "tensorboard"))
 
@@ -825,7 +830,7 @@ class WandbSink:
         try:
             import wandb  # optional: wandb
         except ImportError:
-            raise SystemExit("--report-to wandb needs the wandb package: pip install wandb "
+            raise UserError("--report-to wandb needs the wandb package: pip install wandb "
                              "(or leave the flag out).") from None
         # wandb's own step must only grow, and SFT, RL and eval rows each count from 0: the
         # phase's step is logged as a metric instead.
@@ -846,7 +851,7 @@ def make_sink(kind: str, out_dir: str, config: dict, name: str):
         return TensorBoardSink(out_dir)
     if kind == "wandb":
         return WandbSink(out_dir, config, name)
-    raise SystemExit(f"--report-to {kind!r}: choose from {', '.join(REPORT_TO)}.")
+    raise UserError(f"--report-to {kind!r}: choose from {', '.join(REPORT_TO)}.")
 
 
 class PlainProgress:
@@ -965,7 +970,7 @@ def report_to_list(spec: str) -> list[str]:
     kinds = [k for k in spec.replace(" ", "").split(",") if k and k != "none"]
     for k in kinds:
         if k not in REPORT_TO:
-            raise SystemExit(f"--report-to {k!r}: choose from none, {', '.join(REPORT_TO)}.")
+            raise UserError(f"--report-to {k!r}: choose from none, {', '.join(REPORT_TO)}.")
     return kinds
 
 
@@ -1143,12 +1148,102 @@ def parse_flags(parser: argparse.ArgumentParser, presets: Mapping[str, dict], ar
     """Parse argv with the chosen --preset's settings as defaults (explicit flags win)."""
     pre, _ = parser.parse_known_args(argv)
     parser.set_defaults(**presets[pre.preset])
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    check_common_flags(parser, args)
+    return args
+
+
+class FlagParser(argparse.ArgumentParser):
+    """argparse with the errors of a user's flags as one line (no usage block), exit 2."""
+
+    def error(self, message: str):
+        exit_user_error(self.prog, message)
+
+
+def is_main_process() -> bool:
+    """Rank 0, or a plain `python x.py` (torchrun sets RANK before the process group exists)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def exit_user_error(prog: str, message) -> None:
+    """Print `prog: error: message` as one line on the main rank's stderr and exit 2."""
+    if is_main_process():
+        line = " ".join(str(message).split())
+        print(f"{prog}: error: {line} (see {prog} --help)", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def number(kind=int, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False):
+    """An argparse type for `kind` values in [lo, hi] ("(" / ")" ends with lo_open/hi_open):
+    `--steps -1` then fails at parse time with "must be >= 0, got -1"."""
+    parts = []
+    if lo is not None:
+        parts.append(f"{'>' if lo_open else '>='} {lo}")
+    if hi is not None:
+        parts.append(f"{'<' if hi_open else '<='} {hi}")
+    rule = " and ".join(parts)
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        too_low = lo is not None and (value <= lo if lo_open else value < lo)
+        too_high = hi is not None and (value >= hi if hi_open else value > hi)
+        if too_low or too_high or value != value:   # value != value: NaN
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+COUNT = number(int, 0)                       # 0, 1, 2, ...
+POSITIVE_INT = number(int, 1)                # 1, 2, ...
+POSITIVE = number(float, 0, lo_open=True)    # > 0
+NON_NEGATIVE = number(float, 0)              # >= 0
+SHARE = number(float, 0, 1)                  # [0, 1]
+
+
+def hard_focus_spec(text: str) -> str:
+    """--hard-focus checked at parse time (drive.parse_hard_focus), kept as the string."""
+    if text:
+        try:
+            drive.parse_hard_focus(text)
+        except ValueError as e:
+            # argparse names the flag itself
+            raise argparse.ArgumentTypeError(str(e).removeprefix("--hard-focus: ")) from None
+    return text
+
+
+def check_common_flags(parser: argparse.ArgumentParser, args) -> None:
+    """Flag combinations that cannot work, caught before anything is loaded."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world % args.engine_tp:
+        parser.error(f"--engine-tp {args.engine_tp} must divide the number of ranks ({world}); "
+                     "launch with torchrun --nproc_per_node a multiple of it")
+    if args.max_model_len is not None and args.max_model_len <= args.max_new_tokens:
+        parser.error(f"--max-model-len {args.max_model_len} leaves no room for the prompt with "
+                     f"--max-new-tokens {args.max_new_tokens}; raise it or leave it unset")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"--out {args.out} is a file; pass a directory for the run's outputs")
+    try:
+        report_to_list(args.report_to)
+    except UserError as e:
+        parser.error(str(e.code))
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    if ckpt is not None:   # load_checkpoint checks this too, but only after the model is built
+        with open(os.path.join(ckpt, "trainer_state.json")) as f:
+            written_by = json.load(f).get("world", world)
+        if written_by != world:
+            parser.error(f"--resume: {ckpt} was written by {written_by} ranks and this run has "
+                         f"{world}; resume with torchrun --nproc_per_node {written_by} (the "
+                         "optimizer state is sharded)")
 
 
 def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=prog, description=description,
-                                   formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    return FlagParser(prog=prog, description=description,
+                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 
 
 def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
@@ -1165,33 +1260,33 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="comma list of NAME or NAME:PATH (apps, apps_plus, code_contests, "
                         "livecodebench, builtin); no path = Hugging Face hub")
     g.add_argument("--eval-data", default="builtin", help="same format as --train-data")
-    g.add_argument("--max-problems", type=int, default=0,
+    g.add_argument("--max-problems", type=COUNT, default=0,
                    help="keep the first N problems (0 = all)")
     g.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"],
                    help="generation engine: vLLM (auto: when it imports and starts) or "
                         "transformers' generate (always works)")
-    g.add_argument("--engine-tp", type=int, default=1,
+    g.add_argument("--engine-tp", type=POSITIVE_INT, default=1,
                    help="vLLM tensor-parallel size: consecutive ranks share one engine "
                         "(1 for 1.7B; 2 for 8B on 40-48 GB GPUs; 4 for 32B)")
-    g.add_argument("--engine-mem", type=float, default=0.4,
+    g.add_argument("--engine-mem", type=number(float, 0, 1, lo_open=True), default=0.4,
                    help="vLLM gpu_memory_utilization: share of the device's memory it reserves")
     g.add_argument("--sleep-level", type=int, choices=[1, 2], default=1,
                    help="vLLM sleep between generation and update on GPU: 1 offloads weights, "
                         "2 discards them (they are reloaded by the weight sync)")
-    g.add_argument("--max-model-len", type=int, default=None,
+    g.add_argument("--max-model-len", type=POSITIVE_INT, default=None,
                    help="vLLM context length (default: prompt budget + --max-new-tokens)")
     g = p.add_argument_group("rollouts")
-    g.add_argument("--steps", type=int, default=130,
+    g.add_argument("--steps", type=COUNT, default=130,
                    help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")
-    g.add_argument("--prompts-per-step", type=int, default=8,
+    g.add_argument("--prompts-per-step", type=POSITIVE_INT, default=8,
                    help="prompts per step over all ranks (AT-GRPO: 128)")
-    g.add_argument("--group-size", type=int, default=16,
+    g.add_argument("--group-size", type=POSITIVE_INT, default=16,
                    help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
-    g.add_argument("--temperature", type=float, default=1.0,
+    g.add_argument("--temperature", type=POSITIVE, default=1.0,
                    help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
-    g.add_argument("--top-p", type=float, default=1.0,
+    g.add_argument("--top-p", type=number(float, 0, 1, lo_open=True), default=1.0,
                    help="nucleus sampling (1.0 keeps sampler and trainer log-probs consistent)")
-    g.add_argument("--max-new-tokens", type=int, default=96,
+    g.add_argument("--max-new-tokens", type=POSITIVE_INT, default=96,
                    help="response budget (AT-GRPO 4096; DRIVE 24k in stage 1)")
     g.add_argument("--reward", choices=["binary", "fraction"], default="binary",
                    help="binary: 1 when every test passes; fraction: share of tests passed "
@@ -1200,60 +1295,61 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--agg", choices=AGGREGATIONS, default="token-mean",
                    help="loss aggregation: token-mean (DAPO), seq-mean-token-mean (GRPO), "
                         "seq-mean-token-sum-norm (Dr. GRPO)")
-    g.add_argument("--eps-low", type=float, default=0.2, help="lower clip (PPO/GRPO 0.2)")
-    g.add_argument("--eps-high", type=float, default=0.28,
+    g.add_argument("--eps-low", type=number(float, 0, 1, hi_open=True), default=0.2,
+                   help="lower clip (PPO/GRPO 0.2)")
+    g.add_argument("--eps-high", type=NON_NEGATIVE, default=0.28,
                    help="upper clip (DAPO clip-higher 0.28; PPO 0.2)")
-    g.add_argument("--lr", type=float, default=1.5e-4,
+    g.add_argument("--lr", type=POSITIVE, default=1.5e-4,
                    help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
-    g.add_argument("--min-lr-ratio", type=float, default=1.0,
+    g.add_argument("--min-lr-ratio", type=SHARE, default=1.0,
                    help="cosine floor as a share of --lr (1.0 = constant after warm-up)")
-    g.add_argument("--weight-decay", type=float, default=0.0,
+    g.add_argument("--weight-decay", type=NON_NEGATIVE, default=0.0,
                    help="AdamW weight decay (AT-GRPO 0.01)")
-    g.add_argument("--warmup-steps", type=int, default=3,
+    g.add_argument("--warmup-steps", type=COUNT, default=3,
                    help="linear LR warm-up steps (SFT and RL)")
-    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping")
-    g.add_argument("--mini-batches", type=int, default=1,
+    g.add_argument("--max-grad-norm", type=POSITIVE, default=1.0, help="gradient clipping")
+    g.add_argument("--mini-batches", type=POSITIVE_INT, default=1,
                    help="optimizer steps per pass over a rollout batch, each on its own slice "
                         "(verl's ppo_mini_batch_size; DAPO-style runs: 4-16 steps a batch). "
                         "Above 1 the later steps are off-policy: ratio and clip act")
-    g.add_argument("--epochs", type=int, default=1,
+    g.add_argument("--epochs", type=POSITIVE_INT, default=1,
                    help="passes over each rollout batch (TRL's num_iterations; StepCoder's PPO "
                         "epochs); above 1 off-policy like --mini-batches")
-    g.add_argument("--tis-cap", type=float, default=0.0,
+    g.add_argument("--tis-cap", type=NON_NEGATIVE, default=0.0,
                    help="truncated importance sampling: weight each token's policy loss by "
                         "min(exp(old trainer logp - sampler logp), C) to correct for the "
                         "engine's different numerics (bf16 vLLM on GPU; verl/TRL use C = 2); "
                         "0 = off. The mismatch is logged either way (sampler_logp_diff)")
-    g.add_argument("--micro-batch", type=int, default=32,
+    g.add_argument("--micro-batch", type=POSITIVE_INT, default=32,
                    help="sequences per forward/backward (gradient accumulation)")
     g.add_argument("--grad-checkpointing", action="store_true",
                    help="recompute activations in backward")
-    g.add_argument("--logprob-chunk", type=int, default=256,
+    g.add_argument("--logprob-chunk", type=POSITIVE_INT, default=256,
                    help="positions per chunk of the log-prob computation")
     g = p.add_argument_group("warm start and evaluation")
-    g.add_argument("--sft-steps", type=int, default=200,
+    g.add_argument("--sft-steps", type=COUNT, default=200,
                    help="supervised steps on reference solutions before RL (0 = none)")
-    g.add_argument("--sft-lr", type=float, default=1e-3, help="SFT learning rate")
-    g.add_argument("--sft-batch", type=int, default=32,
+    g.add_argument("--sft-lr", type=POSITIVE, default=1e-3, help="SFT learning rate")
+    g.add_argument("--sft-batch", type=POSITIVE_INT, default=32,
                    help="SFT examples per step over all ranks")
-    g.add_argument("--eval-n", type=int, default=8,
+    g.add_argument("--eval-n", type=COUNT, default=8,
                    help="samples per problem for pass@1/pass@n (0 = no evaluation)")
-    g.add_argument("--eval-temperature", type=float, default=1.0,
+    g.add_argument("--eval-temperature", type=POSITIVE, default=1.0,
                    help="evaluation temperature (AT-GRPO 0.6)")
     g.add_argument("--eval-only", action="store_true",
                    help="evaluate (after --sft-steps, if any) and stop")
     g = p.add_argument_group("sandbox")
-    g.add_argument("--test-timeout", type=float, default=2.0, help="seconds per test")
-    g.add_argument("--sandbox-workers", type=int, default=None,
+    g.add_argument("--test-timeout", type=POSITIVE, default=2.0, help="seconds per test")
+    g.add_argument("--sandbox-workers", type=POSITIVE_INT, default=None,
                    help="sandbox processes (default: one per core)")
     g = p.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
-    g.add_argument("--cpu-threads", type=int, default=1,
+    g.add_argument("--cpu-threads", type=COUNT, default=1,
                    help="torch threads per process on CPU (0 = torch default); on 2 cores "
                         "1 was 3-5x faster than 2 for the tiny model on a loaded machine")
     g.add_argument("--out", default=f"runs/{name}",
                    help="output dir: metrics.jsonl, summary.json, step_N/ checkpoints")
-    g.add_argument("--save-every", type=int, default=0,
+    g.add_argument("--save-every", type=COUNT, default=0,
                    help="checkpoint every N steps and at the end (0 = never)")
     g.add_argument("--resume", action="store_true", help="continue from <out>/latest")
     g.add_argument("--report-to", default="none",
@@ -1268,14 +1364,14 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("curricula (cccs.py, drive.py)")
     g.add_argument("--curriculum", choices=["none", "cccs"], default="none",
                    help="cccs: StepCoder's curriculum of code completion subtasks")
-    g.add_argument("--cccs-threshold", type=float, default=0.8,
+    g.add_argument("--cccs-threshold", type=SHARE, default=0.8,
                    help="moving-average pass rate at which a problem moves to its next stage")
     g.add_argument("--cccs-average", choices=["window", "ema"], default="window",
                    help="moving average of the pass rate: last --cccs-span updates, or EMA")
-    g.add_argument("--cccs-span", type=int, default=4,
+    g.add_argument("--cccs-span", type=POSITIVE_INT, default=4,
                    help="window length (or EMA span) of that average")
     g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
-    g.add_argument("--hard-focus", default="",
+    g.add_argument("--hard-focus", type=hard_focus_spec, default="",
                    help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
                         "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
     g.add_argument("--offline-filter", action="store_true",
@@ -1285,13 +1381,26 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
 
 def run_entry_point(train_fn, parse_fn, argv=None):
     """main() of every trainer: quiet the libraries' own progress output, parse the flags,
-    train, leave the process group."""
+    train, leave the process group.
+
+    A mistake the user can fix (data.DataError, model.UserError or any SystemExit with a
+    message; argparse's through FlagParser) ends as one line on the main rank's stderr and
+    exit status 2; anything else is a bug and keeps its traceback."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")   # keep our progress lines readable
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    finished = False
+    finished, user_error = False, None
     try:
         train_fn(parse_fn(argv))
         finished = True
+    except data.DataError as e:
+        user_error = str(e)
+    except SystemExit as e:
+        if not isinstance(e.code, str):   # argparse's exits (--help, FlagParser.error)
+            raise
+        user_error = e.code               # UserError and every SystemExit("message")
     finally:
+        close_open_engines(wait=finished)   # after a failure; a finished run closed its own
         close_distributed(wait=finished)
+    if user_error is not None:
+        exit_user_error(os.path.basename(sys.argv[0]) or "trainer", user_error)

@@ -1,0 +1,204 @@
+"""A user's mistake gets one clear line and exit status 2, never a traceback (issue 18).
+
+Each row runs an entry point as a user would (a subprocess, the repository as working
+directory, no network: HF_HUB_OFFLINE=1 so a hub id fails at once instead of after retries)
+and checks the four promises: exit status 2, no "Traceback" on stderr, at most two lines on
+stderr, and a message that names the bad value. The sandbox CLI and `data.py prepare` have
+their own tables in test_sandbox.py and test_data.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _bad_files(tmp: str) -> dict[str, str]:
+    """Files a user might point a flag at by mistake."""
+    garbage = os.path.join(tmp, "garbage.jsonl")
+    with open(garbage, "w") as f:
+        f.write("this is not json\n{\"also\": broken\n")
+    empty = os.path.join(tmp, "empty.jsonl")
+    open(empty, "w").close()
+    a_file = os.path.join(tmp, "a_file")
+    with open(a_file, "w") as f:
+        f.write("x")
+    model_dir = os.path.join(tmp, "not_a_model")   # exists, but holds no config.json
+    os.makedirs(model_dir)
+    other_world = os.path.join(tmp, "other_world")   # a checkpoint written by 2 ranks
+    os.makedirs(os.path.join(other_world, "step_3"))
+    with open(os.path.join(other_world, "latest"), "w") as f:
+        f.write("step_3")
+    with open(os.path.join(other_world, "step_3", "trainer_state.json"), "w") as f:
+        json.dump({"step": 3, "world": 2}, f)
+    return dict(garbage=garbage, empty=empty, a_file=a_file, model_dir=model_dir,
+                other_world=other_world)
+
+
+# (entry point, flags, a string the one-line message must contain). {name} is a file above.
+CASES = [
+    # data
+    ("grpo.py", ["--train-data", "apps:missing.jsonl"], "missing.jsonl"),
+    ("grpo.py", ["--train-data", "foo"], "foo"),
+    ("grpo.py", ["--eval-data", "prepared:{garbage}"], "garbage.jsonl"),
+    ("grpo.py", ["--train-data", "prepared:{empty}"], "empty.jsonl"),
+    ("grpo.py", ["--train-data", "tasks:nosplit"], "nosplit"),
+    # model
+    ("grpo.py", ["--model", "./no/such/dir"], "no/such/dir"),
+    ("grpo.py", ["--model", "{model_dir}"], "not_a_model"),
+    ("grpo.py", ["--model", "Qwen/Qwen3-1.7B"], "Qwen/Qwen3-1.7B"),
+    # numbers out of range and values of the wrong type
+    ("grpo.py", ["--steps", "-1"], "--steps"),
+    ("grpo.py", ["--steps", "abc"], "abc"),
+    ("grpo.py", ["--group-size", "1"], "--group-size"),
+    ("grpo.py", ["--top-p", "1.5"], "--top-p"),
+    ("grpo.py", ["--temperature", "0"], "--temperature"),
+    ("grpo.py", ["--lr", "-0.001"], "--lr"),
+    ("grpo.py", ["--eps-low", "1.5"], "--eps-low"),
+    ("grpo.py", ["--micro-batch", "0"], "--micro-batch"),
+    ("grpo.py", ["--test-timeout", "0"], "--test-timeout"),
+    ("grpo.py", ["--hard-focus", "lots"], "lots"),
+    # flags argparse rejects, flag combinations that cannot work
+    ("grpo.py", ["--preset", "nope"], "nope"),
+    ("grpo.py", ["--no-such-flag"], "--no-such-flag"),
+    ("grpo.py", ["--engine-tp", "2"], "--engine-tp"),
+    ("grpo.py", ["--max-model-len", "64", "--max-new-tokens", "96"], "--max-model-len"),
+    # files and checkpoints
+    ("grpo.py", ["--out", "{a_file}"], "a_file"),
+    ("grpo.py", ["--resume", "--out", "{other_world}"], "2 ranks"),
+    # the other trainers share the same entry point and flag checks
+    ("ppo_fgo.py", ["--train-data", "foo"], "foo"),
+    ("ppo_fgo.py", ["--gamma", "1.5"], "--gamma"),
+    ("ppo_fgo.py", ["--critic", "nope"], "nope"),
+    ("ppo_fgo.py", ["--model", "./no/such/dir"], "no/such/dir"),
+    ("agents.py", ["--max-turns", "0"], "--max-turns"),
+    ("agents.py", ["--policy", "bogus"], "bogus"),
+    ("agents.py", ["--train-data", "foo"], "foo"),
+]
+
+
+# Each entry point is imported once in a subprocess, which then forks a child per row: the
+# child runs main() exactly as `python SCRIPT FLAGS` would (sys.argv, stderr, the exit status
+# the interpreter would give), without paying torch's import once per row.
+DRIVER = r"""
+import importlib, json, os, sys, tempfile, time, traceback
+script, rows = sys.argv[1], json.loads(sys.argv[2])
+module = importlib.import_module(script[:-3])
+results = []
+for flags in rows:
+    err = tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(err.fileno(), 2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        sys.argv = [script, *flags]
+        code = 0
+        try:
+            module.main(flags)
+        except SystemExit as e:
+            if isinstance(e.code, str):
+                print(e.code, file=sys.stderr)
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush(); sys.stderr.flush()
+        os._exit(code)
+    deadline = time.time() + 120   # a mistake nobody caught goes on to train: stop it
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            status = None
+            break
+        time.sleep(0.05)
+    err.seek(0)
+    text = err.read().decode(errors="replace")
+    if status is None:
+        results.append([-9, text + "\n(killed: still running after 120 s)"])
+    else:
+        results.append([os.waitstatus_to_exitcode(status), text])
+print(json.dumps(results))
+"""
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_"))}
+    env.update(HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _run_rows(script: str, rows: list[list[str]]) -> list[tuple[int, str]]:
+    proc = subprocess.run([sys.executable, "-c", DRIVER, script, json.dumps(rows)], cwd=ROOT,
+                          env=_env(), capture_output=True, text=True, timeout=900,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [tuple(r) for r in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """(row, (exit status, stderr)) for every row of CASES."""
+    files = _bad_files(str(tmp_path_factory.mktemp("bad_inputs")))
+    rows = [(script, [f.format(**files) for f in flags], want) for script, flags, want in CASES]
+    by_script: dict[str, list[int]] = {}
+    for i, (script, _, _) in enumerate(rows):
+        by_script.setdefault(script, []).append(i)
+    done: dict[int, tuple[int, str]] = {}
+    for script, idx in by_script.items():
+        for i, result in zip(idx, _run_rows(script, [rows[i][1] for i in idx])):
+            done[i] = result
+    return [(rows[i], done[i]) for i in range(len(rows))]
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 15
+    assert {script for script, _, _ in CASES} == {"grpo.py", "ppo_fgo.py", "agents.py"}
+
+
+@pytest.mark.parametrize("index", range(len(CASES)),
+                         ids=[f"{s}:{' '.join(f)}" for s, f, _ in CASES])
+def test_a_user_error_is_one_line_and_exit_2(outcomes, index):
+    (script, flags, want), (rc, stderr) = outcomes[index]
+    _check_one_line(script, flags, want, rc, stderr)
+
+
+def _check_one_line(script, flags, want, rc, stderr):
+    err_lines = [line for line in stderr.splitlines() if line.strip()]
+    shown = f"{script} {' '.join(flags)}\nrc={rc}\nstderr:\n{stderr[-3000:]}"
+    assert rc == 2, shown
+    assert "Traceback" not in stderr, shown
+    assert 1 <= len(err_lines) <= 2, shown
+    assert want in stderr, shown
+    assert "[rank" not in stderr, shown   # torch's per-rank prefix: not a one-liner
+
+
+@pytest.mark.parametrize("script, flags, want", [
+    ("grpo.py", ["--train-data", "apps:missing.jsonl"], "missing.jsonl"),
+    ("ppo_fgo.py", ["--model", "./no/such/dir"], "no/such/dir"),
+    ("agents.py", ["--steps", "-1"], "--steps"),
+])
+def test_as_a_plain_process(script, flags, want):
+    """A few rows again as `python SCRIPT FLAGS`, with nothing between the user and main()."""
+    proc = subprocess.run([sys.executable, script, *flags], cwd=ROOT, env=_env(),
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    _check_one_line(script, flags, want, proc.returncode, proc.stderr)
+
+
+def test_a_real_bug_keeps_its_traceback(tmp_path):
+    """Only the errors a user can fix are shortened: a crash inside the code is not."""
+    import trainer
+    def buggy(args):
+        raise ZeroDivisionError("a bug")
+    with pytest.raises(ZeroDivisionError):
+        trainer.run_entry_point(buggy, lambda argv: None, [])
