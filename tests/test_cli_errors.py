@@ -202,3 +202,19 @@ def test_a_real_bug_keeps_its_traceback(tmp_path):
         raise ZeroDivisionError("a bug")
     with pytest.raises(ZeroDivisionError):
         trainer.run_entry_point(buggy, lambda argv: None, [])
+
+
+def test_only_the_main_rank_prints_the_error():
+    """Under torchrun every rank hits the same mistake; the user reads it once. (torchrun then
+    adds its own failure summary, which is not ours to shorten.)"""
+    env = _env()
+    env.pop("HF_HUB_OFFLINE")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node", "2", "grpo.py", "--train-data", "foo"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0
+    ours = [line for line in (proc.stdout + proc.stderr).splitlines()
+            if "grpo.py: error: Unknown data set 'foo'" in line]
+    assert len(ours) == 1, proc.stderr[-3000:]
+    assert "Traceback" not in ours[0]
