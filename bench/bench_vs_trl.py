@@ -1,0 +1,482 @@
+"""grpo.py against TRL's GRPOTrainer, side by side, from the same warm start (issue 19).
+
+    .venv/bin/python bench/bench_vs_trl.py --out runs/bench-trl            # 130 steps, 8 x 16
+    .venv/bin/python bench/bench_vs_trl.py --model runs/sft200-s0/step_0 --steps 30
+    .venv/bin/python bench/bench_vs_trl.py --smoke --out /tmp/bench-smoke   # 2 steps, < 3 min
+
+TRL is an optional, benchmark-only dependency: `pip install -r requirements-bench.txt`.
+
+What is held equal (each framework runs in its own subprocess, so peak RSS is its own):
+- start: one warm-started checkpoint, made by `grpo.py --steps 0 --save-every 1000` (SFT on
+  the reference solutions) unless --model names one;
+- prompts: trainer.prompt_text (the project's chat prompt), tokenized by the same tokenizer;
+- reward: trainer.score_completions (the sandbox, --reward binary), called by TRL as its
+  reward function with the completions TRL decoded;
+- optimizer and schedule: trainer.policy_optimizer (AdamW betas (0.9, 0.99), --lr, linear
+  warm-up over --warmup-steps, then constant) built on TRL's model and passed to GRPOTrainer;
+- loss: token-mean over the whole step's tokens (TRL loss_type "dapo", our --agg token-mean),
+  beta 0, group-std advantages, one optimizer step per batch of P prompts x G samples (TRL:
+  gradient accumulation over micro-batches of --micro-batch), clip 0.2 / 0.28 (inert on-policy:
+  the ratio is 1), grad-norm clip 1.0, temperature 1, top-p 1, no top-k, fp32, one torch thread;
+- steps, and the evaluation: trainer.evaluate (pass@1 and pass@n, n = --eval-n samples per
+  problem, the same engine and seed for every checkpoint), before and after.
+
+What differs by construction (the ablation knobs below change the first two):
+- data order: grpo.py draws each step's prompts with replacement (trainer.draw_batch); TRL
+  shuffles once per epoch and drops the last partial batch (3 of the 51 built-in problems per
+  epoch at 8 prompts a step). --trl-prompt-order / --ours-prompt-order swap either side.
+- advantage epsilon: (r - mean) / (std + eps), eps 1e-6 here, 1e-4 in TRL (--ours-adv-eps).
+  With binary rewards and G = 16 the smallest non-zero std is 0.25, so this rescales the
+  advantages by at most 4e-4: expected to be inert.
+- generation: grpo.py samples with its engine (--engine: vLLM on CPU by default), TRL with
+  transformers' generate on the training model itself; different random streams either way.
+- logged entropy: grpo.py's is over the trained samples only (zero-advantage groups are
+  skipped, trainer.update), TRL's over every sample, so the two are not strictly comparable.
+
+Time per step is the wall time of one optimizer step (rollouts included; the final checkpoint
+and the evaluations excluded). Split: generation (ours: generate+reward minus the sandbox;
+TRL: its _generate_single_turn), reward (the sandbox call, both), update (ours: the update
+timer; TRL: the rest of the step: log-prob forward, backward, optimizer, bookkeeping), other
+(ours: weight sync into the engine and anything outside the timers).
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+try:   # optional: only this benchmark needs TRL (requirements-bench.txt)
+    import trl
+    from trl.trainer.utils import RepeatSampler
+except ImportError:
+    trl = None
+    RepeatSampler = object
+
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+
+import grpo  # noqa: E402
+import trainer  # noqa: E402
+from engines import make_engine  # noqa: E402
+from model import Dist, PolicyLogprobs, load_causal_lm, load_tokenizer  # noqa: E402
+
+INSTALL_HINT = ("bench_vs_trl.py: TRL is not installed; it is an optional benchmark-only "
+                "dependency: .venv/bin/pip install -r requirements-bench.txt")
+
+# --smoke: a tiny version of everything (flags given explicitly still win).
+SMOKE = dict(steps=2, prompts_per_step=2, group_size=4, max_problems=6, max_new_tokens=48,
+             micro_batch=8, eval_n=2, sft_steps=10, engine="hf", eval_engine="hf")
+
+
+# ----------------------------------------------------------------------------- flags
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bench_vs_trl.py", description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    g = p.add_argument_group("start and data")
+    g.add_argument("--model", default=None,
+                   help="warm-started checkpoint both frameworks start from (e.g. "
+                        "runs/sft200-s0/step_0); default: make one with grpo.py --steps 0")
+    g.add_argument("--sft-steps", type=int, default=200,
+                   help="SFT steps of the warm start made when --model is not given")
+    g.add_argument("--max-problems", type=int, default=0,
+                   help="first N built-in problems for training and evaluation (0 = all 51)")
+    g = p.add_argument_group("the RL run (the same for both)")
+    g.add_argument("--steps", type=int, default=130, help="optimizer steps of each framework")
+    g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step P")
+    g.add_argument("--group-size", type=int, default=16, help="samples per prompt G")
+    g.add_argument("--lr", type=float, default=1.5e-4, help="AdamW learning rate")
+    g.add_argument("--warmup-steps", type=int, default=3,
+                   help="linear warm-up steps, constant lr after")
+    g.add_argument("--max-new-tokens", type=int, default=96, help="response budget")
+    g.add_argument("--micro-batch", type=int, default=32,
+                   help="sequences per forward/backward (TRL: per_device_train_batch_size, "
+                        "lowered to a divisor of P x G when needed)")
+    g.add_argument("--seed", type=int, default=0, help="seed of both runs and the evaluation")
+    g.add_argument("--cpu-threads", type=int, default=1, help="torch threads in each run")
+    g.add_argument("--test-timeout", type=float, default=2.0, help="sandbox seconds per test")
+    g.add_argument("--sandbox-workers", type=int, default=None,
+                   help="sandbox processes (default: one per core)")
+    g.add_argument("--engine", choices=["auto", "vllm", "hf"], default="auto",
+                   help="grpo.py's generation engine (TRL always uses transformers' generate)")
+    g = p.add_argument_group("evaluation")
+    g.add_argument("--eval-n", type=int, default=8,
+                   help="samples per problem for pass@1 / pass@n (trainer.evaluate)")
+    g.add_argument("--eval-engine", choices=["auto", "vllm", "hf"], default="hf",
+                   help="engine of every evaluation (the same for all checkpoints)")
+    g = p.add_argument_group("ablation knobs (issue 19's learning gap)")
+    g.add_argument("--frameworks", default="ours,trl",
+                   help="comma list of the runs to make: ours (grpo.py), trl")
+    g.add_argument("--trl-prompt-order", choices=["epoch", "replacement"], default="epoch",
+                   help="TRL's prompts: epoch = its RepeatSampler (shuffle once per epoch, drop "
+                        "the partial batch); replacement = drawn with replacement each step, "
+                        "as grpo.py does")
+    g.add_argument("--ours-prompt-order", choices=["replacement", "epoch"],
+                   default="replacement",
+                   help="grpo.py's prompts: replacement = trainer.draw_batch; epoch = a fresh "
+                        "permutation per epoch, partial batch dropped, as TRL does")
+    g.add_argument("--ours-adv-eps", type=float, default=1e-6,
+                   help="epsilon of grpo.py's group-std advantages (TRL: 1e-4)")
+    g = p.add_argument_group("run")
+    g.add_argument("--out", default="runs/bench-vs-trl",
+                   help="directory for the warm start, both runs' checkpoints and results")
+    g.add_argument("--json", default=None,
+                   help="where to write the table as JSON (default: <out>/bench_vs_trl.json)")
+    g.add_argument("--smoke", action="store_true",
+                   help=f"tiny version (2 steps each, 6 problems, 2 x 4 samples, eval n 2, "
+                        f"SFT 10, hf engines): {SMOKE}")
+    g.add_argument("--worker", choices=["ours", "trl"], default=None,
+                   help="internal: run one framework in this process and write "
+                        "<out>/<worker>.json (the default command starts both as workers)")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = build_parser()
+    pre, _ = p.parse_known_args(argv)
+    if pre.smoke:
+        p.set_defaults(**SMOKE)
+    return p.parse_args(argv)
+
+
+def grpo_argv(a: argparse.Namespace, model: str, out: str) -> list[str]:
+    """The grpo.py flags of one RL run: both frameworks read the same namespace."""
+    argv = ["--model", model, "--sft-steps", "0", "--steps", str(a.steps),
+            "--prompts-per-step", str(a.prompts_per_step), "--group-size", str(a.group_size),
+            "--lr", str(a.lr), "--warmup-steps", str(a.warmup_steps), "--min-lr-ratio", "1.0",
+            "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
+            "--seed", str(a.seed), "--cpu-threads", str(a.cpu_threads),
+            "--test-timeout", str(a.test_timeout), "--max-problems", str(a.max_problems),
+            "--engine", a.engine, "--eval-n", "0", "--out", out,
+            "--save-every", str(max(a.steps, 1)), "--agg", "token-mean", "--beta", "0",
+            "--adv-scale", "group", "--reward", "binary"]
+    if a.sandbox_workers:
+        argv += ["--sandbox-workers", str(a.sandbox_workers)]
+    return argv
+
+
+# ----------------------------------------------------------------------------- summaries
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (Linux ru_maxrss is in KiB); sandbox children excluded."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def last_third_mean(values: list) -> float | None:
+    """Mean of the last third of a per-step series (None when it is empty)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    tail = vals[len(vals) - max(1, math.ceil(len(vals) / 3)):]
+    return sum(tail) / len(tail)
+
+
+def summarize(steps: list[dict]) -> dict:
+    """Per-step rows {step_s, generation_s, reward_s, update_s, other_s, reward, entropy} ->
+    mean seconds per step, and the training reward / entropy of the last third."""
+    out = {}
+    for k in ("step_s", "generation_s", "reward_s", "update_s", "other_s"):
+        vals = [s[k] for s in steps if s.get(k) is not None]
+        out[k] = sum(vals) / len(vals) if vals else None
+    out["reward_last_third"] = last_third_mean([s.get("reward") for s in steps])
+    out["entropy_last_third"] = last_third_mean([s.get("entropy") for s in steps])
+    out["steps"] = len(steps)
+    return out
+
+
+class Stopwatch:
+    """Seconds spent inside a wrapped function, summed (read and reset per step)."""
+
+    def __init__(self):
+        self.total = 0.0
+
+    def wrap(self, fn):
+        @functools.wraps(fn)
+        def timed(*args, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                self.total += time.perf_counter() - t
+        return timed
+
+    def take(self) -> float:
+        t, self.total = self.total, 0.0
+        return t
+
+
+# ----------------------------------------------------------------------------- prompt order
+
+def epoch_order_draw():
+    """A trainer.draw_batch stand-in that walks a fresh permutation of the pool per epoch and
+    drops the partial batch at its end, as TRL's RepeatSampler does (world of 1)."""
+    queue: list[int] = []
+
+    def draw(pool, rng: random.Random, per_rank: int, d, need=None):
+        n = len(pool)
+        if len(queue) < per_rank:
+            queue.clear()
+            perm = list(range(n))
+            rng.shuffle(perm)
+            queue.extend(perm[:n - n % per_rank] if n >= per_rank else perm)
+        batch = [pool[queue.pop(0)] for _ in range(min(per_rank, len(queue)))]
+        return batch[:need], rng.randrange(2**31) + d.rank
+    return draw
+
+
+class WithReplacementSampler(RepeatSampler):
+    """TRL's RepeatSampler layout (each prompt G times in a row, each batch repeated for its
+    accumulation steps), but every batch of prompts drawn with replacement, as grpo.py does."""
+
+    def __iter__(self):
+        if not hasattr(self, "generator"):
+            self.generator = torch.Generator().manual_seed(self.seed or 0)
+        for _ in range(self.num_samples // self.batch_size):
+            chunk = torch.randint(self.num_samples, (self.batch_size,),
+                                  generator=self.generator).tolist()
+            for _ in range(self.repeat_count):
+                for index in chunk:
+                    yield from [index] * self.mini_repeat_count
+
+
+# ----------------------------------------------------------------------------- the workers
+
+def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
+    """grpo.py's own loop (trainer.run with grpo.grpo_step, exactly grpo.train), each step
+    timed; the sandbox calls timed inside it to split generation from reward."""
+    args = grpo.parse_args(grpo_argv(a, model, out))
+    if a.ours_adv_eps != 1e-6:
+        grpo.group_advantages = functools.partial(grpo.group_advantages, eps=a.ours_adv_eps)
+    if a.ours_prompt_order == "epoch":
+        trainer.draw_batch = epoch_order_draw()
+    sandbox = Stopwatch()
+    trainer.score_completions = sandbox.wrap(trainer.score_completions)
+    steps: list[dict] = []
+
+    def timed_step(r: trainer.Run, i: int) -> dict:
+        t = time.perf_counter()
+        row = grpo.grpo_step(r, i)
+        wall = time.perf_counter() - t
+        timers = dict(r.timer.seconds)          # this step's (run() pops them after us)
+        reward = sandbox.take()
+        gen = timers.get("generate+reward", 0.0) - reward
+        update = timers.get("update", 0.0)
+        steps.append(dict(step_s=wall, generation_s=gen, reward_s=reward, update_s=update,
+                          other_s=wall - gen - reward - update, reward=row.get("reward_mean"),
+                          entropy=row.get("entropy")))
+        return row
+
+    t0 = time.perf_counter()
+    trainer.run(args, "grpo", timed_step, grpo.build)
+    return dict(framework="grpo.py", engine=args.engine, checkpoint=os.path.join(
+        out, f"step_{args.steps}"), per_step=steps, wall_s=time.perf_counter() - t0)
+
+
+def trl_batch_shape(a: argparse.Namespace) -> tuple[int, int]:
+    """(per_device_train_batch_size, gradient_accumulation_steps) whose product is P x G:
+    one optimizer step per rollout batch, micro-batches of at most --micro-batch."""
+    total = a.prompts_per_step * a.group_size
+    mb = max(d for d in range(1, min(a.micro_batch, total) + 1) if total % d == 0)
+    return mb, total // mb
+
+
+def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
+    """TRL's GRPOTrainer on the same start, prompts, reward, optimizer and schedule."""
+    args = grpo.parse_args(grpo_argv(a, model, out))
+    if args.cpu_threads > 0:
+        torch.set_num_threads(args.cpu_threads)
+    tokenizer = load_tokenizer(model)
+    train_problems, _ = trainer.load_problem_sets(args)
+    lm = load_causal_lm(model, torch.device("cpu"))                       # fp32
+    optimizer, scheduler = trainer.policy_optimizer(PolicyLogprobs(lm), args)
+    dataset = Dataset.from_dict({
+        "prompt": [trainer.prompt_text(tokenizer, p) for p in train_problems],
+        "problem_index": list(range(len(train_problems)))})
+    sandbox, generation = Stopwatch(), Stopwatch()
+
+    def sandbox_reward(prompts, completions, problem_index, **_):
+        rewards, _, _ = trainer.score_completions([train_problems[i] for i in problem_index],
+                                                  completions, args)
+        return rewards
+    sandbox_reward = sandbox.wrap(sandbox_reward)
+
+    mb, accum = trl_batch_shape(a)
+    config = trl.GRPOConfig(
+        output_dir=out, max_steps=args.steps, per_device_train_batch_size=mb,
+        gradient_accumulation_steps=accum, num_generations=args.group_size,
+        max_completion_length=args.max_new_tokens, learning_rate=args.lr,
+        beta=0.0, loss_type="dapo", scale_rewards="group", num_iterations=1,
+        epsilon=args.eps_low, epsilon_high=args.eps_high, temperature=args.temperature,
+        top_p=args.top_p, top_k=0, max_grad_norm=args.max_grad_norm,
+        bf16=False, fp16=False, gradient_checkpointing=False, use_cpu=True, seed=args.seed,
+        logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
+        dataloader_num_workers=0, shuffle_dataset=True, log_completions=False)
+    steps: list[dict] = []
+
+    class StepTimer(TrainerCallback):
+        def on_step_begin(self, *_, **__):
+            self.t = time.perf_counter()
+            sandbox.take()
+            generation.take()
+
+        def on_step_end(self, *_, **__):
+            wall = time.perf_counter() - self.t
+            gen, reward = generation.take(), sandbox.take()
+            steps.append(dict(step_s=wall, generation_s=gen, reward_s=reward,
+                              update_s=wall - gen - reward, other_s=0.0))
+
+    class BenchGRPOTrainer(trl.GRPOTrainer):
+        def _get_train_sampler(self, dataset=None):
+            if a.trl_prompt_order == "epoch":
+                return super()._get_train_sampler(dataset)
+            return WithReplacementSampler(
+                data_source=dataset if dataset is not None else self.train_dataset,
+                mini_repeat_count=self.num_generations,
+                batch_size=self.args.generation_batch_size // self.num_generations,
+                repeat_count=self.num_iterations * self.args.steps_per_generation,
+                shuffle=True, seed=self.args.seed)
+
+    t0 = time.perf_counter()
+    tr = BenchGRPOTrainer(model=lm, reward_funcs=sandbox_reward, args=config,
+                          train_dataset=dataset, processing_class=tokenizer,
+                          optimizers=(optimizer, scheduler), callbacks=[StepTimer()])
+    tr._generate_single_turn = generation.wrap(tr._generate_single_turn)
+    tr.train()
+    logs = [h for h in tr.state.log_history if "reward" in h]
+    for s, h in zip(steps, logs):
+        s.update(reward=h.get("reward"), entropy=h.get("entropy"))
+    final = os.path.join(out, f"step_{args.steps}")
+    tr.save_model(final)
+    tokenizer.save_pretrained(final)
+    return dict(framework=f"TRL {trl.__version__} GRPOTrainer", engine="hf generate",
+                checkpoint=final, per_step=steps, wall_s=time.perf_counter() - t0)
+
+
+def worker_main(a: argparse.Namespace) -> None:
+    """Run one framework here and write <out>/<worker>.json (its per-step timings, peak RSS)."""
+    out = os.path.join(a.out, a.worker)
+    os.makedirs(out, exist_ok=True)
+    result = (run_ours if a.worker == "ours" else run_trl)(a, a.model, out)
+    result["peak_rss_mb"] = peak_rss_mb()
+    with open(os.path.join(a.out, f"{a.worker}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+
+
+# ----------------------------------------------------------------------------- orchestration
+
+def run_command(cmd: list[str], what: str) -> None:
+    print(f"[bench] {what}: {' '.join(cmd)}", flush=True)
+    done = subprocess.run(cmd, cwd=ROOT)
+    if done.returncode:
+        sys.exit(f"bench_vs_trl.py: {what} failed (exit {done.returncode}); see its output above")
+
+
+def warm_start(a: argparse.Namespace) -> str:
+    """The shared start: --model, or SFT by grpo.py itself (its step_0 checkpoint)."""
+    if a.model:
+        return a.model
+    out = os.path.join(a.out, "warm")
+    ckpt = os.path.join(out, "step_0")
+    if not os.path.exists(os.path.join(ckpt, "config.json")):
+        run_command([sys.executable, "grpo.py", "--steps", "0", "--save-every", "1000",
+                     "--sft-steps", str(a.sft_steps), "--eval-n", "0", "--seed", str(a.seed),
+                     "--max-problems", str(a.max_problems), "--engine", "hf",
+                     "--cpu-threads", str(a.cpu_threads), "--out", out], "warm start")
+    return ckpt
+
+
+def evaluate_checkpoint(a: argparse.Namespace, ckpt: str) -> dict:
+    """pass@1 / pass@n of a checkpoint with the project's evaluator (trainer.evaluate), the
+    same engine, problems, seed and sampling settings for every checkpoint."""
+    args = grpo.parse_args(grpo_argv(a, ckpt, os.path.join(a.out, "eval")))
+    if args.cpu_threads > 0:
+        torch.set_num_threads(args.cpu_threads)
+    _, eval_problems = trainer.load_problem_sets(args)
+    d = Dist(0, 1, 0, torch.device("cpu"))
+    engine = make_engine(a.eval_engine, ckpt, d.device, seed=args.seed)
+    try:
+        res = trainer.evaluate(engine, load_tokenizer(ckpt), eval_problems, args, d, a.eval_n,
+                               args.eval_temperature)
+    finally:
+        engine.close()
+    return {"pass@1": res["pass@1"], "pass@n": res[f"pass@{a.eval_n}"],
+            "problems": res["problems"]}
+
+
+def fmt(v, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def table(rows: list[dict], n: int) -> str:
+    """The comparison as a markdown table, one column per framework."""
+    lines = ["| | " + " | ".join(r["framework"] for r in rows) + " |",
+             "|---|" + "---|" * len(rows)]
+    spec = [("engine", "engine", "s"), ("seconds per step", "step_s", ".2f"),
+            ("  generation", "generation_s", ".2f"), ("  reward (sandbox)", "reward_s", ".2f"),
+            ("  update", "update_s", ".2f"), ("  other (sync, ...)", "other_s", ".2f"),
+            ("peak RSS (MB)", "peak_rss_mb", ".0f"), ("steps", "steps", "d"),
+            ("pass@1 before", "pass@1_before", ".3f"), ("pass@1 after", "pass@1_after", ".3f"),
+            ("pass@1 gain (points)", "gain_points", "+.1f"),
+            (f"pass@{n} before", "pass@n_before", ".3f"),
+            (f"pass@{n} after", "pass@n_after", ".3f"),
+            ("train reward, last third", "reward_last_third", ".3f"),
+            ("entropy, last third", "entropy_last_third", ".3f")]
+    for label, key, s in spec:
+        lines.append(f"| {label} | " + " | ".join(fmt(r.get(key), s) for r in rows) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    a = parse_args(argv)
+    if trl is None and (a.worker == "trl" or (a.worker is None and "trl" in a.frameworks)):
+        print(INSTALL_HINT, file=sys.stderr)
+        sys.exit(2)
+    if a.worker:
+        worker_main(a)
+        return
+    os.makedirs(a.out, exist_ok=True)
+    t0 = time.time()
+    start = warm_start(a)
+    before = evaluate_checkpoint(a, start)
+    print(f"[bench] start {start}: pass@1 {before['pass@1']:.3f} pass@{a.eval_n} "
+          f"{before['pass@n']:.3f}", flush=True)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rows = []
+    for name in [f for f in a.frameworks.split(",") if f]:
+        run_command([sys.executable, os.path.abspath(__file__), *argv, "--model", start,
+                     "--worker", name], f"{name} run")
+        with open(os.path.join(a.out, f"{name}.json")) as f:
+            res = json.load(f)
+        after = evaluate_checkpoint(a, res["checkpoint"])
+        rows.append({"framework": res["framework"], "engine": res["engine"],
+                     **summarize(res["per_step"]), "peak_rss_mb": res["peak_rss_mb"],
+                     "wall_s": res["wall_s"], "pass@1_before": before["pass@1"],
+                     "pass@1_after": after["pass@1"], "pass@n_before": before["pass@n"],
+                     "pass@n_after": after["pass@n"],
+                     "gain_points": 100 * (after["pass@1"] - before["pass@1"]),
+                     "checkpoint": res["checkpoint"], "per_step": res["per_step"]})
+    report = {"command": "bench/bench_vs_trl.py " + " ".join(argv), "start": start,
+              "eval_n": a.eval_n, "eval_problems": before["problems"],
+              "settings": {k: v for k, v in vars(a).items() if k != "worker"},
+              "load_average_at_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1),
+              "rows": rows}
+    path = a.json or os.path.join(a.out, "bench_vs_trl.json")
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)
+    print(table(rows, a.eval_n))
+    print(f"[bench] {len(rows)} runs, {report['wall_s']} s; table as JSON -> {path}")
+
+
+if __name__ == "__main__":
+    main()
