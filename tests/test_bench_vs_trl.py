@@ -1,0 +1,96 @@
+"""bench/bench_vs_trl.py: its pure helpers, the one-line exit without TRL, and `--smoke` end to
+end as a subprocess (skipped where TRL is not installed: the core CI has no TRL)."""
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "bench", "bench_vs_trl.py")
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import bench_vs_trl  # noqa: E402
+
+from model import Dist  # noqa: E402
+
+
+def clean_env() -> dict:
+    """The environment without a process group's or vLLM's leftovers (see conftest.py)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MASTER_", "VLLM_")) and k not in
+           ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD")}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def ns(p, g, mb):
+    return type("A", (), dict(prompts_per_step=p, group_size=g, micro_batch=mb))
+
+
+def test_trl_batch_shape_is_one_optimizer_step_per_rollout_batch():
+    assert bench_vs_trl.trl_batch_shape(ns(8, 16, 32)) == (32, 4)
+    assert bench_vs_trl.trl_batch_shape(ns(2, 4, 32)) == (8, 1)      # micro-batch > batch
+    assert bench_vs_trl.trl_batch_shape(ns(3, 5, 4)) == (3, 5)       # largest divisor <= 4
+
+
+def test_epoch_order_walks_a_permutation_and_drops_the_partial_batch():
+    draw = bench_vs_trl.epoch_order_draw()
+    pool, rng, d = list(range(51)), random.Random(0), Dist(0, 1, 0, None)
+    epoch = [p for _ in range(6) for p in draw(pool, rng, 8, d)[0]]
+    assert len(epoch) == 48 and len(set(epoch)) == 48                # no repeats in an epoch
+    nxt = draw(pool, rng, 8, d)[0]                                   # a new permutation
+    assert len(nxt) == 8 and len(set(nxt)) == 8
+
+
+def test_last_third_mean():
+    assert bench_vs_trl.last_third_mean([1, 2, 3, 4, 5, 6]) == 5.5
+    assert bench_vs_trl.last_third_mean([4.0]) == 4.0
+    assert bench_vs_trl.last_third_mean([None, None]) is None
+
+
+def test_with_replacement_sampler_keeps_trl_layout():
+    pytest.importorskip("trl")
+    s = bench_vs_trl.WithReplacementSampler(data_source=list(range(5)), mini_repeat_count=3,
+                                            batch_size=2, repeat_count=2, shuffle=True, seed=1)
+    idx = list(s)
+    assert len(idx) == len(s) == 2 * 2 * 2 * 3                       # 5 // 2 batches
+    for block in (idx[:12], idx[12:]):                               # one batch: 2 repeats
+        assert block[:6] == block[6:]
+        assert block[0:3] == [block[0]] * 3 and block[3:6] == [block[3]] * 3
+    # with replacement: over many batches some prompt comes twice in one batch
+    many = bench_vs_trl.WithReplacementSampler(data_source=list(range(5)), mini_repeat_count=1,
+                                               batch_size=5, repeat_count=1, seed=0)
+    assert any(len(set(chunk)) < 5 for chunk in (list(many) for _ in range(20)))
+
+
+def test_without_trl_exits_with_one_line():
+    code = ("import sys, runpy; sys.modules['trl'] = None; "
+            f"sys.argv = ['bench_vs_trl.py', '--smoke', '--out', {str(ROOT)!r} + '/nowhere']; "
+            f"runpy.run_path({SCRIPT!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and "pip install -r requirements-bench.txt" in lines[0], done.stderr
+    assert not os.path.exists(os.path.join(ROOT, "nowhere"))        # exits before any work
+
+
+def test_smoke_writes_both_rows(tmp_path):
+    pytest.importorskip("trl")
+    out, report = tmp_path / "bench", tmp_path / "table.json"
+    done = subprocess.run([sys.executable, SCRIPT, "--smoke", "--out", str(out),
+                           "--json", str(report)], cwd=ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads(report.read_text())["rows"]
+    assert [r["framework"].split()[0] for r in rows] == ["grpo.py", "TRL"]
+    for r in rows:
+        assert r["steps"] == 2 and len(r["per_step"]) == 2
+        assert r["step_s"] > 0 and r["generation_s"] > 0 and r["peak_rss_mb"] > 0
+        for key in ("pass@1_before", "pass@1_after", "pass@n_before", "pass@n_after"):
+            assert 0.0 <= r[key] <= 1.0
+        assert os.path.exists(os.path.join(r["checkpoint"], "config.json"))
+    assert "| seconds per step |" in done.stdout
