@@ -1049,7 +1049,12 @@ def build_parser():
 
 
 def parse_args(argv=None):
-    return trainer.parse_flags(build_parser(), PRESETS, argv)
+    parser = build_parser()
+    args = trainer.parse_flags(parser, PRESETS, argv)
+    if args.tis_cap > 0:
+        parser.error(f"--tis-cap {args.tis_cap}: agents.py does not keep the sampler's "
+                     "log-probs of its candidates, so it cannot correct for them; drop --tis-cap")
+    return args
 
 
 def game_config(args, **overrides):
@@ -1123,9 +1128,11 @@ def rank_batch(problems, rng, prompts_per_step, rank, world):
 
 def grpo_loss(args):
     """grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
-    section 4), so there is no --beta and no reference model; a zero advantage is then inert."""
+    section 4), so there is no --beta and no reference model. With --mini-batches/--epochs
+    above 1 the ratio is taken against the old log-probs of a no-grad pass (as in grpo.py)."""
     return grpo.grpo_loss(argparse.Namespace(eps_low=args.eps_low, eps_high=args.eps_high,
-                                             beta=0.0, agg=args.agg))
+                                             beta=0.0, agg=args.agg),
+                          off_policy=trainer.off_policy(args))
 
 
 def rl_step(team, problems, rng, args, d, timer=None):
@@ -1144,26 +1151,27 @@ def rl_step(team, problems, rng, args, d, timer=None):
                                          if not k.endswith("_mean") and k not in RATES}))
     for m, roles in distinct(team):
         m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
+        samples = training_samples(cands, roles, m.tokenizer, adv)
+        shape = dict(micro_batch=args.micro_batch, pad_id=m.tokenizer.pad_token_id,
+                     device=d.device, temperature=args.temperature)
+        if trainer.off_policy(args):   # old log-probs of the policy that played the episodes
+            with timer("score"):
+                old = trainer.score(samples, policy=m.policy, **shape).logp
+            samples = trainer.with_extras(samples, old_logp=old)
         with timer("update"):
-            st = trainer.update(
-                m.policy,
-                m.optimizer,
-                training_samples(cands, roles, m.tokenizer, adv),
-                grpo_loss(args),
-                micro_batch=args.micro_batch,
-                agg=args.agg,
-                max_len=max(max_new_tokens(args, r) for r in roles),
-                pad_id=m.tokenizer.pad_token_id,
-                device=d.device,
-                max_grad_norm=args.max_grad_norm,
-                temperature=args.temperature,
-                skip_zero_advantage=True,
-            )
+            # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
+            st = trainer.updates(m.policy, m.optimizer, samples, grpo_loss(args),
+                                 epochs=args.epochs, mini_batches=args.mini_batches,
+                                 agg=args.agg, max_len=max(max_new_tokens(args, r) for r in roles),
+                                 max_grad_norm=args.max_grad_norm,
+                                 skip_zero_advantage=True, **shape)
             m.scheduler.step()
         with timer("sync"):
             trainer.sync_weights(m.policy, m.engine, d)
         tag = "/".join(roles)
-        out.update({f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy") if k in st})
+        out.update({f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy", "updates",
+                                                  "clip_frac", "ratio_mean", "approx_kl")
+                    if k in st})
     out["reward_mean"] = sum(c.reward for c in cands) / max(len(cands), 1)  # rank 0's, for the bar
     return out
 

@@ -815,3 +815,22 @@ def test_per_role_resume_reproduces_an_uninterrupted_run(tmp_path):
     # The coder's checkpoint is its own model (the two models had different SFT data).
     assert not all(torch.allclose(ca["lm." + k], wa[k]) for k in wa)
     assert {r["roles"] for r in _rows(a) if r["phase"] == "sft"} == {"tester", "coder"}
+
+
+def test_mini_batches_give_several_updates_per_episode_batch(tmp_path):
+    """--mini-batches 2: each model takes two optimizer steps on its samples, the second
+    against the old log-probs of the policy that played (ratio logged); --tis-cap is refused
+    (agents.py keeps no sampler log-probs), not silently ignored."""
+    from model import close_distributed
+
+    try:
+        agents.train(agents.parse_args(TINY + ["--policy", "shared", "--eval-n", "0",
+                                               "--steps", "1", "--mini-batches", "2",
+                                               "--out", str(tmp_path)]))
+    finally:
+        close_distributed(wait=False)
+    (row,) = [r for r in _rows(tmp_path) if r["phase"] == "rl"]
+    assert row["tester/coder_updates"] == 2
+    assert "time/score" in row   # the no-grad pass that gives the later update its old log-probs
+    with pytest.raises(SystemExit):
+        agents.parse_args(["--tis-cap", "2"])

@@ -17,7 +17,7 @@ import ppo_fgo
 import trainer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENTRY_POINTS = {"grpo.py": grpo, "ppo_fgo.py": ppo_fgo}
+ENTRY_POINTS = {"grpo.py": grpo, "ppo_fgo.py": ppo_fgo, "agents.py": agents}
 
 
 def dests(parser: argparse.ArgumentParser) -> set[str]:
@@ -45,17 +45,9 @@ def args_read(path: str) -> set[str]:
     return out
 
 
-def presets(module) -> dict:
-    """The merged presets of an entry point (agents.py, until it moves onto trainer.py, merges
-    grpo's with its own AGENT_PRESETS inside parse_args)."""
-    if module is agents and not hasattr(agents, "PRESETS"):
-        return trainer.merge_presets(grpo.PRESETS, agents.AGENT_PRESETS)
-    return module.PRESETS
-
-
 @pytest.mark.parametrize("module", [grpo, ppo_fgo, agents], ids=lambda m: m.__name__)
 def test_every_entry_point_parses_with_every_preset(module):
-    for preset, settings in presets(module).items():
+    for preset, settings in module.PRESETS.items():
         args = module.parse_args(["--preset", preset])
         for key, value in settings.items():
             assert getattr(args, key) == value, (module.__name__, preset, key)
