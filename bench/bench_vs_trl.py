@@ -184,11 +184,14 @@ def last_third_mean(values: list) -> float | None:
 
 def summarize(steps: list[dict]) -> dict:
     """Per-step rows {step_s, generation_s, reward_s, update_s, other_s, reward, entropy} ->
-    mean seconds per step, and the training reward / entropy of the last third."""
+    mean seconds per step (and the median step), the training reward / entropy of the last
+    third."""
     out = {}
     for k in ("step_s", "generation_s", "reward_s", "update_s", "other_s"):
         vals = [s[k] for s in steps if s.get(k) is not None]
         out[k] = sum(vals) / len(vals) if vals else None
+    walls = sorted(s["step_s"] for s in steps)
+    out["step_s_median"] = walls[len(walls) // 2] if walls else None   # robust to load spikes
     out["reward_last_third"] = last_third_mean([s.get("reward") for s in steps])
     out["entropy_last_third"] = last_third_mean([s.get("entropy") for s in steps])
     out["steps"] = len(steps)
@@ -263,8 +266,10 @@ def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
     sandbox = Stopwatch()
     trainer.score_completions = sandbox.wrap(trainer.score_completions)
     steps: list[dict] = []
+    engine = {}
 
     def timed_step(r: trainer.Run, i: int) -> dict:
+        engine["name"] = r.engine.name          # what --engine auto resolved to
         t = time.perf_counter()
         row = grpo.grpo_step(r, i)
         wall = time.perf_counter() - t
@@ -279,8 +284,9 @@ def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
 
     t0 = time.perf_counter()
     trainer.run(args, "grpo", timed_step, grpo.build)
-    return dict(framework="grpo.py", engine=args.engine, checkpoint=os.path.join(
-        out, f"step_{args.steps}"), per_step=steps, wall_s=time.perf_counter() - t0)
+    return dict(framework="grpo.py", engine=engine.get("name", args.engine),
+                checkpoint=os.path.join(out, f"step_{args.steps}"), per_step=steps,
+                wall_s=time.perf_counter() - t0)
 
 
 def trl_batch_shape(a: argparse.Namespace) -> tuple[int, int]:
@@ -422,7 +428,8 @@ def table(rows: list[dict], n: int) -> str:
     """The comparison as a markdown table, one column per framework."""
     lines = ["| | " + " | ".join(r["framework"] for r in rows) + " |",
              "|---|" + "---|" * len(rows)]
-    spec = [("engine", "engine", "s"), ("seconds per step", "step_s", ".2f"),
+    spec = [("engine", "engine", "s"), ("seconds per step (mean)", "step_s", ".2f"),
+            ("seconds per step (median)", "step_s_median", ".2f"),
             ("  generation", "generation_s", ".2f"), ("  reward (sandbox)", "reward_s", ".2f"),
             ("  update", "update_s", ".2f"), ("  other (sync, ...)", "other_s", ".2f"),
             ("peak RSS (MB)", "peak_rss_mb", ".0f"), ("steps", "steps", "d"),

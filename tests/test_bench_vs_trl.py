@@ -45,6 +45,14 @@ def test_epoch_order_walks_a_permutation_and_drops_the_partial_batch():
     assert len(nxt) == 8 and len(set(nxt)) == 8
 
 
+def test_summarize_means_median_and_last_third():
+    steps = [dict(step_s=s, generation_s=1.0, reward_s=0.5, update_s=0.5, other_s=0.0,
+                  reward=r, entropy=None) for s, r in ((2.0, 0.0), (9.0, 0.3), (4.0, 0.6))]
+    out = bench_vs_trl.summarize(steps)
+    assert out["step_s"] == 5.0 and out["step_s_median"] == 4.0 and out["steps"] == 3
+    assert out["reward_last_third"] == 0.6 and out["entropy_last_third"] is None
+
+
 def test_last_third_mean():
     assert bench_vs_trl.last_third_mean([1, 2, 3, 4, 5, 6]) == 5.5
     assert bench_vs_trl.last_third_mean([4.0]) == 4.0
@@ -93,4 +101,4 @@ def test_smoke_writes_both_rows(tmp_path):
         for key in ("pass@1_before", "pass@1_after", "pass@n_before", "pass@n_after"):
             assert 0.0 <= r[key] <= 1.0
         assert os.path.exists(os.path.join(r["checkpoint"], "config.json"))
-    assert "| seconds per step |" in done.stdout
+    assert "| seconds per step (mean) |" in done.stdout
