@@ -193,11 +193,23 @@ def test_cli_help_and_bad_flag():
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
+# A rank of a 2-rank gloo run on torch 2.13 now and then aborts in the C++ teardown after its
+# work is done ("terminate called without an active exception", SIGABRT from a gloo thread at
+# interpreter exit; seen in about 1 of 20 launches under load, after the barrier and
+# destroy_process_group). Not our code's result: an invariance launch (stateless, it rewrites
+# its one output file) is run once more, and only when that exact signature is in its output.
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
 def _torchrun(nproc, *args, timeout=600):
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
            "--standalone", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    if res.returncode != 0 and TEARDOWN_ABORT in res.stderr and args[0].endswith("invariance.py"):
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                             cwd=ROOT)
+    return res
 
 
 @pytest.fixture(scope="module")
