@@ -242,7 +242,7 @@ def _tokens_match(expected: str, actual: str) -> bool:
     return False
 
 
-def _lines(text: str) -> list[str]:
+def _output_lines(text: str) -> list[str]:
     lines = [line.rstrip() for line in text.split("\n")]
     while lines and not lines[-1]:
         lines.pop()
@@ -257,7 +257,7 @@ def outputs_match(expected: str, actual: str) -> bool:
     >>> outputs_match("2 1", "1 2"), outputs_match("1", "1.0"), outputs_match("0.333", "0.3333")
     (False, False, False)
     """
-    exp_lines, act_lines = _lines(expected), _lines(actual)
+    exp_lines, act_lines = _output_lines(expected), _output_lines(actual)
     if len(exp_lines) != len(act_lines):
         return False
     for exp_line, act_line in zip(exp_lines, act_lines):
