@@ -414,3 +414,45 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     wa = load_file(os.path.join(a, "step_3", "model.safetensors"))
     wb = load_file(os.path.join(b, "step_3", "model.safetensors"))
     assert all(torch.allclose(wa[k], wb[k], atol=1e-6) for k in wa)
+
+
+class ScriptedEngine:
+    """An engine that answers every prompt with the same G programs (no model): half of them
+    right, so each group's rewards are [1, 0, 1, 0, ...]."""
+
+    def __init__(self, right: str, wrong: str):
+        self.texts = [right, wrong]
+
+    def generate(self, prompts, n, **kw):
+        from engines import Completion
+        return [[Completion(f"```python\n{self.texts[j % 2]}\n```", [5, 6, 7], "stop")
+                 for j in range(n)] for _ in prompts]
+
+
+class ByteTokenizer:
+    chat_template = None
+
+    def __call__(self, text):
+        return {"input_ids": list(text.encode())[:16]}
+
+
+def test_rollout_step_advantages_follow_adv_scale_and_adv_eps():
+    """rollout_step -> group advantages of the sandbox's rewards, with --adv-eps in the
+    denominator: rewards [1, 0, 1, 0] have std 0.577, so A = +-0.5 / (0.577 + eps)."""
+    import random
+
+    import data
+    problem = [p for p in data.load_problems("builtin") if not p.fn_name][0]
+    engine = ScriptedEngine(problem.solutions[0], "print('no')")
+    d = model.Dist(0, 1, 0, torch.device("cpu"))
+    advs = {}
+    for eps in (1e-6, 0.5):
+        args = grpo.parse_args(["--group-size", "4", "--prompts-per-step", "1", "--adv-eps",
+                                str(eps), "--sandbox-workers", "1"])
+        samples, sums = grpo.rollout_step(engine, ByteTokenizer(), [problem], random.Random(0),
+                                          args, d)
+        assert [s.reward for s in samples] == [1.0, 0.0, 1.0, 0.0]
+        advs[eps] = [s.advantage for s in samples]
+    std = math.sqrt(1 / 3)
+    assert advs[1e-6] == pytest.approx([0.5 / std, -0.5 / std] * 2, rel=1e-5)
+    assert advs[0.5] == pytest.approx([0.5 / (std + 0.5), -0.5 / (std + 0.5)] * 2, rel=1e-6)
