@@ -172,11 +172,13 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
     pool = curriculum.pool(problems, step) if curriculum else problems
     per_rank = max(1, args.prompts_per_step // d.world)
     samples, updates, sums = [], [], {"groups_seen": 0, "groups_kept": 0}
-    for _ in range(1 + (args.max_resample if args.dynamic_sampling else 0)):
+    for round_ in range(1 + (args.max_resample if args.dynamic_sampling else 0)):
         need = per_rank - sums["groups_kept"]
         if need <= 0:
             break
         batch, seed = trainer.draw_batch(pool, rng, per_rank, d, need)
+        if args.prompt_order == "epoch" and round_ == 0:   # resampling rounds draw as before
+            batch = trainer.epoch_batch(pool, per_rank, d, args.seed, step)
         prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
         ro = trainer.generate_and_score(engine, tokenizer, batch, args, seed, prefixes)
         r = torch.tensor(ro.rewards)
@@ -292,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("GRPO")
     g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
                    help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
+    g.add_argument("--prompt-order", choices=["replacement", "epoch"], default="replacement",
+                   help="replacement: each step's prompts drawn uniformly; epoch: a permutation "
+                        "of the train problems per epoch, the partial batch dropped (TRL)")
     g.add_argument("--adv-eps", type=trainer.POSITIVE, default=1e-6,
                    help="epsilon in (r - mean) / (std + eps) (TRL: 1e-4; with binary rewards "
                         "and G=16 the two differ by < 4e-4 relative)")

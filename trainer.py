@@ -495,6 +495,22 @@ def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
     return batch[d.rank::d.world][:need], seed + d.rank
 
 
+def epoch_batch(pool: Sequence, per_rank: int, d: Dist, seed: int, step: int) -> list:
+    """This rank's problems for RL step `step` when prompts are drawn without replacement, as
+    TRL's sampler does: epoch e = step // S walks its own permutation of the pool (seeded by
+    seed and e), S = len(pool) // (per_rank * world) steps an epoch, the partial batch at the
+    end of an epoch dropped. A function of (seed, step) alone, so a resumed run draws what a
+    straight one would (nothing to checkpoint); a pool smaller than a batch is cycled."""
+    k = per_rank * d.world
+    per_epoch = max(1, len(pool) // k)
+    epoch, offset = divmod(step, per_epoch)
+    order = list(range(len(pool)))
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    order = order * math.ceil(k / len(order))
+    batch = [pool[i] for i in order[offset * k:(offset + 1) * k]]
+    return batch[d.rank::d.world]
+
+
 def feed_curriculum(curriculum, updates: list[tuple]) -> None:
     """(problem id, rewards of its group) from every rank, in rank order, so that every rank's
     curriculum stays identical."""

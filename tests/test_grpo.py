@@ -456,3 +456,23 @@ def test_rollout_step_advantages_follow_adv_scale_and_adv_eps():
     std = math.sqrt(1 / 3)
     assert advs[1e-6] == pytest.approx([0.5 / std, -0.5 / std] * 2, rel=1e-5)
     assert advs[0.5] == pytest.approx([0.5 / (std + 0.5), -0.5 / (std + 0.5)] * 2, rel=1e-6)
+
+
+def test_prompt_order_epoch_reaches_the_rollouts():
+    """--prompt-order epoch: three problems, one prompt a step: steps 0-2 play each once, and
+    so do steps 3-5 (drawn with replacement, this seed repeats a problem within them)."""
+    import random
+
+    import data
+    problems = [p for p in data.load_problems("builtin") if not p.fn_name][:3]
+    engine = ScriptedEngine("print(1)", "print(2)")
+    d = model.Dist(0, 1, 0, torch.device("cpu"))
+    args = grpo.parse_args(["--group-size", "2", "--prompts-per-step", "1", "--prompt-order",
+                            "epoch", "--sandbox-workers", "1"])
+    rng, played = random.Random(0), []
+    for step in range(6):
+        samples, _ = grpo.rollout_step(engine, ByteTokenizer(), problems, rng, args, d,
+                                       step=step)
+        played.append(samples[0].key[0])
+    ids = sorted(p.id for p in problems)
+    assert sorted(played[:3]) == ids and sorted(played[3:]) == ids

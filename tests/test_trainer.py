@@ -10,6 +10,7 @@ import types
 import pytest
 import torch
 
+import model
 import trainer
 
 # ----------------------------------------------------------------------------- curricula
@@ -305,3 +306,22 @@ def test_sampler_logprobs_travel_as_extras_and_tis_needs_them():
         trainer.sampler_extras(without, argparse.Namespace(tis_cap=2.0))
     assert not trainer.off_policy(argparse.Namespace(mini_batches=1, epochs=1))
     assert trainer.off_policy(argparse.Namespace(mini_batches=1, epochs=2))
+
+
+def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
+    """51 problems, 8 prompts a step: 6 steps an epoch see 48 distinct problems (3 dropped),
+    the next epoch is another permutation; 2 ranks split the same global batch; the draw is a
+    function of (seed, step), so a resumed run repeats it."""
+    pool = list(range(51))
+    one = model.Dist(0, 1, 0, torch.device("cpu"))
+    epoch0 = [trainer.epoch_batch(pool, 8, one, 0, step) for step in range(6)]
+    seen = [p for b in epoch0 for p in b]
+    assert all(len(b) == 8 for b in epoch0) and len(set(seen)) == 48
+    epoch1 = [p for step in range(6, 12) for p in trainer.epoch_batch(pool, 8, one, 0, step)]
+    assert len(set(epoch1)) == 48 and epoch1 != seen
+    ranks = [trainer.epoch_batch(pool, 4, model.Dist(r, 2, r, torch.device("cpu")), 0, 3)
+             for r in (0, 1)]
+    assert sorted(ranks[0] + ranks[1]) == sorted(epoch0[3])
+    assert trainer.epoch_batch(pool, 8, one, 0, 3) == epoch0[3]          # same (seed, step)
+    assert trainer.epoch_batch(pool, 8, one, 1, 3) != epoch0[3]          # another seed
+    assert len(trainer.epoch_batch([7, 9], 8, one, 0, 0)) == 8           # small pool: cycled
