@@ -141,6 +141,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 PASS, WRONG_ANSWER, RUNTIME_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, COMPILE_ERROR = (
@@ -433,9 +434,17 @@ class _Prepared:
         return self._lines
 
 
+def _compile_quietly(source: str):
+    """compile() without its SyntaxWarnings ("invalid decimal literal", ...): they would go to
+    the trainer's stderr, once per sample; they never change a verdict."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compile(source, SOLUTION_FILENAME, "exec", dont_inherit=True)
+
+
 def _prepare(job: dict) -> _Prepared:
     try:
-        code = compile(job["code"], SOLUTION_FILENAME, "exec", dont_inherit=True)
+        code = _compile_quietly(job["code"])
     except Exception as e:   # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
         return _Prepared(compile_error=f"{type(e).__name__}: {e}"[:STDERR_TAIL])
     binds = False
@@ -1260,7 +1269,7 @@ def _remove_tree(path: str):
 
 def _run_job(job: dict, info: dict) -> dict:
     try:
-        compiled = compile(job["code"], SOLUTION_FILENAME, "exec", dont_inherit=True)
+        compiled = _compile_quietly(job["code"])
     except Exception as e:   # the parent compiled it; only a resource failure gets here
         return {"tests": [], "error": f"the worker could not compile the code: {e}"[:500]}
     if _CGROUP is not None:

@@ -833,3 +833,18 @@ def test_workdir_and_shm_are_fresh_for_every_test():
     quiet = "import os\nprint(sorted(os.listdir('.')))\n"
     r = run(quiet, [{"input": "", "output": "[]"}] * 3)   # an untouched tmpfs is reused
     assert r.status == "pass"
+
+
+def test_syntax_warnings_of_a_program_stay_out_of_the_callers_stderr():
+    """`1if x else 2` compiles with a SyntaxWarning; compiling it (parent and worker) must not
+    print one line per sample into the trainer's log. A subprocess: pytest would catch the
+    warning itself."""
+    script = ("import sandbox\n"
+              "r = sandbox.run_tests('x = 1if True else 2\\nprint(x)\\n', "
+              "[{'input': '', 'output': '1'}])\n"
+              "print(r.status)\n")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", script], cwd=repo, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout.strip() == "pass", proc.stderr
+    assert "SyntaxWarning" not in proc.stderr
