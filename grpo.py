@@ -176,9 +176,10 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
         need = per_rank - sums["groups_kept"]
         if need <= 0:
             break
-        batch, seed = trainer.draw_batch(pool, rng, per_rank, d, need)
-        if args.prompt_order == "epoch" and round_ == 0:   # resampling rounds draw as before
-            batch = trainer.epoch_batch(pool, per_rank, d, args.seed, step)
+        # --prompt-order epoch: the step's first round walks the epoch; resampling rounds
+        # (dynamic sampling) draw with replacement.
+        epoch = (args.seed, step) if args.prompt_order == "epoch" and round_ == 0 else None
+        batch, seed = trainer.draw_batch(pool, rng, per_rank, d, need, epoch)
         prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
         ro = trainer.generate_and_score(engine, tokenizer, batch, args, seed, prefixes)
         r = torch.tensor(ro.rewards)

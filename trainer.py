@@ -487,12 +487,17 @@ def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
 
 
 def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
-               need: int | None = None) -> tuple[list, int]:
+               need: int | None = None, epoch_order: tuple[int, int] | None = None
+               ) -> tuple[list, int]:
     """This rank's problems for one round of rollouts and its sampling seed. Every rank draws
-    the same global batch (same rng), then takes its own slice (the first `need` of it)."""
+    the same global batch (same rng), then takes its own slice (the first `need` of it).
+    epoch_order=(seed, step): the problems come from epoch_batch (without replacement); rng
+    is consumed as in the default, so both orders give a step the same sampling seed."""
     batch = [pool[rng.randrange(len(pool))] for _ in range(per_rank * d.world)]
     seed = rng.randrange(2**31)
-    return batch[d.rank::d.world][:need], seed + d.rank
+    mine = batch[d.rank::d.world] if epoch_order is None else \
+        epoch_batch(pool, per_rank, d, *epoch_order)
+    return mine[:need], seed + d.rank
 
 
 def epoch_batch(pool: Sequence, per_rank: int, d: Dist, seed: int, step: int) -> list:
