@@ -1117,13 +1117,12 @@ def training_samples(candidates, roles, tokenizer, advantages):
     return out
 
 
-def rank_batch(problems, rng, prompts_per_step, rank, world):
-    """This rank's problems of the step and its sampling rng. Every rank draws the same global
-    batch and seed (the same rng state), then takes its own slice and seed: ranks play
+def rank_batch(problems, rng, prompts_per_step, d):
+    """This rank's problems of the step and its sampling rng (trainer.draw_batch: every rank
+    draws the same global batch and seed, then takes its own slice and seed): ranks play
     different episodes, and each episode's groups stay on its rank."""
-    per_rank = max(1, prompts_per_step // world)
-    batch = [problems[rng.randrange(len(problems))] for _ in range(per_rank * world)]
-    return batch[rank::world], random.Random(rng.randrange(2**31) + rank)
+    batch, seed = trainer.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d)
+    return batch, random.Random(seed)
 
 
 def grpo_loss(args):
@@ -1139,7 +1138,7 @@ def rl_step(team, problems, rng, args, d, timer=None):
     """Play one batch of episodes, then one GRPO update of every distinct model -> stats
     (counts and reward terms summed over ranks, then averaged)."""
     timer = timer or trainer.Timer()
-    batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d.rank, d.world)
+    batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d)
     gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}
     with timer("generate+reward"):
         _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),

@@ -759,9 +759,15 @@ def test_ranks_play_disjoint_slices_of_one_global_batch():
     import random
 
     problems = [make_problem(f"p{i}") for i in range(10)]
-    slices = [agents.rank_batch(problems, random.Random(3), 4, rank, 2) for rank in (0, 1)]
+    import torch
+
+    from model import Dist
+
+    def on(rank, world):
+        return Dist(rank, world, rank, torch.device("cpu"))
+    slices = [agents.rank_batch(problems, random.Random(3), 4, on(rank, 2)) for rank in (0, 1)]
     (b0, s0), (b1, s1) = slices
-    (whole, _) = agents.rank_batch(problems, random.Random(3), 4, 0, 1)
+    (whole, _) = agents.rank_batch(problems, random.Random(3), 4, on(0, 1))
     assert (
         len(b0) == len(b1) == 2
         and b0 + b1 != []
