@@ -46,7 +46,6 @@ import functools
 import json
 import math
 import os
-import random
 import resource
 import subprocess
 import sys
@@ -124,10 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "as grpo.py does")
     g.add_argument("--ours-prompt-order", choices=["replacement", "epoch"],
                    default="replacement",
-                   help="grpo.py's prompts: replacement = trainer.draw_batch; epoch = a fresh "
-                        "permutation per epoch, partial batch dropped, as TRL does")
+                   help="grpo.py --prompt-order: replacement (its default) or epoch (a fresh "
+                        "permutation per epoch, partial batch dropped, as TRL does)")
     g.add_argument("--ours-adv-eps", type=float, default=1e-6,
-                   help="epsilon of grpo.py's group-std advantages (TRL: 1e-4)")
+                   help="grpo.py --adv-eps: epsilon of the group-std advantages (TRL: 1e-4)")
     g = p.add_argument_group("run")
     g.add_argument("--out", default="runs/bench-vs-trl",
                    help="directory for the warm start, both runs' checkpoints and results")
@@ -160,7 +159,8 @@ def grpo_argv(a: argparse.Namespace, model: str, out: str) -> list[str]:
             "--test-timeout", str(a.test_timeout), "--max-problems", str(a.max_problems),
             "--engine", a.engine, "--eval-n", "0", "--out", out,
             "--save-every", str(max(a.steps, 1)), "--agg", "token-mean", "--beta", "0",
-            "--adv-scale", "group", "--reward", "binary"]
+            "--adv-scale", "group", "--reward", "binary",
+            "--prompt-order", a.ours_prompt_order, "--adv-eps", str(a.ours_adv_eps)]
     if a.sandbox_workers:
         argv += ["--sandbox-workers", str(a.sandbox_workers)]
     return argv
@@ -221,23 +221,6 @@ class Stopwatch:
 
 # ----------------------------------------------------------------------------- prompt order
 
-def epoch_order_draw():
-    """A trainer.draw_batch stand-in that walks a fresh permutation of the pool per epoch and
-    drops the partial batch at its end, as TRL's RepeatSampler does (world of 1)."""
-    queue: list[int] = []
-
-    def draw(pool, rng: random.Random, per_rank: int, d, need=None):
-        n = len(pool)
-        if len(queue) < per_rank:
-            queue.clear()
-            perm = list(range(n))
-            rng.shuffle(perm)
-            queue.extend(perm[:n - n % per_rank] if n >= per_rank else perm)
-        batch = [pool[queue.pop(0)] for _ in range(min(per_rank, len(queue)))]
-        return batch[:need], rng.randrange(2**31) + d.rank
-    return draw
-
-
 class WithReplacementSampler(RepeatSampler):
     """TRL's RepeatSampler layout (each prompt G times in a row, each batch repeated for its
     accumulation steps), but every batch of prompts drawn with replacement, as grpo.py does."""
@@ -259,10 +242,6 @@ def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
     """grpo.py's own loop (trainer.run with grpo.grpo_step, exactly grpo.train), each step
     timed; the sandbox calls timed inside it to split generation from reward."""
     args = grpo.parse_args(grpo_argv(a, model, out))
-    if a.ours_adv_eps != 1e-6:
-        grpo.group_advantages = functools.partial(grpo.group_advantages, eps=a.ours_adv_eps)
-    if a.ours_prompt_order == "epoch":
-        trainer.draw_batch = epoch_order_draw()
     sandbox = Stopwatch()
     trainer.score_completions = sandbox.wrap(trainer.score_completions)
     steps: list[dict] = []

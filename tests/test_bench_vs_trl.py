@@ -2,7 +2,6 @@
 end as a subprocess (skipped where TRL is not installed: the core CI has no TRL)."""
 import json
 import os
-import random
 import subprocess
 import sys
 
@@ -13,8 +12,6 @@ SCRIPT = os.path.join(ROOT, "bench", "bench_vs_trl.py")
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import bench_vs_trl  # noqa: E402
-
-from model import Dist  # noqa: E402
 
 
 def clean_env() -> dict:
@@ -36,13 +33,14 @@ def test_trl_batch_shape_is_one_optimizer_step_per_rollout_batch():
     assert bench_vs_trl.trl_batch_shape(ns(3, 5, 4)) == (3, 5)       # largest divisor <= 4
 
 
-def test_epoch_order_walks_a_permutation_and_drops_the_partial_batch():
-    draw = bench_vs_trl.epoch_order_draw()
-    pool, rng, d = list(range(51)), random.Random(0), Dist(0, 1, 0, None)
-    epoch = [p for _ in range(6) for p in draw(pool, rng, 8, d)[0]]
-    assert len(epoch) == 48 and len(set(epoch)) == 48                # no repeats in an epoch
-    nxt = draw(pool, rng, 8, d)[0]                                   # a new permutation
-    assert len(nxt) == 8 and len(set(nxt)) == 8
+def test_the_ablation_knobs_reach_grpo_flags():
+    """--ours-prompt-order / --ours-adv-eps become grpo.py's --prompt-order / --adv-eps."""
+    import grpo
+    a = bench_vs_trl.parse_args(["--ours-prompt-order", "epoch", "--ours-adv-eps", "1e-4"])
+    args = grpo.parse_args(bench_vs_trl.grpo_argv(a, "tiny", "runs/x"))
+    assert args.prompt_order == "epoch" and args.adv_eps == 1e-4
+    plain = grpo.parse_args(bench_vs_trl.grpo_argv(bench_vs_trl.parse_args([]), "tiny", "x"))
+    assert plain.prompt_order == "replacement" and plain.adv_eps == 1e-6
 
 
 def test_summarize_means_median_and_last_third():
