@@ -142,15 +142,6 @@ def mfu(n_params: int, tokens: float, seconds: float, peak: float | None) -> flo
     return 6.0 * n_params * tokens / seconds / peak
 
 
-def response_mask(prompt_lens: list[int], response_lens: list[int], length: int):
-    """[B, length-1] 0/1 mask of the response tokens over log-prob positions (position t
-    scores token t+1, so row i's response is positions p_i - 1 .. p_i + r_i - 2)."""
-    import torch
-    t = torch.arange(length - 1).unsqueeze(0)
-    start = torch.tensor(prompt_lens).unsqueeze(1) - 1
-    return ((t >= start) & (t < start + torch.tensor(response_lens).unsqueeze(1))).float()
-
-
 def pad_rows(rows: list[list[int]], pad_id: int):
     """Right-pad token rows -> input_ids, attention_mask [B, L] (L >= 2)."""
     import torch
@@ -467,6 +458,7 @@ def update_phase(policy, optimizer, prompt_ids, comps, adv, pad_id, dev: Device,
     import torch
 
     import grpo
+    import model
     rows = [prompt_ids[i // args.group] + c.token_ids for i, c in enumerate(comps)]
     p_lens = [len(prompt_ids[i // args.group]) for i in range(len(comps))]
     r_lens = [len(c.token_ids) for c in comps]
@@ -476,7 +468,8 @@ def update_phase(policy, optimizer, prompt_ids, comps, adv, pad_id, dev: Device,
     for s in range(0, len(rows), args.micro_batch):
         sl = slice(s, s + args.micro_batch)
         ids, attn = pad_rows(rows[sl], pad_id)
-        mask = response_mask(p_lens[sl], r_lens[sl], ids.shape[1]).to(dev.device)
+        mask = model.response_mask(torch.tensor(p_lens[sl]), torch.tensor(r_lens[sl]),
+                                   ids.shape[1]).to(dev.device)
         a = adv[sl].to(dev.device, torch.float32)[:, None].expand_as(mask)
         logp = policy(ids.to(dev.device), attn.to(dev.device), temperature=args.temperature)
         loss, st = grpo.policy_loss(logp, logp.detach(), a, mask, agg="token-mean",

@@ -68,8 +68,12 @@ def test_mfu_formula():
 
 
 def test_response_mask_positions():
+    # The update phase's mask is model.response_mask, the trainer's.
     # Row 0: prompt of 2, response of 3 -> log-prob positions 1, 2, 3 (they score tokens 2-4).
-    m = gpu_check.response_mask([2, 3], [3, 1], 6)
+    import torch
+
+    import model
+    m = model.response_mask(torch.tensor([2, 3]), torch.tensor([3, 1]), 6)
     assert m.tolist() == [[0, 1, 1, 1, 0], [0, 0, 1, 0, 0]]
 
 
