@@ -1300,12 +1300,13 @@ class Team:
         r.state.setdefault("rl_terms", []).append({k: row[k] for k in REWARD_TERMS if k in row})
         return row
 
-    def evaluate(self, r, when):
+    def evaluate(self, r, when, problems=None):
         a = self.args
-        res = evaluate(self._make(r), r.eval_problems, a, r.d, random.Random(a.seed + 7),
+        problems = r.eval_problems if problems is None else problems
+        res = evaluate(self._make(r), problems, a, r.d, random.Random(a.seed + 7),
                        os.path.join(a.out, f"eval_{when}.jsonl"))
         r.say(f"{when.replace('_', ' ')}: {res}")
-        r.log({"phase": "eval", "when": when, **res})
+        r.log({"phase": "eval", "when": when, "step": r.step, **res})
         r.state[when] = res
         if when == "after_rl":
             rows = r.state.get("rl_terms", [])

@@ -102,9 +102,12 @@ def build_tiny_model(out_dir: str, texts: list[str], seed: int = 0, **sizes) -> 
 
 
 def tiny_corpus() -> list[str]:
-    """Texts the tiny tokenizer is trained on: the built-in prompts and reference answers."""
+    """Texts the tiny tokenizer is trained on: the prompts and reference answers of the
+    built-in problems and of the procedural train split (tasks.py). With the built-in ones
+    alone the procedural answers took up to 123 tokens (> the CPU --max-new-tokens 96); with
+    both, up to 111 and prompts ~15% shorter. Never the test or heldout splits."""
     texts = []
-    for p in data.builtin_problems():
+    for p in data.builtin_problems() + data.task_problems("train"):
         texts.append(data.render_prompt(None, data.coder_messages(p)))
         texts += [data.format_answer(s) for s in p.solutions]
     return texts

@@ -585,7 +585,7 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
     total = max(len(counts), 1)
     return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
-            f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total,
+            f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
             "problems": len(counts), "rates": {pid: c / n for pid, c in counts}}
 
 
@@ -603,6 +603,7 @@ def load_problem_sets(args):
     evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
     if args.max_problems:
         train, evals = train[:args.max_problems], evals[:args.max_problems]
+
     if not train:
         raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
                         "the file's format: data.py's docstring lists the fields per source)")
@@ -610,6 +611,17 @@ def load_problem_sets(args):
         raise UserError(f"--eval-data {args.eval_data}: gave no problems with tests (check the "
                         "file's format, or pass --eval-n 0 to train without evaluation)")
     return train, evals
+
+
+def train_eval_set(train: list, evals: list, n: int) -> list:
+    """The train problems evaluated beside the held-out ones (--train-eval-problems n): n of
+    them spread evenly over the train set (every len/n-th: a generator's families are
+    interleaved or blocked, either way each is represented). n < 0: as many as the eval set
+    when that is a different set, none when train = eval (the figure would be the same)."""
+    if n < 0:
+        n = 0 if evals is train else len(evals)
+    n = min(n, len(train))
+    return [train[i * len(train) // n] for i in range(n)] if n else []
 
 
 def setup_policy(args, d: Dist, value_head: bool = False):
@@ -926,8 +938,10 @@ class Run:
     policy: PolicyLogprobs             # FSDP2-sharded, what the optimizer trains
     engine: object                     # generation (engines.py), synced after each update
     train_problems: list
-    eval_problems: list
+    eval_problems: list                # held out when --eval-data differs from --train-data
     t0: float                          # wall clock at the start
+    train_eval_problems: list = field(default_factory=list)  # --train-eval-problems
+    step: int = 0                      # RL steps done (what an evaluation row is logged at)
     state: dict = field(default_factory=dict)   # trainer_state.json; the summary's source
     curriculum: Curriculum | None = None
     optimizer: torch.optim.Optimizer | None = None   # build() makes these four
@@ -980,9 +994,11 @@ def start(args, name: str, value_head: bool = False) -> Run:
     log = MetricsLog(args.out, d.main, report_to_list(args.report_to), vars(args), name)
     train_p, eval_p = load_problem_sets(args)
     path, tokenizer, policy, engine = setup_policy(args, d, value_head)
-    r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0)
+    r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
+            train_eval_set(train_p, eval_p, args.train_eval_problems))
+    also = f" (+ {len(r.train_eval_problems)} train problems)" if r.train_eval_problems else ""
     r.say(f"model {args.model} ({path}), engine {engine.name}, {d.world} rank(s) on "
-          f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems")
+          f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems{also}")
     return r
 
 
@@ -995,14 +1011,33 @@ def report_to_list(spec: str) -> list[str]:
     return kinds
 
 
-def run_eval(r: Run, when: str) -> dict:
-    """pass@1 / pass@n on the eval problems, printed and logged."""
+def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
+    """pass@1 / pass@n on the eval problems (or `problems`), printed and logged."""
     a = r.args
-    res = evaluate(r.engine, r.tokenizer, r.eval_problems, a, r.d, a.eval_n, a.eval_temperature)
+    problems = r.eval_problems if problems is None else problems
+    res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature)
     n = a.eval_n
     r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}  pass@{n} {res[f'pass@{n}']:.3f}"
           f"  ({res['problems']} problems, {n} samples each, T={a.eval_temperature})")
-    r.log({"phase": "eval", "when": when, **{k: v for k, v in res.items() if k != "rates"}})
+    r.log({"phase": "eval", "when": when, "step": r.step,
+           **{k: v for k, v in res.items() if k != "rates"}})
+    return res
+
+
+def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
+    """Evaluate the held-out set (and, before/after RL, the train sample beside it) and keep
+    the figures in r.state, so in summary.json: pass_at_1_<when>, pass_at_k_<when> (k =
+    --eval-n) and train_pass_at_1_<when>, train_pass_at_k_<when>. Returns the held-out result.
+    """
+    def keep(prefix: str, res: dict) -> None:
+        r.state[f"{prefix}pass_at_1_{when}"] = res["pass@1"]
+        if "k" in res:
+            r.state[f"{prefix}pass_at_k_{when}"] = res[f"pass@{res['k']}"]
+            r.state["eval_k"] = res["k"]
+    res = evaluate_fn(r, when)
+    keep("", res)
+    if r.train_eval_problems and when in ("before_rl", "after_rl"):
+        keep("train_", evaluate_fn(r, f"train_{when}", r.train_eval_problems))
     return res
 
 
@@ -1095,7 +1130,8 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
     method has them (all checkpointed with the policy).
     value_head: the policy carries a value head (PPO's shared critic).
     warm_start(run): before the first evaluation (default: SFT on the reference solutions).
-    evaluate_fn(run, when) -> {"pass@1": ..., ...} ("rates" per problem when it has them).
+    evaluate_fn(run, when, problems=None) -> {"pass@1": ..., ...} on run.eval_problems or
+    `problems` (the train sample); "k" and "pass@k" and "rates" per problem when it has them.
     curricula: the method takes add_curriculum_flags (offline filter, CCCS, hard focus).
     """
     r = start(args, name, value_head)
@@ -1106,9 +1142,7 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
     if ckpt is None:
         warm_start(r)
         if args.eval_n > 0:
-            before = evaluate_fn(r, "before_rl")
-            r.state["pass_at_1_before_rl"] = before["pass@1"]
-            rates = before.get("rates", {})
+            rates = evaluate_into_state(r, evaluate_fn, "before_rl").get("rates", {})
         if args.eval_only:
             return finish(r)
         if curricula:
@@ -1128,6 +1162,7 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
         save_step(r, 0)
     else:
         first = resume(r, ckpt)
+    r.step = first
     bar = progress(range(first, args.steps), name, args.steps, first, enabled=r.d.main)
     for i in bar:
         row = {"phase": "rl", "step": i + 1, **step(r, i), "lr": r.scheduler.get_last_lr()[0],
@@ -1135,9 +1170,13 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
         r.log(row)
         bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
                         pass_rate=f"{row.get('pass_rate', 0):.2f}")
+        r.step = i + 1
+        if args.eval_n > 0 and args.eval_every and r.step % args.eval_every == 0 \
+                and r.step < args.steps:
+            evaluate_fn(r, f"step_{r.step}")   # the held-out curve, in metrics.jsonl
         save_step(r, i + 1)
     if args.eval_n > 0:
-        r.state["pass_at_1_after_rl"] = evaluate_fn(r, "after_rl")["pass@1"]
+        evaluate_into_state(r, evaluate_fn, "after_rl")
     return finish(r)
 
 
@@ -1359,6 +1398,14 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="evaluation temperature (AT-GRPO 0.6)")
     g.add_argument("--eval-only", action="store_true",
                    help="evaluate (after --sft-steps, if any) and stop")
+    g.add_argument("--eval-every", type=COUNT, default=0,
+                   help="also evaluate the held-out set every N RL steps (metrics.jsonl rows "
+                        "phase=eval, when=step_N: the learning curve); 0 = before/after only")
+    g.add_argument("--train-eval-problems", type=int, default=-1,
+                   help="before and after RL also evaluate N train problems, spread over the "
+                        "train set, for the train-split figure beside the held-out one "
+                        "(summary.json train_pass_at_1_*); -1 = as many as the eval set when "
+                        "--eval-data differs from --train-data, 0 = off")
     g = p.add_argument_group("sandbox")
     g.add_argument("--test-timeout", type=POSITIVE, default=2.0, help="seconds per test")
     g.add_argument("--sandbox-workers", type=POSITIVE_INT, default=None,

@@ -476,3 +476,21 @@ def test_prompt_order_epoch_reaches_the_rollouts():
         played.append(samples[0].key[0])
     ids = sorted(p.id for p in problems)
     assert sorted(played[:3]) == ids and sorted(played[3:]) == ids
+
+
+def test_held_out_curve_and_train_figures_reach_metrics_and_summary(tmp_path):
+    """--eval-every logs the held-out curve; a held-out --eval-data adds the train sample's
+    figures (before/after RL) beside the held-out ones in summary.json."""
+    import json
+    out = str(tmp_path / "run")
+    res = _grpo(1, *TINY_RUN, "--train-data", "builtin", "--eval-data", "tasks:test",
+                "--steps", "2", "--eval-every", "1", "--save-every", "0", "--out", out)
+    assert res.returncode == 0, res.stderr[-3000:]
+    evals = [(r["when"], r["step"], r["problems"]) for r in _rows(out) if r["phase"] == "eval"]
+    assert evals == [("before_rl", 0, 6), ("train_before_rl", 0, 6), ("step_1", 1, 6),
+                     ("after_rl", 2, 6), ("train_after_rl", 2, 6)]
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    for key in ("pass_at_1_before_rl", "pass_at_1_after_rl", "pass_at_k_after_rl",
+                "train_pass_at_1_before_rl", "train_pass_at_1_after_rl"):
+        assert 0.0 <= summary[key] <= 1.0, key
+    assert summary["eval_k"] == 1

@@ -325,3 +325,12 @@ def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
     assert trainer.epoch_batch(pool, 8, one, 0, 3) == epoch0[3]          # same (seed, step)
     assert trainer.epoch_batch(pool, 8, one, 1, 3) != epoch0[3]          # another seed
     assert len(trainer.epoch_batch([7, 9], 8, one, 0, 0)) == 8           # small pool: cycled
+
+
+def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
+    train, held = list(range(10)), ["a", "b", "c"]
+    assert trainer.train_eval_set(train, held, -1) == [0, 3, 6]   # as many as the eval set
+    assert trainer.train_eval_set(train, train, -1) == []         # train = eval: nothing new
+    assert trainer.train_eval_set(train, held, 0) == []
+    assert trainer.train_eval_set(train, held, 5) == [0, 2, 4, 6, 8]
+    assert trainer.train_eval_set(train, held, 50) == train       # capped at the train set
