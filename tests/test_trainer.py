@@ -328,9 +328,13 @@ def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
 
 
 def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
-    train, held = list(range(10)), ["a", "b", "c"]
-    assert trainer.train_eval_set(train, held, -1) == [0, 3, 6]   # as many as the eval set
+    train, held = list(range(960)), list(range(96))
+    sample = trainer.train_eval_set(train, held, -1)              # as many as the eval set
+    assert len(set(sample)) == 96 and sample == sorted(sample)
+    assert sample == trainer.train_eval_set(train, held, -1)      # the same every run
+    # Interleaved families (problem i is family i % 6): every family is represented, which
+    # a stride of len/n (every 10th: families 0, 2, 4 only) would not give.
+    assert {i % 6 for i in sample} == set(range(6))
     assert trainer.train_eval_set(train, train, -1) == []         # train = eval: nothing new
     assert trainer.train_eval_set(train, held, 0) == []
-    assert trainer.train_eval_set(train, held, 5) == [0, 2, 4, 6, 8]
-    assert trainer.train_eval_set(train, held, 50) == train       # capped at the train set
+    assert trainer.train_eval_set(train[:50], held, -1) == train[:50]   # capped at the train set
