@@ -367,19 +367,24 @@ def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
             continue
         assert all(a.train_data == "tasks:train" and a.eval_data == "tasks:test"
                    for a in parsed.values())
-        assert parsed["grpo-no-rl"].steps == 0 and parsed["agents-no-rl"].steps == 0
+        warm = parsed.pop("warm")
+        assert warm.steps == 0 and warm.save_every and warm.sft_steps > 0
+        assert parsed["agents-no-rl"].steps == 0
         assert parsed["ppo-fgo"].fgo and not parsed["ppo"].fgo
         assert parsed["grpo-cccs"].curriculum == parsed["ppo-cccs"].curriculum == "cccs"
+        assert parsed["drive-hard-focus"].hard_focus and not parsed["grpo"].hard_focus
         assert (parsed["agents-shared"].policy, parsed["agents-per-role"].policy) == (
             "shared", "per-role")
-        # DRIVE: both arms start from stage 1's last checkpoint, which stage 1 saves
-        s1, s2, cont = parsed["drive-stage1"], parsed["drive-stage2"], parsed[
-            "drive-stage1-continued"]
-        ckpt = os.path.join(out, "cells", "drive-stage1", "seed2", f"step_{s1.steps}")
-        assert s1.save_every and s1.steps % s1.save_every == 0
-        assert s2.model == cont.model == ckpt and s2.sft_steps == cont.sft_steps == 0
-        assert s2.hard_focus and not cont.hard_focus and s2.steps == cont.steps
-        assert s2.group_size == cont.group_size and s2.prompts_per_step == cont.prompts_per_step
+        # Every RL row of the single-agent methods starts from this seed's warm start, with
+        # the same rollout budget and learning rate: the comparison is at equal budget.
+        ckpt = os.path.join(out, "cells", "warm", "seed2", "step_0")
+        rl = [a for n, a in parsed.items() if not n.startswith("agents")]
+        assert all(a.model == ckpt and a.sft_steps == 0 for a in rl)
+        assert len({(a.steps, a.prompts_per_step, a.group_size, a.lr, a.max_new_tokens)
+                    for a in rl}) == 1
+        configs = {c["name"]: c for c in grid}
+        assert all(configs[n].get("after") == ["warm"] for n in parsed if n in configs
+                   and not n.startswith("agents"))
 
 
 def test_module_docstring_names_the_issue16_command():
