@@ -568,6 +568,22 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
+def hardest_quarter(problems, rates: Mapping, n: int) -> dict:
+    """pass@1 / pass@n on the quarter of `problems` with the highest difficulty score
+    (tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations; ties keep the
+    given order), from the per-problem solved shares of n samples. DRIVE's claim is about this
+    tail. {} when a problem has no score (other data sets) or none was evaluated."""
+    scored = [p for p in problems if p.id in rates]
+    if not scored or any("score" not in p.metadata for p in scored):
+        return {}
+    hard = sorted(scored, key=lambda p: -p.metadata["score"])[:max(1, len(scored) // 4)]
+    counts = [round(rates[p.id] * n) for p in hard]
+    return {"pass@1_hardest_quarter": sum(counts) / (n * len(hard)),
+            f"pass@{n}_hardest_quarter": sum(pass_at_k(n, c, n) for c in counts) / len(hard),
+            "hardest_quarter_problems": len(hard),
+            "hardest_quarter_min_score": hard[-1].metadata["score"]}
+
+
 def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
 
@@ -584,9 +600,10 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
     total = max(len(counts), 1)
+    rates = {pid: c / n for pid, c in counts}
     return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
             f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
-            "problems": len(counts), "rates": {pid: c / n for pid, c in counts}}
+            "problems": len(counts), **hardest_quarter(problems, rates, n), "rates": rates}
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -1028,13 +1045,17 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
 def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
     """Evaluate the held-out set (and, before/after RL, the train sample beside it) and keep
     the figures in r.state, so in summary.json: pass_at_1_<when>, pass_at_k_<when> (k =
-    --eval-n) and train_pass_at_1_<when>, train_pass_at_k_<when>. Returns the held-out result.
+    --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when> (the hardest quarter, tasks.py)
+    and the same with a train_ prefix. Returns the held-out result.
     """
     def keep(prefix: str, res: dict) -> None:
         r.state[f"{prefix}pass_at_1_{when}"] = res["pass@1"]
         if "k" in res:
             r.state[f"{prefix}pass_at_k_{when}"] = res[f"pass@{res['k']}"]
             r.state["eval_k"] = res["k"]
+        if "pass@1_hardest_quarter" in res:     # DRIVE's tail (tasks.py problems only)
+            r.state[f"{prefix}hard_pass_at_1_{when}"] = res["pass@1_hardest_quarter"]
+            r.state[f"{prefix}hard_pass_at_k_{when}"] = res[f"pass@{res['k']}_hardest_quarter"]
     res = evaluate_fn(r, when)
     keep("", res)
     if r.train_eval_problems and when in ("before_rl", "after_rl"):

@@ -491,6 +491,7 @@ def test_held_out_curve_and_train_figures_reach_metrics_and_summary(tmp_path):
                      ("after_rl", 2, 6), ("train_after_rl", 2, 6)]
     summary = json.load(open(os.path.join(out, "summary.json")))
     for key in ("pass_at_1_before_rl", "pass_at_1_after_rl", "pass_at_k_after_rl",
-                "train_pass_at_1_before_rl", "train_pass_at_1_after_rl"):
+                "train_pass_at_1_before_rl", "train_pass_at_1_after_rl",
+                "hard_pass_at_1_after_rl", "hard_pass_at_k_before_rl"):
         assert 0.0 <= summary[key] <= 1.0, key
     assert summary["eval_k"] == 1

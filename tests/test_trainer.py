@@ -338,3 +338,16 @@ def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
     assert trainer.train_eval_set(train, train, -1) == []         # train = eval: nothing new
     assert trainer.train_eval_set(train, held, 0) == []
     assert trainer.train_eval_set(train[:50], held, -1) == train[:50]   # capped at the train set
+
+
+def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
+    probs = [_problem(f"p{i}") for i in range(8)]
+    for p, score in zip(probs, [3, 40, 10, 25, 7, 30, 5, 12]):
+        p.metadata["score"] = score
+    rates = {"p0": 1.0, "p1": 0.0, "p2": 1.0, "p3": 0.5, "p4": 1.0, "p5": 0.25, "p6": 1.0,
+             "p7": 1.0}
+    out = trainer.hardest_quarter(probs, rates, 4)
+    # the 2 hardest: p1 (40, 0 of 4) and p5 (30, 1 of 4)
+    assert out["pass@1_hardest_quarter"] == 1 / 8 and out["pass@4_hardest_quarter"] == 0.5
+    assert (out["hardest_quarter_problems"], out["hardest_quarter_min_score"]) == (2, 30)
+    assert trainer.hardest_quarter([_problem("x")], {"x": 1.0}, 4) == {}   # no score: none
