@@ -4,6 +4,7 @@ protocol on its own (padding batches, separate critic), score."""
 import argparse
 import io
 import json
+import os
 import sys
 import types
 
@@ -351,3 +352,14 @@ def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
     assert out["pass@1_hardest_quarter"] == 1 / 8 and out["pass@4_hardest_quarter"] == 0.5
     assert (out["hardest_quarter_problems"], out["hardest_quarter_min_score"]) == (2, 30)
     assert trainer.hardest_quarter([_problem("x")], {"x": 1.0}, 4) == {}   # no score: none
+
+
+def test_bench_update_runs_and_reports_every_size():
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "bench/bench_update.py", "--steps", "2", "--batch", "4",
+                          "--sizes", "4,2", "--problems", "8"], capture_output=True, text=True,
+                         cwd=root, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = [x for x in res.stdout.splitlines() if x.startswith("micro-batch")]
+    assert len(lines) == 2 and "1.00x micro-batch 4" in lines[0]
