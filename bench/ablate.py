@@ -305,19 +305,22 @@ def record_failure(cell: Cell, rc, reason: str) -> None:
 
 
 def stop(procs: list[subprocess.Popen], grace: float = 10.0) -> None:
-    """SIGTERM each process group, SIGKILL what is left after `grace` seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    """SIGTERM each cell's process group, wait up to `grace` seconds for the trainers, then
+    SIGKILL the groups: also when a trainer exited at once, since its sandbox workers or
+    engine processes may outlive it (they are in its group, and may handle SIGTERM)."""
+    def signal_groups(sig) -> None:
         for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    pass
-        deadline = time.time() + grace
-        while any(p.poll() is None for p in procs) and time.time() < deadline:
-            time.sleep(0.1)
-        if all(p.poll() is not None for p in procs):
-            return
+            try:
+                os.killpg(p.pid, sig)   # the group outlives its leader while members remain
+            except ProcessLookupError:
+                pass
+    signal_groups(signal.SIGTERM)
+    deadline = time.time() + grace
+    while any(p.poll() is None for p in procs) and time.time() < deadline:
+        time.sleep(0.1)
+    signal_groups(signal.SIGKILL)
+    for p in procs:
+        p.wait()
 
 
 def run_cells(todo: list[Cell], done: set, jobs: int, python: str, workdir: str) -> dict:

@@ -280,24 +280,38 @@ def test_ctrl_c_stops_the_running_cells(env):
             assert time.time() < deadline and proc.poll() is None, "the cell did not start"
             time.sleep(0.05)
         pids = json.loads(hang.read_text())
+        # (pid, start time): pids wrap quickly on a busy machine, so "alive" must mean the
+        # same process, not another one that got the number since.
+        pids = [(pid, start_time(pid)) for pid in pids]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130
     finally:
         if proc.poll() is None:
             proc.kill()
-    for pid in pids:           # the trainer and its child are gone (or zombies awaiting init)
+    for pid, started in pids:  # the trainer and its child are gone (or zombies awaiting init)
         deadline = time.time() + 20
-        while alive(pid) and time.time() < deadline:
+        while alive(pid, started) and time.time() < deadline:
             time.sleep(0.05)
-        assert not alive(pid), pid
+        assert not alive(pid, started), pid
     assert (env.tmp / "out" / "ablation.md").exists()
     assert env.report("out")["slow"]["seeds_done"] == 0
 
 
-def alive(pid: int) -> bool:
+def start_time(pid: int):
+    """Field 22 of /proc/PID/stat (clock ticks since boot); None when there is no such pid."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+def alive(pid: int, started=None) -> bool:
+    """A running (not zombie) process with this pid and, when given, this start time."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+            return fields[0] != "Z" and (started is None or fields[19] == started)
     except OSError:
         return False
 
