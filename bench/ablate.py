@@ -475,13 +475,19 @@ def config_report(cfg: dict, out: str) -> dict:
              for k in keys}
     xs = sorted({x for c in curves for x in c})
     at = [[c[x] for c in curves if x in c] for x in xs]
+    # The same curve as each seed's change since its own first point: the seeds' warm starts
+    # differ by more than RL moves them, so an absolute band hides the effect.
+    gains = [{x: c[x] - c[min(c)] for x in c} for c in curves if c]
+    at_gain = [[g[x] for g in gains if x in g] for x in xs]
     return {"name": cfg["name"], "group": cfg["group"], "command": display_command(cfg),
             "seeds": cfg["seeds"], "seeds_done": len(per_seed), "failed": failed,
             "k": ks.pop() if len(ks) == 1 else None, "metrics": cfg["metrics"],
             "per_seed": per_seed, "stats": stats,
             "curve": {"step": xs, "mean": [statistics.fmean(v) for v in at],
                       "min": [min(v) for v in at], "max": [max(v) for v in at],
-                      "seeds": [len(v) for v in at]}}
+                      "seeds": [len(v) for v in at]},
+            "gain_curve": {"step": xs, "mean": [statistics.fmean(v) for v in at_gain],
+                           "min": [min(v) for v in at_gain], "max": [max(v) for v in at_gain]}}
 
 
 def fmt(stat: dict, signed: bool = False, digits: int = 3) -> str:
@@ -527,7 +533,8 @@ def markdown(reports: list[dict], title: str) -> str:
 
 
 def picture(reports: list[dict], path: str) -> bool:
-    """ablation.png: a panel per group, a line per config (mean over seeds), min-max band."""
+    """ablation.png: a panel per group, a line per config: held-out pass@1 gain since the
+    seed's own step 0 (mean over seeds), min-max band over the seeds."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -542,8 +549,8 @@ def picture(reports: list[dict], path: str) -> bool:
     fig, axes = plt.subplots(nrow, ncol, figsize=(5 * ncol, 3.6 * nrow), squeeze=False)
     for ax, group in zip(axes.flat, groups):
         for r in (r for r in reports if r["group"] == group):
-            c = r["curve"]
-            if not c["step"]:
+            c = r["gain_curve"]
+            if len(c["step"]) < 2:      # a warm start alone has no curve
                 continue
             line, = ax.plot(c["step"], c["mean"], marker="o", ms=3,
                             label=f"{r['name']} ({r['seeds_done']} seed"
@@ -551,7 +558,8 @@ def picture(reports: list[dict], path: str) -> bool:
             ax.fill_between(c["step"], c["min"], c["max"], color=line.get_color(), alpha=0.2)
         ax.set_title(group)
         ax.set_xlabel("RL step")
-        ax.set_ylabel("held-out pass@1")
+        ax.set_ylabel("held-out pass@1 gain since step 0")
+        ax.axhline(0.0, color="grey", lw=0.6)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
         else:

@@ -153,6 +153,11 @@ def test_report_numbers_match_hand_worked(env):
     assert c["step"] == [0, 2, 4]
     assert c["mean"] == pytest.approx([0.12, (0.12 + 0.37) / 2, 0.37])
     assert c["min"][2] == pytest.approx(0.30) and c["max"][2] == pytest.approx(0.46)
+    # the picture's curve: each seed's change since its own step 0 (gains .20, .23, .32)
+    g = r["a"]["gain_curve"]
+    assert g["step"] == [0, 2, 4] and g["mean"][0] == pytest.approx(0.0)
+    assert g["mean"][2] == pytest.approx(0.25)
+    assert g["min"][2] == pytest.approx(0.20) and g["max"][2] == pytest.approx(0.32)
     md = env.md("out")
     row = next(x for x in md.splitlines() if x.startswith("| G | a |"))
     assert "| 3/3 |" in row and "0.120 ± 0.020" in row and "0.370 ± 0.082" in row
