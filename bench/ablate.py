@@ -543,7 +543,12 @@ def picture(reports: list[dict], path: str) -> bool:
         say("matplotlib is not installed (pip install -r requirements-bench.txt): "
             "no ablation.png")
         return False
-    groups = list(dict.fromkeys(r["group"] for r in reports))
+    # Groups with a curve (>= 2 points): a warm start alone is a number, not a line.
+    groups = list(dict.fromkeys(r["group"] for r in reports
+                                if len(r["gain_curve"]["step"]) >= 2 or not r["seeds_done"]))
+    if not groups:
+        say("no configuration has a learning curve yet: no ablation.png")
+        return False
     ncol = min(3, len(groups))
     nrow = math.ceil(len(groups) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(5 * ncol, 3.6 * nrow), squeeze=False)
