@@ -568,16 +568,16 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
-def hardest_quarter(problems, rates: Mapping, n: int) -> dict:
+def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
     """pass@1 / pass@n on the quarter of `problems` with the highest difficulty score
     (tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations; ties keep the
-    given order), from the per-problem solved shares of n samples. DRIVE's claim is about this
-    tail. {} when a problem has no score (other data sets) or none was evaluated."""
-    scored = [p for p in problems if p.id in rates]
+    given order), from solved = {problem id: samples of n that passed}. DRIVE's claim is about
+    this tail. {} when a problem has no score (other data sets) or none was evaluated."""
+    scored = [p for p in problems if p.id in solved]
     if not scored or any("score" not in p.metadata for p in scored):
         return {}
     hard = sorted(scored, key=lambda p: -p.metadata["score"])[:max(1, len(scored) // 4)]
-    counts = [round(rates[p.id] * n) for p in hard]
+    counts = [solved[p.id] for p in hard]
     return {"pass@1_hardest_quarter": sum(counts) / (n * len(hard)),
             f"pass@{n}_hardest_quarter": sum(pass_at_k(n, c, n) for c in counts) / len(hard),
             "hardest_quarter_problems": len(hard),
@@ -600,10 +600,10 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
     total = max(len(counts), 1)
-    rates = {pid: c / n for pid, c in counts}
     return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
             f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
-            "problems": len(counts), **hardest_quarter(problems, rates, n), "rates": rates}
+            "problems": len(counts), **hardest_quarter(problems, dict(counts), n),
+            "rates": {pid: c / n for pid, c in counts}}
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -620,7 +620,6 @@ def load_problem_sets(args):
     evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
     if args.max_problems:
         train, evals = train[:args.max_problems], evals[:args.max_problems]
-
     if not train:
         raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
                         "the file's format: data.py's docstring lists the fields per source)")
@@ -1405,7 +1404,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--micro-batch", type=POSITIVE_INT, default=8,
                    help="sequences per forward/backward (gradient accumulation; the step's sum "
                         "does not depend on it). Sorted by length, so smaller means less "
-                        "padding: on CPU an SFT step of 32 took 0.55x the CPU time with 8 as "
+                        "padding: on CPU an SFT step of 32 took 0.58x the CPU time with 8 as "
                         "with 32, the same with 4 (bench/bench_update.py)")
     g.add_argument("--grad-checkpointing", action="store_true",
                    help="recompute activations in backward")
@@ -1427,8 +1426,8 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="also evaluate the held-out set every N RL steps (metrics.jsonl rows "
                         "phase=eval, when=step_N: the learning curve); 0 = before/after only")
     g.add_argument("--train-eval-problems", type=int, default=-1,
-                   help="before and after RL also evaluate N train problems, spread over the "
-                        "train set, for the train-split figure beside the held-out one "
+                   help="before and after RL also evaluate N train problems (a fixed random "
+                        "sample), for the train-split figure beside the held-out one "
                         "(summary.json train_pass_at_1_*); -1 = as many as the eval set when "
                         "--eval-data differs from --train-data, 0 = off")
     g = p.add_argument_group("sandbox")

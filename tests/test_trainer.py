@@ -345,13 +345,12 @@ def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
     probs = [_problem(f"p{i}") for i in range(8)]
     for p, score in zip(probs, [3, 40, 10, 25, 7, 30, 5, 12]):
         p.metadata["score"] = score
-    rates = {"p0": 1.0, "p1": 0.0, "p2": 1.0, "p3": 0.5, "p4": 1.0, "p5": 0.25, "p6": 1.0,
-             "p7": 1.0}
-    out = trainer.hardest_quarter(probs, rates, 4)
+    solved = {"p0": 4, "p1": 0, "p2": 4, "p3": 2, "p4": 4, "p5": 1, "p6": 4, "p7": 4}
+    out = trainer.hardest_quarter(probs, solved, 4)
     # the 2 hardest: p1 (40, 0 of 4) and p5 (30, 1 of 4)
     assert out["pass@1_hardest_quarter"] == 1 / 8 and out["pass@4_hardest_quarter"] == 0.5
     assert (out["hardest_quarter_problems"], out["hardest_quarter_min_score"]) == (2, 30)
-    assert trainer.hardest_quarter([_problem("x")], {"x": 1.0}, 4) == {}   # no score: none
+    assert trainer.hardest_quarter([_problem("x")], {"x": 4}, 4) == {}   # no score: none
 
 
 def test_bench_update_runs_and_reports_every_size():
