@@ -473,21 +473,25 @@ def config_report(cfg: dict, out: str) -> dict:
     keys = [k for k, _ in STANDARD] + cfg["metrics"]
     stats = {k: mean_std([v[k] for v in per_seed.values() if v.get(k) is not None])
              for k in keys}
-    xs = sorted({x for c in curves for x in c})
-    at = [[c[x] for c in curves if x in c] for x in xs]
-    # The same curve as each seed's change since its own first point: the seeds' warm starts
-    # differ by more than RL moves them, so an absolute band hides the effect.
+    # The gain curve: each seed's change since its own first point (the seeds' warm starts
+    # differ by more than RL moves them, so an absolute band hides the effect).
     gains = [{x: c[x] - c[min(c)] for x in c} for c in curves if c]
-    at_gain = [[g[x] for g in gains if x in g] for x in xs]
     return {"name": cfg["name"], "group": cfg["group"], "command": display_command(cfg),
             "seeds": cfg["seeds"], "seeds_done": len(per_seed), "failed": failed,
             "k": ks.pop() if len(ks) == 1 else None, "metrics": cfg["metrics"],
             "per_seed": per_seed, "stats": stats,
-            "curve": {"step": xs, "mean": [statistics.fmean(v) for v in at],
-                      "min": [min(v) for v in at], "max": [max(v) for v in at],
-                      "seeds": [len(v) for v in at]},
-            "gain_curve": {"step": xs, "mean": [statistics.fmean(v) for v in at_gain],
-                           "min": [min(v) for v in at_gain], "max": [max(v) for v in at_gain]}}
+            "curve": band(curves), "gain_curve": {k: v for k, v in band(gains).items()
+                                                  if k != "seeds"}}
+
+
+def band(curves: list[dict]) -> dict:
+    """Per-seed curves {step: value} -> {"step", "mean", "min", "max", "seeds"} over the
+    union of their steps (each point over the seeds that have it)."""
+    xs = sorted({x for c in curves for x in c})
+    at = [[c[x] for c in curves if x in c] for x in xs]
+    return {"step": xs, "mean": [statistics.fmean(v) for v in at],
+            "min": [min(v) for v in at], "max": [max(v) for v in at],
+            "seeds": [len(v) for v in at]}
 
 
 def fmt(stat: dict, signed: bool = False, digits: int = 3) -> str:
