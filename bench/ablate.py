@@ -25,9 +25,10 @@ Each cell (config, seed) runs, from --workdir (default: the repository root),
 
     OMP_NUM_THREADS=1 python <cmd...> --seed S --out <OUT>/cells/<name>/seed<S>
 
-with stdout and stderr in <cell>/log.txt, --jobs cells at a time. Ctrl-C stops the running
-cells (SIGTERM to each cell's process group, SIGKILL after 10 s), writes the report of what had
-finished and exits 130.
+with stdout and stderr in <cell>/log.txt, --jobs cells at a time. Ctrl-C or SIGTERM (`kill PID`)
+stops the running cells (SIGTERM to each cell's process group, SIGKILL after 10 s), writes the
+report of what had finished and exits 130. (SIGINT is re-armed at start: a job started with `&`
+from a script inherits it ignored, and `kill -INT` would do nothing.)
 
 Resume: a cell is finished when its summary.json exists, it has no failed.json, and its
 cmd.json (written when it starts) holds the same command (cmd with {seed}/{out} filled in, plus
@@ -656,6 +657,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def interrupt(signum, frame):
+    """SIGTERM handler: stop the grid the way Ctrl-C does (run_cells stops the cells)."""
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     try:
@@ -683,11 +689,16 @@ def main(argv=None) -> int:
     if not a.report_only:
         say(f"{len(cells)} cells, {len(cells) - len(todo)} finished, {len(todo)} to run, "
             f"--jobs {a.jobs}; results in {out}")
+        handlers = (signal.signal(signal.SIGINT, signal.default_int_handler),
+                    signal.signal(signal.SIGTERM, interrupt))
         try:
             status = run_cells(todo, done, a.jobs, a.python, os.path.abspath(a.workdir))
             rc = 1 if "failed" in status.values() else 0
         except KeyboardInterrupt:
             rc = 130
+        finally:  # main() is also called in-process (the tests): put the old handlers back
+            signal.signal(signal.SIGINT, handlers[0])
+            signal.signal(signal.SIGTERM, handlers[1])
     write_report(configs, out, title)
     return rc
 

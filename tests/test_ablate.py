@@ -9,6 +9,7 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -406,3 +407,30 @@ def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
 def test_module_docstring_names_the_issue16_command():
     doc = textwrap.dedent(ablate.__doc__)
     assert "bench/ablate.py --grid issue16" in doc and "Resume:" in doc
+
+
+def test_sigterm_stops_the_grid_like_ctrl_c(env, monkeypatch):
+    """`kill PID` (SIGTERM) on the runner: the same stop as Ctrl-C (cells' process groups
+    stopped, report written, exit 130), and the runner's own handlers are put back after.
+    The signal is sent to this process by the runner's first wait after the cell is up."""
+    hang = env.tmp / "pids.json"
+    grid = env.grid([{"name": "slow", "group": "G", "cmd": env.cmd("--hang", str(hang)),
+                      "seeds": [0]}])
+    real_sleep, pids = time.sleep, []
+
+    def sleep(seconds):
+        if hang.exists() and not pids:
+            pids.extend((pid, start_time(pid)) for pid in json.loads(hang.read_text()))
+            os.kill(os.getpid(), signal.SIGTERM)
+        real_sleep(seconds)
+    monkeypatch.setattr(ablate.time, "sleep", sleep)
+    before = signal.getsignal(signal.SIGTERM)
+    assert env.main(grid, "out") == 130
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert len(pids) == 2
+    for pid, started in pids:
+        deadline = time.time() + 30
+        while alive(pid, started) and time.time() < deadline:
+            real_sleep(0.05)
+        assert not alive(pid, started), pid
+    assert env.report("out")["slow"]["seeds_done"] == 0
