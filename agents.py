@@ -997,7 +997,10 @@ PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
     # 2 turns: the fewest in which each role answers the other (module docstring).
     # The HF engine: the figures in .notes/agents.md were measured with it, and two vLLM
     # engines in one process (per-role) are untested.
-    "cpu": dict(steps=10, prompts_per_step=4, group_size=2, sft_steps=250, sft_batch=16,
+    # The built-in set and lr 1.5e-4, not the testbed defaults of trainer.py: 250 role SFT
+    # steps stop before the 300-400 at which the tiny model learns the testbed's copy skill.
+    "cpu": dict(train_data="builtin", eval_data="builtin", lr=1.5e-4, steps=10,
+                prompts_per_step=4, group_size=2, sft_steps=250, sft_batch=16,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
                 max_turns=2, micro_batch=16, engine="hf"),
     # AT-GRPO's reported settings at 1.7B (methods.md section 4); 5 turns as the public configs.

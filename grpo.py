@@ -288,7 +288,7 @@ PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS,
 def build_parser() -> argparse.ArgumentParser:
     p = trainer.new_parser(
         "grpo.py", "GRPO on code problems with sandbox rewards. CPU default: tiny model, "
-                   "built-in problems, SFT warm start, then GRPO; prints pass@1 before and "
+                   "procedural train problems, SFT warm start, then GRPO; prints pass@1 before and "
                    "after RL. Launch on GPUs with torchrun --nproc_per_node N grpo.py "
                    "--preset gpu.")
     trainer.add_common_flags(p, "grpo")

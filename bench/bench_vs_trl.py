@@ -89,8 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "runs/sft200-s0/step_0); default: make one with grpo.py --steps 0")
     g.add_argument("--sft-steps", type=int, default=200,
                    help="SFT steps of the warm start made when --model is not given")
+    g.add_argument("--train-data", default="builtin",
+                   help="grpo.py --train-data of the warm start and both runs (the figures "
+                        "so far: the 51 built-in problems; tasks:train for the testbed)")
+    g.add_argument("--eval-data", default="builtin",
+                   help="grpo.py --eval-data of the before/after evaluation (builtin: the "
+                        "training problems; tasks:test: held-out instances)")
     g.add_argument("--max-problems", type=int, default=0,
-                   help="first N built-in problems for training and evaluation (0 = all 51)")
+                   help="first N problems of each set for training and evaluation (0 = all)")
     g = p.add_argument_group("the RL run (the same for both)")
     g.add_argument("--steps", type=int, default=130, help="optimizer steps of each framework")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step P")
@@ -151,7 +157,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def grpo_argv(a: argparse.Namespace, model: str, out: str) -> list[str]:
     """The grpo.py flags of one RL run: both frameworks read the same namespace."""
-    argv = ["--model", model, "--sft-steps", "0", "--steps", str(a.steps),
+    argv = ["--model", model, "--train-data", a.train_data, "--eval-data", a.eval_data,
+            "--sft-steps", "0", "--steps", str(a.steps),
             "--prompts-per-step", str(a.prompts_per_step), "--group-size", str(a.group_size),
             "--lr", str(a.lr), "--warmup-steps", str(a.warmup_steps), "--min-lr-ratio", "1.0",
             "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
@@ -374,7 +381,9 @@ def warm_start(a: argparse.Namespace) -> str:
     out = os.path.join(a.out, "warm")
     ckpt = os.path.join(out, "step_0")
     if not os.path.exists(os.path.join(ckpt, "config.json")):
-        run_command([sys.executable, "grpo.py", "--steps", "0", "--save-every", "1000",
+        run_command([sys.executable, "grpo.py", "--train-data", a.train_data,
+                     "--eval-data", a.eval_data, "--max-new-tokens", str(a.max_new_tokens),
+                     "--steps", "0", "--save-every", "1000",
                      "--sft-steps", str(a.sft_steps), "--eval-n", "0", "--seed", str(a.seed),
                      "--max-problems", str(a.max_problems), "--engine", "hf",
                      "--cpu-threads", str(a.cpu_threads), "--out", out], "warm start")

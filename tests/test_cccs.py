@@ -212,6 +212,7 @@ def test_schedule_state_keeps_integer_ids():
 def _grpo(out, *extra):
     cmd = [sys.executable, os.path.join(ROOT, "grpo.py"), "--curriculum", "cccs", "--cccs-loops",
            "--cccs-span", "1000", "--cccs-threshold", "1", "--save-every", "1",
+           "--train-data", "builtin", "--eval-data", "builtin",  # 6 problems, <= 3 stages
            "--max-problems", "6", "--sft-steps", "2", "--group-size", "2",
            "--prompts-per-step", "4", "--eval-n", "1", "--max-new-tokens", "24",
            "--sandbox-workers", "1", "--engine", "hf", "--out", str(out), *extra]

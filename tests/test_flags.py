@@ -7,6 +7,8 @@ a hidden dependency of the shared code on one method.
 """
 import argparse
 import ast
+import contextlib
+import io
 import os
 
 import pytest
@@ -89,3 +91,17 @@ def test_ppo_help_no_longer_says_curricula_do_not_apply():
     text = ppo_fgo.build_parser().format_help()
     assert "--hard-focus" in text and "--offline-filter" in text
     assert "do not apply" not in text
+
+
+def test_help_shows_the_defaults_of_the_preset_it_is_given_with():
+    """--help is answered by the full parse, after the preset's settings became the defaults:
+    agents.py's CPU preset trains on the built-in set, grpo.py's CPU default on the testbed,
+    and `--preset gpu --help` shows the GPU model."""
+    def help_of(module, *argv):
+        with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            module.parse_args([*argv, "--help"])
+        return " ".join(out.getvalue().split())
+    assert "(default: tasks:train)" in help_of(grpo)
+    assert "(default: builtin)" in help_of(agents)
+    assert "(default: Qwen/Qwen3-1.7B)" in help_of(grpo, "--preset", "gpu")
+    assert "(default: tiny)" in help_of(grpo, "--preset=cpu")
