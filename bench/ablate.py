@@ -36,6 +36,8 @@ cmd.json (written when it starts) holds the same command (cmd with {seed}/{out} 
 cell (never started, interrupted, failed, or its command edited since) is run again from
 scratch: its folder is emptied first. A cell that exits non-zero (or with no summary.json) gets
 <cell>/failed.json (rc and the last line of its log); the grid goes on, and the report lists it.
+cmd.json also records the git commit of --workdir; it is not compared (the code may move on
+under a finished cell), but ablation.md says which commits the cells ran at.
 
 The report (<OUT>/ablation.json, ablation.md, ablation.png) is written at the end of every run
 and by --report-only, from the finished cells only:
@@ -283,13 +285,31 @@ def say(msg: str) -> None:
     print(f"[ablate] {msg}", flush=True)
 
 
+def code_version(workdir: str) -> str | None:
+    """The git commit the cell's code is at ("+dirty" with uncommitted changes to tracked
+    files), None outside a git checkout. Recorded, not compared: a finished cell stays
+    finished when the code moves on, so the report says which commits its cells ran at
+    (a changed code default is not in the command)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", workdir, *args], capture_output=True, text=True,
+                              timeout=30)
+    try:
+        head = git("rev-parse", "--short=12", "HEAD")
+        if head.returncode != 0:
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
 def start_cell(cell: Cell, python: str, workdir: str) -> tuple[subprocess.Popen, float]:
     """Empty the cell's folder, record its command, start it in its own process group."""
     shutil.rmtree(cell.dir, ignore_errors=True)
     os.makedirs(cell.dir)
     with open(os.path.join(cell.dir, "cmd.json"), "w") as f:
-        json.dump({"cmd": cell.cmd, "argv": [python, *cell.argv], "workdir": workdir}, f,
-                  indent=2)
+        json.dump({"cmd": cell.cmd, "argv": [python, *cell.argv], "workdir": workdir,
+                   "commit": code_version(workdir)}, f, indent=2)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with open(os.path.join(cell.dir, "log.txt"), "wb") as log:
         # its own session: a trainer's sandbox workers and engine are stopped with it
@@ -460,11 +480,12 @@ def cell_numbers(cell_dir: str, cfg: dict) -> dict:
 
 def config_report(cfg: dict, out: str) -> dict:
     """Per seed: status and numbers; per key: mean/std over the finished seeds; the curve."""
-    per_seed, failed, curves, ks = {}, [], [], set()
+    per_seed, failed, curves, ks, commits = {}, [], [], set(), {}
     for cell in cells_of([cfg], out):
         if is_finished(cell):
             nums = cell_numbers(cell.dir, cfg)
             per_seed[str(cell.seed)] = nums["values"]
+            commits[str(cell.seed)] = read_json(os.path.join(cell.dir, "cmd.json")).get("commit")
             curves.append(nums["curve"])
             ks.add(nums["k"])
             continue
@@ -480,7 +501,7 @@ def config_report(cfg: dict, out: str) -> dict:
     return {"name": cfg["name"], "group": cfg["group"], "command": display_command(cfg),
             "seeds": cfg["seeds"], "seeds_done": len(per_seed), "failed": failed,
             "k": ks.pop() if len(ks) == 1 else None, "metrics": cfg["metrics"],
-            "per_seed": per_seed, "stats": stats,
+            "per_seed": per_seed, "stats": stats, "commits": commits,
             "curve": band(curves), "gain_curve": {k: v for k, v in band(gains).items()
                                                   if k != "seeds"}}
 
@@ -530,11 +551,27 @@ def markdown(reports: list[dict], title: str) -> str:
         row += [fmt(r["stats"][m]) if m in r["stats"] else "" for m in extra]
         row.append("`" + r["command"].replace("|", "\\|") + "`")
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", code_line(reports)]
     failures = [(r["name"], f) for r in reports for f in r["failed"]]
     if failures:
         lines += ["", "Failed cells (not in the numbers above):", ""]
         lines += [f"- {n} seed {f['seed']}: rc {f['rc']}: `{f['last_line']}`" for n, f in failures]
     return "\n".join(lines) + "\n"
+
+
+def code_line(reports: list[dict]) -> str:
+    """Which commits the finished cells ran at: one, or each commit with its cells (a code
+    default may differ between them even where the commands are the same)."""
+    at: dict[str, list[str]] = {}
+    for r in reports:
+        for seed, commit in r["commits"].items():
+            at.setdefault(commit or "unknown", []).append(f"{r['name']} seed {seed}")
+    if not at:
+        return "Code: no finished cell."
+    if len(at) == 1:
+        return f"Code: every finished cell ran at commit {next(iter(at))}."
+    return "Code: the cells ran at different commits (code defaults may differ): " + "; ".join(
+        f"{c}: {', '.join(cells)}" for c, cells in at.items()) + "."
 
 
 def picture(reports: list[dict], path: str) -> bool:

@@ -434,3 +434,34 @@ def test_sigterm_stops_the_grid_like_ctrl_c(env, monkeypatch):
             real_sleep(0.05)
         assert not alive(pid, started), pid
     assert env.report("out")["slow"]["seeds_done"] == 0
+
+
+def test_each_cell_records_its_commit_and_the_report_says_when_they_differ(env):
+    """cmd.json keeps the git commit of --workdir ("+dirty" with uncommitted changes); the
+    report names one commit, or each commit with its cells when they differ (a finished cell
+    is not re-run when only the code moved on)."""
+    import subprocess as sp
+    repo = env.tmp / "repo"
+    repo.mkdir()
+
+    def git(*args):
+        return sp.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                       *args], capture_output=True, text=True, check=True).stdout.strip()
+    git("init", "-q")
+    (repo / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "--short=12", "HEAD")
+    cfgs = [{"name": "a", "group": "G", "cmd": env.cmd(), "seeds": [0]},
+            {"name": "b", "group": "G", "cmd": env.cmd(), "seeds": [0]}]
+    assert env.main(env.grid(cfgs), "out", "--workdir", str(repo)) == 0
+    cell = env.tmp / "out" / "cells" / "a" / "seed0" / "cmd.json"
+    assert json.loads(cell.read_text())["commit"] == first
+    assert f"every finished cell ran at commit {first}." in env.md("out")
+    (repo / "code.py").write_text("x = 2\n")          # uncommitted: b re-runs "dirty"
+    cfgs[1]["cmd"] = env.cmd("--bonus", "0.5")
+    assert env.main(env.grid(cfgs), "out", "--workdir", str(repo)) == 0
+    md = env.md("out")
+    assert f"different commits (code defaults may differ): {first}: a seed 0; " \
+           f"{first}+dirty: b seed 0." in md
+    assert env.report("out")["b"]["commits"] == {"0": first + "+dirty"}
