@@ -1,7 +1,7 @@
 """A grid of trainer configurations x seeds, run resumably, summarised as a table and a picture.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/ablate.py --grid issue16 \\
-        --out runs/ablate-issue16 --jobs 2          # issue 16: 10 configs x 3 seeds
+        --out runs/ablate-issue16 --jobs 2          # issue 16: 13 configs x 3 seeds
     .venv/bin/python bench/ablate.py --grid issue16 --dry-run           # the commands only
     .venv/bin/python bench/ablate.py --grid issue16 --out runs/ablate-issue16 --report-only
     .venv/bin/python bench/ablate.py --grid my_grid.json --only ppo --seeds 0,1
@@ -92,6 +92,16 @@ HARD_METRICS = ["hard_pass_at_1_before_rl", "hard_pass_at_1_after_rl", "hard_pas
 AGENT_METRICS = ["before_rl.pass@1_coder_alone", "before_rl.pass@1_after_turns",
                  "after_rl.pass@1_coder_alone", "after_rl.pass@1_after_turns"]
 
+def with_flags(argv: list[str], **values) -> list[str]:
+    """argv with the value after each --flag (from the keyword: eval_every -> --eval-every)
+    replaced."""
+    out = list(argv)
+    for key, value in values.items():
+        i = out.index("--" + key.replace("_", "-"))
+        out[i + 1] = str(value)
+    return out
+
+
 GRIDS: dict[str, list[dict]] = {
     "issue16": [
         # --steps 0 with --save-every 1 saves step_0 (the warm-started policy) and evaluates.
@@ -108,6 +118,18 @@ GRIDS: dict[str, list[dict]] = {
         {"name": "drive-hard-focus", "group": "GRPO", "after": ["warm"],
          "cmd": ["grpo.py", *DATA, *FROM_WARM, "--offline-filter", "--hard-focus",
                  f"192:{RL_STEPS // 2},96:{RL_STEPS // 2}"], "metrics": HARD_METRICS},
+        # The same GRPO for 4x the steps: does the held-out gain keep growing?
+        {"name": "grpo-160", "group": "GRPO", "after": ["warm"],
+         "cmd": ["grpo.py", *DATA, *with_flags(FROM_WARM, steps=4 * RL_STEPS, eval_every=40)],
+         "metrics": HARD_METRICS},
+        # RL on the first 128 train problems (every family), each drawn ~2.5 times in 40 steps
+        # instead of < 1: sharpening per problem vs a shared skill; CCCS's window of 2 can fill.
+        {"name": "grpo-p128", "group": "GRPO on 128 train problems", "after": ["warm"],
+         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--max-problems", "128"],
+         "metrics": HARD_METRICS},
+        {"name": "grpo-cccs-p128", "group": "GRPO on 128 train problems", "after": ["warm"],
+         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--max-problems", "128", "--curriculum", "cccs",
+                 "--cccs-span", "2"]},
         {"name": "ppo", "group": "PPO/FGO", "after": ["warm"],
          "cmd": ["ppo_fgo.py", *DATA, *FROM_WARM]},
         {"name": "ppo-fgo", "group": "PPO/FGO", "after": ["warm"],

@@ -397,8 +397,12 @@ def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
         ckpt = os.path.join(out, "cells", "warm", "seed2", "step_0")
         rl = [a for n, a in parsed.items() if not n.startswith("agents")]
         assert all(a.model == ckpt and a.sft_steps == 0 for a in rl)
+        # ... except grpo-160, the same GRPO for 4x the steps (the longer curve)
+        longer = parsed["grpo-160"]
+        assert longer.steps == 4 * parsed["grpo"].steps
         assert len({(a.steps, a.prompts_per_step, a.group_size, a.lr, a.max_new_tokens)
-                    for a in rl}) == 1
+                    for a in rl if a is not longer}) == 1
+        assert parsed["grpo-p128"].max_problems == parsed["grpo-cccs-p128"].max_problems == 128
         configs = {c["name"]: c for c in grid}
         assert all(configs[n].get("after") == ["warm"] for n in parsed if n in configs
                    and not n.startswith("agents"))
