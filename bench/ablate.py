@@ -130,6 +130,11 @@ GRIDS: dict[str, list[dict]] = {
         {"name": "grpo-cccs-p128", "group": "GRPO on 128 train problems", "after": ["warm"],
          "cmd": ["grpo.py", *DATA, *FROM_WARM, "--max-problems", "128", "--curriculum", "cccs",
                  "--cccs-span", "2"]},
+        # ... and a stage moving on at a pass rate of 0.5 (0.8: none moved in 40 steps)
+        {"name": "grpo-cccs-p128-t0.5", "group": "GRPO on 128 train problems",
+         "after": ["warm"],
+         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--max-problems", "128", "--curriculum", "cccs",
+                 "--cccs-span", "2", "--cccs-threshold", "0.5"]},
         {"name": "ppo", "group": "PPO/FGO", "after": ["warm"],
          "cmd": ["ppo_fgo.py", *DATA, *FROM_WARM]},
         {"name": "ppo-fgo", "group": "PPO/FGO", "after": ["warm"],
