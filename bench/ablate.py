@@ -591,8 +591,12 @@ def code_line(reports: list[dict]) -> str:
     default may differ between them even where the commands are the same)."""
     at: dict[str, list[str]] = {}
     for r in reports:
+        by_commit: dict[str, list[str]] = {}
         for seed, commit in r["commits"].items():
-            at.setdefault(commit or "unknown", []).append(f"{r['name']} seed {seed}")
+            by_commit.setdefault(commit or "unknown", []).append(seed)
+        for commit, seeds in by_commit.items():
+            at.setdefault(commit, []).append(
+                f"{r['name']} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}")
     if not at:
         return "Code: no finished cell."
     if len(at) == 1:
