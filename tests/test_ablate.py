@@ -271,11 +271,11 @@ def test_nested_summary_keys_and_metrics_jsonl_means(env):
     assert plain[col] == "0.570 ± 0.082" and team[col] == "-"
 
 
-def test_ctrl_c_stops_the_running_cells(env, monkeypatch):
-    """Ctrl-C while a cell runs: the cell's whole process group (trainer and its child) is
-    stopped, the report is written, exit 130. In-process: the KeyboardInterrupt is raised by
-    the runner's first wait after the cell is up (a signal sent from outside races with a
-    loaded machine's scheduling)."""
+def _stop_while_the_cell_runs(env, monkeypatch, stop) -> None:
+    """Run a grid of one hanging cell; the runner's first wait after the cell is up records
+    the cell's pids and calls stop() (in-process: a signal sent from outside races with a
+    loaded machine's scheduling). Then: exit 130, the cell's whole process group (trainer and
+    its child) is gone, the report is written with the cell unfinished."""
     hang = env.tmp / "pids.json"
     grid = env.grid([{"name": "slow", "group": "G", "cmd": env.cmd("--hang", str(hang)),
                       "seeds": [0]}])
@@ -286,7 +286,7 @@ def test_ctrl_c_stops_the_running_cells(env, monkeypatch):
             # (pid, start time): pids wrap quickly on a busy machine, so "alive" must mean
             # the same process, not another one that got the number since.
             pids.extend((pid, start_time(pid)) for pid in json.loads(hang.read_text()))
-            raise KeyboardInterrupt
+            stop()
         real_sleep(seconds)
     monkeypatch.setattr(ablate.time, "sleep", sleep)
     assert env.main(grid, "out") == 130
@@ -298,6 +298,12 @@ def test_ctrl_c_stops_the_running_cells(env, monkeypatch):
         assert not alive(pid, started), pid
     assert (env.tmp / "out" / "ablation.md").exists()
     assert env.report("out")["slow"]["seeds_done"] == 0
+
+
+def test_ctrl_c_stops_the_running_cells(env, monkeypatch):
+    def ctrl_c():
+        raise KeyboardInterrupt
+    _stop_while_the_cell_runs(env, monkeypatch, ctrl_c)
 
 
 def start_time(pid: int):
@@ -414,30 +420,11 @@ def test_module_docstring_names_the_issue16_command():
 
 
 def test_sigterm_stops_the_grid_like_ctrl_c(env, monkeypatch):
-    """`kill PID` (SIGTERM) on the runner: the same stop as Ctrl-C (cells' process groups
-    stopped, report written, exit 130), and the runner's own handlers are put back after.
-    The signal is sent to this process by the runner's first wait after the cell is up."""
-    hang = env.tmp / "pids.json"
-    grid = env.grid([{"name": "slow", "group": "G", "cmd": env.cmd("--hang", str(hang)),
-                      "seeds": [0]}])
-    real_sleep, pids = time.sleep, []
-
-    def sleep(seconds):
-        if hang.exists() and not pids:
-            pids.extend((pid, start_time(pid)) for pid in json.loads(hang.read_text()))
-            os.kill(os.getpid(), signal.SIGTERM)
-        real_sleep(seconds)
-    monkeypatch.setattr(ablate.time, "sleep", sleep)
+    """`kill PID` (SIGTERM) on the runner: the same stop as Ctrl-C, and the runner's own
+    handlers are put back after."""
     before = signal.getsignal(signal.SIGTERM)
-    assert env.main(grid, "out") == 130
+    _stop_while_the_cell_runs(env, monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert signal.getsignal(signal.SIGTERM) is before
-    assert len(pids) == 2
-    for pid, started in pids:
-        deadline = time.time() + 30
-        while alive(pid, started) and time.time() < deadline:
-            real_sleep(0.05)
-        assert not alive(pid, started), pid
-    assert env.report("out")["slow"]["seeds_done"] == 0
 
 
 def test_each_cell_records_its_commit_and_the_report_says_when_they_differ(env):
