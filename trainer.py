@@ -618,8 +618,17 @@ def load_problem_sets(args):
         return out
     train = load(args.train_data, "train")
     evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
+    # --max-eval-problems unset: the eval set is cut as the train set is (the old behaviour,
+    # and what a quick smoke run wants); set it to train on a few problems and still score on
+    # the whole held-out split.
+    n_eval = args.max_problems if args.max_eval_problems is None else args.max_eval_problems
+    same = evals is train            # train = eval stays one list (train_eval_set checks it)
     if args.max_problems:
-        train, evals = train[:args.max_problems], evals[:args.max_problems]
+        train = train[:args.max_problems]
+    if same and n_eval == args.max_problems:
+        evals = train
+    elif n_eval:
+        evals = evals[:n_eval]
     if not train:
         raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
                         "the file's format: data.py's docstring lists the fields per source)")
@@ -1356,7 +1365,10 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="same format as --train-data; the same value as --train-data evaluates "
                         "on the training problems; tasks:test holds instances never trained on")
     g.add_argument("--max-problems", type=COUNT, default=0,
-                   help="keep the first N problems (0 = all)")
+                   help="keep the first N training problems (0 = all); the eval set too, "
+                        "unless --max-eval-problems is given")
+    g.add_argument("--max-eval-problems", type=COUNT, default=None,
+                   help="keep the first N eval problems (0 = all; default: --max-problems)")
     g.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"],
                    help="generation engine: vLLM (auto: when it imports and starts) or "
                         "transformers' generate (always works)")

@@ -341,6 +341,26 @@ def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
     assert trainer.train_eval_set(train[:50], held, -1) == train[:50]   # capped at the train set
 
 
+def test_max_problems_cuts_the_train_set_and_max_eval_problems_the_eval_set():
+    def sets(*argv):
+        args = trainer.new_parser("t", "t")
+        trainer.add_common_flags(args, "grpo")
+        return trainer.load_problem_sets(args.parse_args(list(argv)))
+    full_train, full_eval = sets()
+    assert (len(full_train), len(full_eval)) == (960, 96)
+    train, evals = sets("--max-problems", "50")                  # the old behaviour: both cut
+    assert (len(train), len(evals)) == (50, 50)
+    train, evals = sets("--max-problems", "50", "--max-eval-problems", "0")
+    assert (len(train), len(evals)) == (50, 96)                  # RL on 50, scored on all
+    assert [p.id for p in evals] == [p.id for p in full_eval]
+    train, evals = sets("--max-eval-problems", "10")
+    assert (len(train), len(evals)) == (960, 10)
+    # train = eval stays one list, so train_eval_set adds no duplicate train sample.
+    train, evals = sets("--train-data", "builtin", "--eval-data", "builtin", "--max-problems", "6")
+    assert evals is train and len(train) == 6
+    assert trainer.train_eval_set(train, evals, -1) == []
+
+
 def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
     probs = [_problem(f"p{i}") for i in range(8)]
     for p, score in zip(probs, [3, 40, 10, 25, 7, 30, 5, 12]):
