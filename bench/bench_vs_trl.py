@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_vs_trl.py --out runs/bench-trl            # 130 steps, 8 x 16
     .venv/bin/python bench/bench_vs_trl.py --model runs/sft200-s0/step_0 --steps 30
     .venv/bin/python bench/bench_vs_trl.py --smoke --out /tmp/bench-smoke   # 2 steps, < 3 min
+    .venv/bin/python bench/bench_vs_trl.py --combine runs/bvt-*/bench_vs_trl.json   # mean +- std
 
 TRL is an optional, benchmark-only dependency: `pip install -r requirements-bench.txt`.
 
@@ -64,6 +65,9 @@ except ImportError:
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ablate import mean_std  # noqa: E402  (the grid's mean and sample std)
 
 import grpo  # noqa: E402
 import trainer  # noqa: E402
@@ -141,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--smoke", action="store_true",
                    help=f"tiny version (2 steps each, 6 problems, 2 x 4 samples, eval n 2, "
                         f"SFT 10, hf engines): {SMOKE}")
+    g.add_argument("--combine", nargs="+", metavar="JSON", default=None,
+                   help="no run: read these bench_vs_trl.json files (e.g. the seeds of each "
+                        "arm), group their rows by arm, print mean +- std per arm and write "
+                        "the summary to --json (default: combined.json beside the first)")
     g.add_argument("--worker", choices=["ours", "trl"], default=None,
                    help="internal: run one framework in this process and write "
                         "<out>/<worker>.json (the default command starts both as workers)")
@@ -432,8 +440,104 @@ def table(rows: list[dict], n: int) -> str:
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- several seeds
+
+# What makes two rows the same arm: the framework, its engine and the knobs that change what
+# it does (label, setting).
+ARM_KNOBS = {"grpo.py": (("prompts", "ours_prompt_order"), ("adv eps", "ours_adv_eps")),
+             "TRL": (("prompts", "trl_prompt_order"),)}
+COMBINED = ["step_s", "step_s_median", "generation_s", "reward_s", "update_s", "peak_rss_mb",
+            "pass@1_before", "pass@1_after", "gain_points", "pass@n_before", "pass@n_after",
+            "reward_last_third", "entropy_last_third"]
+# The settings every combined row must share (else the seeds are not one experiment).
+SHARED = ("model", "train_data", "eval_data", "max_problems", "steps", "prompts_per_step",
+          "group_size", "lr", "warmup_steps", "max_new_tokens", "micro_batch", "eval_n",
+          "eval_engine", "cpu_threads")
+
+
+def arm_name(row: dict, settings: dict) -> str:
+    """e.g. 'grpo.py, vllm, prompts replacement, adv eps 1e-06' or 'TRL 1.16.0 GRPOTrainer,
+    hf generate, prompts epoch'."""
+    knobs = ARM_KNOBS["TRL" if row["framework"].startswith("TRL") else "grpo.py"]
+    return ", ".join([row["framework"], row["engine"],
+                      *(f"{label} {settings.get(key)}" for label, key in knobs)])
+
+
+def combine(reports: list[dict]) -> list[dict]:
+    """Bench reports (each one seed's bench_vs_trl.json) -> one entry per arm, in first-seen
+    order: {"arm", "seeds", "commands", and per COMBINED key {"mean", "std", "n"}}.
+    Raises ValueError when the reports differ in a SHARED setting or repeat a seed in an arm."""
+    first = reports[0]["settings"]
+    arms: dict[str, dict] = {}
+    for rep in reports:
+        st = rep["settings"]
+        differ = [k for k in SHARED if st.get(k) != first.get(k)]
+        if differ:
+            raise ValueError(f"{rep['command']}: differs from {reports[0]['command']} in "
+                             f"{', '.join(differ)}: not one experiment")
+        for row in rep["rows"]:
+            arm = arms.setdefault(arm_name(row, st), {"rows": [], "seeds": [], "commands": []})
+            if st["seed"] in arm["seeds"]:
+                raise ValueError(f"{arm_name(row, st)}: seed {st['seed']} given twice")
+            arm["rows"].append(row)
+            arm["seeds"].append(st["seed"])
+            arm["commands"].append(rep["command"])
+    return [{"arm": name, "seeds": v["seeds"], "commands": v["commands"],
+             **{k: mean_std([r[k] for r in v["rows"] if r.get(k) is not None])
+                for k in COMBINED}} for name, v in arms.items()]
+
+
+def combined_table(arms: list[dict]) -> str:
+    """One row per arm: mean +- std over its seeds (sample std)."""
+    def cell(d, spec):
+        if d["mean"] is None:
+            return "-"
+        return format(d["mean"], spec) + ("" if d["std"] is None else " ± " +
+                                          format(d["std"], spec.lstrip("+")))
+    cols = [("s/step", "step_s", ".2f"), ("gen / reward / update s", None, None),
+            ("peak RSS MB", "peak_rss_mb", ".0f"), ("pass@1 before", "pass@1_before", ".3f"),
+            ("pass@1 after", "pass@1_after", ".3f"), ("gain (points)", "gain_points", "+.1f"),
+            ("pass@n after", "pass@n_after", ".3f"),
+            ("entropy, last third", "entropy_last_third", ".3f")]
+    lines = ["| arm | seeds | " + " | ".join(c for c, _, _ in cols) + " |",
+             "|---|---|" + "---|" * len(cols)]
+    for a in arms:
+        vals = []
+        for _, key, spec in cols:
+            if key is None:
+                vals.append(" / ".join(fmt(a[k]["mean"]) for k in
+                                       ("generation_s", "reward_s", "update_s")))
+            else:
+                vals.append(cell(a[key], spec))
+        lines.append(f"| {a['arm']} | {','.join(map(str, a['seeds']))} | " +
+                     " | ".join(vals) + " |")
+    return "\n".join(lines)
+
+
+def combine_main(a: argparse.Namespace) -> None:
+    reports = []
+    for path in a.combine:
+        try:
+            with open(path) as f:
+                reports.append(json.load(f))
+        except (OSError, ValueError) as e:
+            sys.exit(f"bench_vs_trl.py --combine: cannot read {path}: {e}")
+    try:
+        arms = combine(reports)
+    except ValueError as e:
+        sys.exit(f"bench_vs_trl.py --combine: {e}")
+    path = a.json or os.path.join(os.path.dirname(a.combine[0]), "combined.json")
+    with open(path, "w") as f:
+        json.dump({"inputs": a.combine, "arms": arms}, f, indent=1)
+    print(combined_table(arms))
+    print(f"[bench] {len(arms)} arms from {len(reports)} reports -> {path}")
+
+
 def main(argv=None) -> None:
     a = parse_args(argv)
+    if a.combine:
+        combine_main(a)
+        return
     if trl is None and (a.worker == "trl" or (a.worker is None and "trl" in a.frameworks)):
         print(INSTALL_HINT, file=sys.stderr)
         sys.exit(2)

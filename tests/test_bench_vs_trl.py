@@ -100,3 +100,56 @@ def test_smoke_writes_both_rows(tmp_path):
             assert 0.0 <= r[key] <= 1.0
         assert os.path.exists(os.path.join(r["checkpoint"], "config.json"))
     assert "| seconds per step (mean) |" in done.stdout
+
+
+def _report(seed, rows, **settings):
+    st = dict(model="w", train_data="builtin", eval_data="builtin", max_problems=0, steps=130,
+              prompts_per_step=8, group_size=16, lr=1.5e-4, warmup_steps=3, max_new_tokens=96,
+              micro_batch=32, eval_n=8, eval_engine="hf", cpu_threads=1, seed=seed,
+              ours_prompt_order="replacement", ours_adv_eps=1e-6, trl_prompt_order="epoch")
+    st.update(settings)
+    return {"command": f"bench/bench_vs_trl.py --seed {seed}", "settings": st, "rows": rows}
+
+
+def _row(framework, engine, step_s, gain):
+    return {"framework": framework, "engine": engine, "step_s": step_s, "gain_points": gain,
+            "pass@1_before": 0.3, "pass@1_after": 0.3 + gain / 100}
+
+
+def test_combine_groups_seeds_by_arm_with_mean_and_sample_std(tmp_path, capsys):
+    ours, trl = "grpo.py", "TRL 1.16.0 GRPOTrainer"
+    reports = [_report(0, [_row(ours, "vllm", 3.0, 15.0), _row(trl, "hf generate", 7.0, 18.0)]),
+               _report(1, [_row(ours, "vllm", 4.0, 17.0), _row(trl, "hf generate", 6.0, 20.0)]),
+               _report(0, [_row(ours, "vllm", 5.0, 10.0)], ours_prompt_order="epoch")]
+    arms = bench_vs_trl.combine(reports)
+    assert [a["arm"] for a in arms] == [
+        "grpo.py, vllm, prompts replacement, adv eps 1e-06",
+        "TRL 1.16.0 GRPOTrainer, hf generate, prompts epoch",
+        "grpo.py, vllm, prompts epoch, adv eps 1e-06"]
+    assert arms[0]["seeds"] == [0, 1] and arms[2]["seeds"] == [0]
+    assert arms[0]["step_s"]["mean"] == 3.5 and arms[1]["gain_points"]["mean"] == 19.0
+    assert abs(arms[1]["gain_points"]["std"] - 2 ** 0.5) < 1e-12      # sample std of 18, 20
+    assert arms[2]["gain_points"]["std"] is None                       # one seed: no spread
+    assert arms[0]["peak_rss_mb"]["mean"] is None                      # absent: not invented
+    # The command line: files in, a table out, the summary as JSON.
+    paths = []
+    for i, rep in enumerate(reports):
+        paths.append(str(tmp_path / f"r{i}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(rep, f)
+    bench_vs_trl.main(["--combine", *paths])
+    out = capsys.readouterr().out
+    assert "| TRL 1.16.0 GRPOTrainer, hf generate, prompts epoch | 0,1 | 6.50 ± 0.71 |" in out
+    assert "+19.0 ± 1.4" in out
+    saved = json.load(open(tmp_path / "combined.json"))
+    assert saved["inputs"] == paths and len(saved["arms"]) == 3
+
+
+def test_combine_refuses_reports_that_are_not_one_experiment(tmp_path):
+    row = [_row("grpo.py", "vllm", 3.0, 15.0)]
+    with pytest.raises(ValueError, match="steps"):
+        bench_vs_trl.combine([_report(0, row), _report(1, row, steps=30)])
+    with pytest.raises(ValueError, match="seed 0 given twice"):
+        bench_vs_trl.combine([_report(0, row), _report(0, row)])
+    with pytest.raises(SystemExit, match="cannot read"):
+        bench_vs_trl.main(["--combine", str(tmp_path / "missing.json")])
