@@ -1120,11 +1120,13 @@ def training_samples(candidates, roles, tokenizer, advantages):
     return out
 
 
-def rank_batch(problems, rng, prompts_per_step, d):
+def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
     """This rank's problems of the step and its sampling rng (trainer.draw_batch: every rank
     draws the same global batch and seed, then takes its own slice and seed): ranks play
-    different episodes, and each episode's groups stay on its rank."""
-    batch, seed = trainer.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d)
+    different episodes, and each episode's groups stay on its rank. epoch_order: see
+    trainer.draw_batch (--prompt-order epoch)."""
+    batch, seed = trainer.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d,
+                                     epoch_order=epoch_order)
     return batch, random.Random(seed)
 
 
@@ -1137,11 +1139,12 @@ def grpo_loss(args):
                           off_policy=trainer.off_policy(args))
 
 
-def rl_step(team, problems, rng, args, d, timer=None):
-    """Play one batch of episodes, then one GRPO update of every distinct model -> stats
-    (counts and reward terms summed over ranks, then averaged)."""
+def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
+    """Play one batch of episodes of RL step `step`, then one GRPO update of every distinct
+    model -> stats (counts and reward terms summed over ranks, then averaged)."""
     timer = timer or trainer.Timer()
-    batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d)
+    batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d,
+                                trainer.epoch_order(args, step))
     gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}
     with timer("generate+reward"):
         _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
@@ -1298,7 +1301,7 @@ class Team:
                     for _ in range(i):
                         coder.scheduler.step()
                 trainer.sync_weights(coder.policy, coder.engine, r.d)
-        row = rl_step(team, r.train_problems, r.rng, self.args, r.d, r.timer)
+        row = rl_step(team, r.train_problems, r.rng, self.args, r.d, r.timer, step=i)
         # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
         r.state.setdefault("rl_terms", []).append({k: row[k] for k in REWARD_TERMS if k in row})
         return row

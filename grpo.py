@@ -178,7 +178,7 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
             break
         # --prompt-order epoch: the step's first round walks the epoch; resampling rounds
         # (dynamic sampling) draw with replacement.
-        epoch = (args.seed, step) if args.prompt_order == "epoch" and round_ == 0 else None
+        epoch = trainer.epoch_order(args, step) if round_ == 0 else None
         batch, seed = trainer.draw_batch(pool, rng, per_rank, d, need, epoch)
         prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
         ro = trainer.generate_and_score(engine, tokenizer, batch, args, seed, prefixes)
@@ -295,9 +295,6 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("GRPO")
     g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
                    help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
-    g.add_argument("--prompt-order", choices=["replacement", "epoch"], default="replacement",
-                   help="replacement: each step's prompts drawn uniformly; epoch: a permutation "
-                        "of the train problems per epoch, the partial batch dropped (TRL)")
     g.add_argument("--adv-eps", type=trainer.POSITIVE, default=1e-6,
                    help="epsilon in (r - mean) / (std + eps) (TRL: 1e-4; with binary rewards "
                         "and G=16 the two differ by < 4e-4 relative)")

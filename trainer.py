@@ -500,6 +500,11 @@ def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
     return mine[:need], seed + d.rank
 
 
+def epoch_order(args, step: int) -> tuple[int, int] | None:
+    """draw_batch's epoch_order for RL step `step` under --prompt-order (None: replacement)."""
+    return (args.seed, step) if args.prompt_order == "epoch" else None
+
+
 def epoch_batch(pool: Sequence, per_rank: int, d: Dist, seed: int, step: int) -> list:
     """This rank's problems for RL step `step` when prompts are drawn without replacement, as
     TRL's sampler does: epoch e = step // S walks its own permutation of the pool (seeded by
@@ -1389,6 +1394,11 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="prompts per step over all ranks (AT-GRPO: 128)")
     g.add_argument("--group-size", type=POSITIVE_INT, default=16,
                    help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
+    g.add_argument("--prompt-order", choices=["epoch", "replacement"], default="epoch",
+                   help="epoch: the steps walk a fresh permutation of the train problems each "
+                        "epoch, the partial batch dropped (TRL's sampler); replacement: each "
+                        "step's prompts drawn uniformly (README: +16.9 vs +11.0 points in 130 "
+                        "steps on the built-in set)")
     g.add_argument("--temperature", type=POSITIVE, default=1.0,
                    help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
     g.add_argument("--top-p", type=number(float, 0, 1, lo_open=True), default=1.0,

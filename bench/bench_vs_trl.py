@@ -23,9 +23,11 @@ What is held equal (each framework runs in its own subprocess, so peak RSS is it
   problem, the same engine and seed for every checkpoint), before and after.
 
 What differs by construction (the ablation knobs below change the first two):
-- data order: grpo.py draws each step's prompts with replacement (trainer.draw_batch); TRL
-  shuffles once per epoch and drops the last partial batch (3 of the 51 built-in problems per
-  epoch at 8 prompts a step). --trl-prompt-order / --ours-prompt-order swap either side.
+- data order: the same by default: both walk a permutation of the problems per epoch and drop
+  the last partial batch (3 of the 51 built-in problems per epoch at 8 prompts a step; ours:
+  trainer.epoch_batch). --ours-prompt-order replacement draws each step's prompts uniformly,
+  grpo.py's default until this benchmark's ablation showed it learning less (README);
+  --trl-prompt-order replacement does the same to TRL.
 - advantage epsilon: (r - mean) / (std + eps), eps 1e-6 here, 1e-4 in TRL (--ours-adv-eps).
   With binary rewards and G = 16 the smallest non-zero std is 0.25, so this rescales the
   advantages by at most 4e-4: expected to be inert.
@@ -130,11 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--trl-prompt-order", choices=["epoch", "replacement"], default="epoch",
                    help="TRL's prompts: epoch = its RepeatSampler (shuffle once per epoch, drop "
                         "the partial batch); replacement = drawn with replacement each step, "
-                        "as grpo.py does")
-    g.add_argument("--ours-prompt-order", choices=["replacement", "epoch"],
-                   default="replacement",
-                   help="grpo.py --prompt-order: replacement (its default) or epoch (a fresh "
-                        "permutation per epoch, partial batch dropped, as TRL does)")
+                        "as grpo.py --prompt-order replacement does")
+    g.add_argument("--ours-prompt-order", choices=["epoch", "replacement"], default="epoch",
+                   help="grpo.py --prompt-order: epoch (its default: a fresh permutation per "
+                        "epoch, partial batch dropped, as TRL does) or replacement (its "
+                        "default until this benchmark's ablation)")
     g.add_argument("--ours-adv-eps", type=float, default=1e-6,
                    help="grpo.py --adv-eps: epsilon of the group-std advantages (TRL: 1e-4)")
     g = p.add_argument_group("run")
@@ -238,7 +240,8 @@ class Stopwatch:
 
 class WithReplacementSampler(RepeatSampler):
     """TRL's RepeatSampler layout (each prompt G times in a row, each batch repeated for its
-    accumulation steps), but every batch of prompts drawn with replacement, as grpo.py does."""
+    accumulation steps), but every batch of prompts drawn with replacement, as grpo.py
+    --prompt-order replacement does."""
 
     def __iter__(self):
         if not hasattr(self, "generator"):

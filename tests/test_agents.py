@@ -7,6 +7,7 @@ import pytest
 
 import agents
 import data
+import trainer
 from agents import EpisodeState, GameConfig, parse_tests, run_episodes
 
 REF = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -753,6 +754,29 @@ def _finish(proc):
 def _rows(out):
     import json
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
+    """agents.py reads trainer's --prompt-order (default epoch): rl_step passes
+    trainer.epoch_order(args, step) to rank_batch; 10 problems, 4 a step: 2 steps an epoch
+    (the partial batch of 2 dropped), no problem twice within an epoch."""
+    import random
+
+    import torch
+
+    from model import Dist
+    problems = [make_problem(f"p{i}") for i in range(10)]
+    d = Dist(0, 1, 0, torch.device("cpu"))
+    args = agents.parse_args([])
+    assert args.prompt_order == "epoch"
+    rng = random.Random(3)
+    steps = [agents.rank_batch(problems, rng, 4, d, trainer.epoch_order(args, s))[0]
+             for s in range(4)]
+    for epoch in (steps[:2], steps[2:]):
+        ids = [p.id for b in epoch for p in b]
+        assert len(ids) == 8 == len(set(ids))
+    args = agents.parse_args(["--prompt-order", "replacement"])
+    assert trainer.epoch_order(args, 5) is None
 
 
 def test_ranks_play_disjoint_slices_of_one_global_batch():

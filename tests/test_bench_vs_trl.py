@@ -36,11 +36,11 @@ def test_trl_batch_shape_is_one_optimizer_step_per_rollout_batch():
 def test_the_ablation_knobs_reach_grpo_flags():
     """--ours-prompt-order / --ours-adv-eps become grpo.py's --prompt-order / --adv-eps."""
     import grpo
-    a = bench_vs_trl.parse_args(["--ours-prompt-order", "epoch", "--ours-adv-eps", "1e-4"])
+    a = bench_vs_trl.parse_args(["--ours-prompt-order", "replacement", "--ours-adv-eps", "1e-4"])
     args = grpo.parse_args(bench_vs_trl.grpo_argv(a, "tiny", "runs/x"))
-    assert args.prompt_order == "epoch" and args.adv_eps == 1e-4
+    assert args.prompt_order == "replacement" and args.adv_eps == 1e-4
     plain = grpo.parse_args(bench_vs_trl.grpo_argv(bench_vs_trl.parse_args([]), "tiny", "x"))
-    assert plain.prompt_order == "replacement" and plain.adv_eps == 1e-6
+    assert plain.prompt_order == "epoch" and plain.adv_eps == 1e-6     # grpo.py's defaults
 
 
 def test_summarize_means_median_and_last_third():

@@ -81,7 +81,7 @@ def test_method_flags_stay_in_their_method():
     """GRPO's flags are not PPO's and the other way round (no flag accepted and ignored)."""
     grpo_only = dests(grpo.build_parser()) - common_dests()
     ppo_only = dests(ppo_fgo.build_parser()) - common_dests()
-    assert {"beta", "adv_scale", "adv_eps", "prompt_order", "dynamic_sampling", "max_resample",
+    assert {"beta", "adv_scale", "adv_eps", "dynamic_sampling", "max_resample",
             "overlong_filter"} == grpo_only
     assert {"fgo", "critic", "kl_coef", "reward_table"} <= ppo_only
     assert not grpo_only & ppo_only

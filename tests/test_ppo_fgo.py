@@ -362,7 +362,8 @@ def rollout_args(**kw):
     return argparse.Namespace(**{**dict(group_size=2, prompts_per_step=1, fgo=True,
                                         reward_table="", temperature=1.0, top_p=1.0,
                                         max_new_tokens=64, test_timeout=5.0, sandbox_workers=1,
-                                        reward="binary", tis_cap=0.0), **kw})
+                                        reward="binary", tis_cap=0.0, seed=0,
+                                        prompt_order="replacement"), **kw})
 
 
 def sign_problem():
@@ -370,6 +371,29 @@ def sign_problem():
     return data.Problem("sign", "test", "Print the sign of n.", "", None,
                         [{"input": "3\n", "output": "1\n"}, {"input": "0\n", "output": "1\n"}],
                         [SIGN], "introductory")
+
+
+def test_prompt_order_epoch_reaches_the_ppo_rollouts(bpe_tokenizer):
+    """--prompt-order epoch (trainer's flag, every trainer): three problems, one prompt a step:
+    steps 0-2 play each once, steps 3-5 again; drawn with replacement this seed repeats one."""
+    import dataclasses
+    import random
+
+    from model import Dist
+    problems = [dataclasses.replace(sign_problem(), id=f"sign{i}") for i in range(3)]
+    d = Dist(0, 1, 0, torch.device("cpu"))
+    played = {}
+    for order in ("epoch", "replacement"):
+        args, rng, played[order] = rollout_args(prompt_order=order, fgo=False), \
+            random.Random(0), []
+        for step in range(6):
+            engine = FakeEngine(bpe_tokenizer, ["```python\nprint(1)\n```"] * 2)
+            samples, _ = ppo_fgo.ppo_rollout(engine, bpe_tokenizer, problems, rng, args, d,
+                                             step=step)
+            played[order].append(samples[0].key[0])
+    ids = sorted(p.id for p in problems)
+    assert sorted(played["epoch"][:3]) == ids and sorted(played["epoch"][3:]) == ids
+    assert sorted(played["replacement"][:3]) != ids or sorted(played["replacement"][3:]) != ids
 
 
 @pytest.mark.parametrize("cccs", [False, True])
