@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine. It creates .venv and installs the pinned requirements
 # on first use (again only when a requirements file changes), then:
-#   ./run.sh            the main job: on a CPU-only machine the built-in default run
-#                       (tiny model, SFT warm start, GRPO on the built-in problems, pass@1
-#                       before/after); on a GPU machine torchrun over all GPUs with a real model.
+#   ./run.sh            the main job: on a CPU-only machine the CPU default run (tiny model,
+#                       SFT warm start, GRPO on the testbed's train split, pass@1 before/after
+#                       on its held-out split); on a GPU machine torchrun over all GPUs with a
+#                       real model.
 #   ./run.sh test       `ruff check .`, then the test suite (what .ci/run calls).
 #   ./run.sh setup      only the set-up.
 # Extra arguments after the mode go to grpo.py (e.g. ./run.sh main --seed 1).
