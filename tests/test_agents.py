@@ -757,9 +757,9 @@ def _rows(out):
 
 
 def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
-    """agents.py reads trainer's --prompt-order (default epoch): rl_step passes
-    trainer.epoch_order(args, step) to rank_batch; 10 problems, 4 a step: 2 steps an epoch
-    (the partial batch of 2 dropped), no problem twice within an epoch."""
+    """agents.py parses trainer's --prompt-order (default epoch), and rank_batch given
+    trainer.epoch_order(args, step) (what rl_step passes it) walks the epoch: 10 problems, 4 a
+    step: 2 steps an epoch (the partial batch of 2 dropped), no problem twice within one."""
     import random
 
     import torch
