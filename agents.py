@@ -38,9 +38,14 @@ Rewards of one candidate (every term logged; defaults in GameConfig and the flag
   (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
   Why non-zero: with catch_bonus 0 (session 2) a catching test earned what a trivial one did,
   and in the per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
-  catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests. (In
-  session 3's CPU runs the warm start left almost no runnable program to catch, so these
-  weights are not re-measured yet; see the notes.)
+  catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests.
+  At the CPU preset's K = 2 the weights act only through the order within a pair: group-std
+  advantages of two unequal rewards are +-1 whatever their gap, so a bonus changes training
+  only where it flips which of the two candidates is ahead. Session 7 measured it: catch_bonus
+  0 vs 1 from the same warm starts, 3 seeds: catches on 5 of the 30 steps raised the tester's
+  reward there, yet losses, grad norms and every evaluation came out identical (no pair
+  flipped). So the CPU runs can neither justify nor refute the default; K >= 3 or --adv-scale
+  batch/none, where reward gaps survive the normalisation, can.
 
 Tree-structured sampling: each role step samples K candidates from the same state. Every
   candidate is scored in its OWN branch (a deep copy of the episode state holding its own
@@ -1034,7 +1039,9 @@ def build_parser():
     g.add_argument("--alpha", type=trainer.SHARE, default=0.7,
                    help="weight of the global reward (seed 0.7)")
     g.add_argument("--catch-bonus", type=trainer.NON_NEGATIVE, default=1.0,
-                   help="tester bonus per (share of) valid test that the shown wrong program fails")
+                   help="tester bonus per (share of) valid test that the shown wrong program fails "
+                        "(at --group-size 2 with --adv-scale group, this and the other tester "
+                        "weights act only where they change which of the two is ahead)")
     g.add_argument("--trivial-penalty", type=trainer.NON_NEGATIVE, default=0.5,
                    help="tester penalty per (share of) duplicate test or valid test every "
                         "candidate program passes while one is wrong (< 1 keeps a valid trivial "

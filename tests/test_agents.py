@@ -188,6 +188,28 @@ def test_reward_equations_by_hand():
     assert agents.final_reward(0.5, 0.2, alpha=0.7) == pytest.approx(0.55)
 
 
+def test_at_k2_the_catch_bonus_acts_only_by_flipping_a_pair():
+    """Why catch_bonus 0 vs 1 gave identical CPU runs (K = 2, group std): a pair's advantages
+    are +-1/sqrt(2) whatever the reward gap, so only the order counts; batch scaling keeps gaps."""
+    import torch
+
+    import grpo
+
+    # the tester pair of one group: A caught the bug with 1 of 2 valid tests, B is valid, no catch
+    a0, a1 = (agents.tester_local([True, True], [True, False], [False, False], 0.5,
+                                  catch_bonus=b)["local"] for b in (0.0, 1.0))
+    b = agents.tester_local([True, True], [False, False], [False, False], 0.25)["local"]
+    assert (a0, a1, b) == pytest.approx((1.25, 1.75, 1.125))   # 1 + .5*.5 (+ .5); 1 + .5*.25
+    group = [("p", 0, 0, "tester")] * 2
+    adv0, adv1 = (grpo.group_advantages(torch.tensor([a, b]), group_ids=group) for a in (a0, a1))
+    assert torch.allclose(adv0, adv1) and float(adv0[0]) == pytest.approx(2 ** -0.5, rel=1e-4)
+    # with a second group in the batch, batch-std scaling lets the bonus widen the gap
+    ids = group + [("q", 0, 0, "tester")] * 2
+    bat0, bat1 = (grpo.group_advantages(torch.tensor([a, b, 0.0, 1.0]), scale="batch",
+                                        group_ids=ids) for a in (a0, a1))
+    assert bat1[0] - bat1[1] > bat0[0] - bat0[1]
+
+
 def test_coverage_is_the_reference_line_share_under_valid_tests():
     from sandbox import run_tests
     assert agents.static_lines(ABS) == {1, 2, 3, 5} and agents.static_lines("def (") == set()
