@@ -779,7 +779,7 @@ def _rows(out):
 
 
 def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
-    """agents.py parses trainer's --prompt-order (default epoch), and rank_batch given
+    """agents.py parses trainer's --prompt-order epoch, and rank_batch given
     trainer.epoch_order(args, step) (what rl_step passes it) walks the epoch: 10 problems, 4 a
     step: 2 steps an epoch (the partial batch of 2 dropped), no problem twice within one."""
     import random
@@ -789,7 +789,7 @@ def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
     from model import Dist
     problems = [make_problem(f"p{i}") for i in range(10)]
     d = Dist(0, 1, 0, torch.device("cpu"))
-    args = agents.parse_args([])
+    args = agents.parse_args(["--prompt-order", "epoch"])
     assert args.prompt_order == "epoch"
     rng = random.Random(3)
     steps = [agents.rank_batch(problems, rng, 4, d, trainer.epoch_order(args, s))[0]

@@ -40,7 +40,8 @@ def test_the_ablation_knobs_reach_grpo_flags():
     args = grpo.parse_args(bench_vs_trl.grpo_argv(a, "tiny", "runs/x"))
     assert args.prompt_order == "replacement" and args.adv_eps == 1e-4
     plain = grpo.parse_args(bench_vs_trl.grpo_argv(bench_vs_trl.parse_args([]), "tiny", "x"))
-    assert plain.prompt_order == "epoch" and plain.adv_eps == 1e-6     # grpo.py's defaults
+    # the bench's default order is TRL's (grpo.py's own CPU default is replacement)
+    assert plain.prompt_order == "epoch" and plain.adv_eps == 1e-6
 
 
 def test_summarize_means_median_and_last_third():

@@ -57,6 +57,9 @@ def test_every_entry_point_parses_with_every_preset(module):
         assert module.parse_args(["--preset", preset, "--lr", "3e-6"]).lr == 3e-6
     assert module.parse_args(["--preset", "gpu"]).model == "Qwen/Qwen3-1.7B"
     assert module.parse_args([]).model == "tiny"
+    # the prompt order measured better on the testbed on CPU, the loaders' standard on GPU
+    assert module.parse_args([]).prompt_order == "replacement"
+    assert module.parse_args(["--preset", "gpu"]).prompt_order == "epoch"
 
 
 @pytest.mark.parametrize("path", sorted(ENTRY_POINTS))
