@@ -39,13 +39,17 @@ Rewards of one candidate (every term logged; defaults in GameConfig and the flag
   Why non-zero: with catch_bonus 0 (session 2) a catching test earned what a trivial one did,
   and in the per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
   catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests.
-  At the CPU preset's K = 2 the weights act only through the order within a pair: group-std
-  advantages of two unequal rewards are +-1 whatever their gap, so a bonus changes training
-  only where it flips which of the two candidates is ahead. Session 7 measured it: catch_bonus
-  0 vs 1 from the same warm starts, 3 seeds: catches on 5 of the 30 steps raised the tester's
-  reward there, yet losses, grad norms and every evaluation came out identical (no pair
-  flipped). So the CPU runs can neither justify nor refute the default; K >= 3 or --adv-scale
-  batch/none, where reward gaps survive the normalisation, can.
+  Group-std advantages do not change under any increasing affine map of a group's rewards,
+  so a weight acts only where it changes a group by more than that: at K = 2 only by
+  flipping which of the pair is ahead; at any K, not when one candidate alone earns it and
+  the others tie (2 vs 0, 0, 0 normalises as 1 vs 0, 0, 0). Session 7 measured catch_bonus
+  0 vs 1 from the same warm starts, 3 seeds each at K = 2 and K = 4 (.notes/agents.md): at
+  K = 2 catches raised the tester's reward on 5 of 30 steps, yet losses and every evaluation
+  came out identical; at K = 4 two seeds were identical too and one diverged (bonus 1 ended
+  lower: catch share .013 -> .003, system .098 -> .020: one seed, within what any perturbed
+  run moves). With ~4% valid tests a catch is nearly always one candidate's alone, so the
+  CPU runs do not justify the default, nor refute it; 1.0 stays for the reason above, to
+  be measured with a tester whose groups hold several valid test sets.
 
 Tree-structured sampling: each role step samples K candidates from the same state. Every
   candidate is scored in its OWN branch (a deep copy of the episode state holding its own
@@ -1040,8 +1044,9 @@ def build_parser():
                    help="weight of the global reward (seed 0.7)")
     g.add_argument("--catch-bonus", type=trainer.NON_NEGATIVE, default=1.0,
                    help="tester bonus per (share of) valid test that the shown wrong program fails "
-                        "(at --group-size 2 with --adv-scale group, this and the other tester "
-                        "weights act only where they change which of the two is ahead)")
+                        "(with --adv-scale group this and the other tester weights act only where "
+                        "they change a group's rewards by more than an increasing affine map: "
+                        "at --group-size 2, only by flipping which of the two is ahead)")
     g.add_argument("--trivial-penalty", type=trainer.NON_NEGATIVE, default=0.5,
                    help="tester penalty per (share of) duplicate test or valid test every "
                         "candidate program passes while one is wrong (< 1 keeps a valid trivial "

@@ -188,9 +188,10 @@ def test_reward_equations_by_hand():
     assert agents.final_reward(0.5, 0.2, alpha=0.7) == pytest.approx(0.55)
 
 
-def test_at_k2_the_catch_bonus_acts_only_by_flipping_a_pair():
-    """Why catch_bonus 0 vs 1 gave identical CPU runs (K = 2, group std): a pair's advantages
-    are +-1/sqrt(2) whatever the reward gap, so only the order counts; batch scaling keeps gaps."""
+def test_a_tester_bonus_that_is_an_affine_map_of_the_group_changes_nothing():
+    """Why catch_bonus 0 vs 1 gave identical CPU runs: group-std advantages ignore an
+    increasing affine map of a group's rewards. A pair's are +-1/sqrt(2) whatever the gap; at
+    K = 4 a bonus that one candidate alone earns is such a map too; batch scaling keeps gaps."""
     import torch
 
     import grpo
@@ -203,6 +204,15 @@ def test_at_k2_the_catch_bonus_acts_only_by_flipping_a_pair():
     group = [("p", 0, 0, "tester")] * 2
     adv0, adv1 = (grpo.group_advantages(torch.tensor([a, b]), group_ids=group) for a in (a0, a1))
     assert torch.allclose(adv0, adv1) and float(adv0[0]) == pytest.approx(2 ** -0.5, rel=1e-4)
+    # K = 4: the catcher alone among three invalid sets (a1 vs a0 over 0, 0, 0): the same
+    # advantages; beside a second valid set (b), the bonus widens the catcher's lead
+    four = [("p", 1, 0, "tester")] * 4
+    lone0, lone1 = (grpo.group_advantages(torch.tensor([a, 0.0, 0.0, 0.0]), group_ids=four)
+                    for a in (a0, a1))
+    assert torch.allclose(lone0, lone1, atol=1e-5)
+    two0, two1 = (grpo.group_advantages(torch.tensor([a, b, 0.0, 0.0]), group_ids=four)
+                  for a in (a0, a1))
+    assert two1[0] - two1[1] > two0[0] - two0[1] + 0.1
     # with a second group in the batch, batch-std scaling lets the bonus widen the gap
     ids = group + [("q", 0, 0, "tester")] * 2
     bat0, bat1 = (grpo.group_advantages(torch.tensor([a, b, 0.0, 1.0]), scale="batch",
