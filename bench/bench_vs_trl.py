@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="no run: read these bench_vs_trl.json files (e.g. the seeds of each "
                         "arm), group their rows by arm, print mean +- std per arm and write "
                         "the summary to --json (default: combined.json beside the first)")
+    g.add_argument("--per-seed-model", action="store_true",
+                   help="with --combine: let the reports' --model differ, one warm start per "
+                        "seed (as the testbed's seed-S SFT checkpoints); every other setting "
+                        "must still match")
     g.add_argument("--worker", choices=["ours", "trl"], default=None,
                    help="internal: run one framework in this process and write "
                         "<out>/<worker>.json (the default command starts both as workers)")
@@ -162,7 +166,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     pre, _ = p.parse_known_args(argv)
     if pre.smoke:
         p.set_defaults(**SMOKE)
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.per_seed_model and not a.combine:
+        p.error("--per-seed-model only acts with --combine")
+    return a
 
 
 def grpo_argv(a: argparse.Namespace, model: str, out: str) -> list[str]:
@@ -466,15 +473,21 @@ def arm_name(row: dict, settings: dict) -> str:
                       *(f"{label} {settings.get(key)}" for label, key in knobs)])
 
 
-def combine(reports: list[dict]) -> list[dict]:
+def combine(reports: list[dict], per_seed_model: bool = False) -> list[dict]:
     """Bench reports (each one seed's bench_vs_trl.json) -> one entry per arm, in first-seen
     order: {"arm", "seeds", "commands", and per COMBINED key {"mean", "std", "n"}}.
-    Raises ValueError when the reports differ in a SHARED setting or repeat a seed in an arm."""
+    Raises ValueError when the reports differ in a SHARED setting or repeat a seed in an arm;
+    per_seed_model: the warm start (--model) may differ, one per seed, but then every report
+    of one seed must name the same one (both frameworks start from it within a report)."""
     first = reports[0]["settings"]
     arms: dict[str, dict] = {}
+    model_of_seed: dict = {}
     for rep in reports:
         st = rep["settings"]
-        differ = [k for k in SHARED if st.get(k) != first.get(k)]
+        shared = [k for k in SHARED if not (per_seed_model and k == "model")]
+        differ = [k for k in shared if st.get(k) != first.get(k)]
+        if per_seed_model and model_of_seed.setdefault(st["seed"], st["model"]) != st["model"]:
+            differ.append(f"model (seed {st['seed']} also has {model_of_seed[st['seed']]})")
         if differ:
             raise ValueError(f"{rep['command']}: differs from {reports[0]['command']} in "
                              f"{', '.join(differ)}: not one experiment")
@@ -526,7 +539,7 @@ def combine_main(a: argparse.Namespace) -> None:
         except (OSError, ValueError) as e:
             sys.exit(f"bench_vs_trl.py --combine: cannot read {path}: {e}")
     try:
-        arms = combine(reports)
+        arms = combine(reports, per_seed_model=a.per_seed_model)
     except ValueError as e:
         sys.exit(f"bench_vs_trl.py --combine: {e}")
     path = a.json or os.path.join(os.path.dirname(a.combine[0]), "combined.json")

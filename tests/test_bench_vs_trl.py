@@ -154,3 +154,26 @@ def test_combine_refuses_reports_that_are_not_one_experiment(tmp_path):
         bench_vs_trl.combine([_report(0, row), _report(0, row)])
     with pytest.raises(SystemExit, match="cannot read"):
         bench_vs_trl.main(["--combine", str(tmp_path / "missing.json")])
+
+
+def test_combine_per_seed_model_lets_only_the_warm_start_differ_by_seed(capsys):
+    """The testbed's design: seed S starts from warm start S. Without --per-seed-model that
+    is refused as two experiments; with it, the model may differ between seeds (not within
+    one), and every other setting must still match."""
+    row = [_row("grpo.py", "vllm", 3.0, 15.0)]
+    reports = [_report(0, row, model="warm0"), _report(1, row, model="warm1")]
+    with pytest.raises(ValueError, match="model"):
+        bench_vs_trl.combine(reports)
+    arms = bench_vs_trl.combine(reports, per_seed_model=True)
+    assert arms[0]["seeds"] == [0, 1]
+    with pytest.raises(ValueError, match="steps"):
+        bench_vs_trl.combine(reports + [_report(2, row, model="warm2", steps=30)],
+                             per_seed_model=True)
+    epoch = [_row("grpo.py", "vllm", 3.0, 15.0)]
+    with pytest.raises(ValueError, match="seed 0 also has warm0"):
+        bench_vs_trl.combine(reports + [_report(0, epoch, model="warmX",
+                                                 ours_prompt_order="epoch")],
+                             per_seed_model=True)
+    with pytest.raises(SystemExit):
+        bench_vs_trl.parse_args(["--per-seed-model"])
+    assert "only acts with --combine" in capsys.readouterr().err
