@@ -482,11 +482,11 @@ def combine(reports: list[dict], per_seed_model: bool = False) -> list[dict]:
     per_seed_model: the warm start (--model) may differ, one per seed, but then every report
     of one seed must name the same one (both frameworks start from it within a report)."""
     first = reports[0]["settings"]
+    shared = [k for k in SHARED if not (per_seed_model and k == "model")]
     arms: dict[str, dict] = {}
     model_of_seed: dict = {}
     for rep in reports:
         st = rep["settings"]
-        shared = [k for k in SHARED if not (per_seed_model and k == "model")]
         differ = [k for k in shared if st.get(k) != first.get(k)]
         if per_seed_model and model_of_seed.setdefault(st["seed"], st["model"]) != st["model"]:
             differ.append(f"model (seed {st['seed']} also has {model_of_seed[st['seed']]})")

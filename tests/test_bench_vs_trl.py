@@ -169,9 +169,8 @@ def test_combine_per_seed_model_lets_only_the_warm_start_differ_by_seed(capsys):
     with pytest.raises(ValueError, match="steps"):
         bench_vs_trl.combine(reports + [_report(2, row, model="warm2", steps=30)],
                              per_seed_model=True)
-    epoch = [_row("grpo.py", "vllm", 3.0, 15.0)]
     with pytest.raises(ValueError, match="seed 0 also has warm0"):
-        bench_vs_trl.combine(reports + [_report(0, epoch, model="warmX",
+        bench_vs_trl.combine(reports + [_report(0, row, model="warmX",
                                                  ours_prompt_order="epoch")],
                              per_seed_model=True)
     with pytest.raises(SystemExit):
