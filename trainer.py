@@ -659,7 +659,8 @@ def setup_policy(args, d: Dist, value_head: bool = False):
     """Model path, tokenizer, FSDP-sharded policy and its generation engine.
     value_head: give the policy a model.ValueHead inside its FSDP root (PPO's shared critic)."""
     if d.device.type == "cpu" and args.cpu_threads > 0:
-        # Tiny models are overhead-bound: extra threads only fight the sandbox's workers.
+        # 0 leaves torch's own choice. Under load, tiny models are overhead-bound and extra
+        # threads only fight the other processes (the sandbox's workers, a second training).
         torch.set_num_threads(args.cpu_threads)
     path = resolve_model(args.model, seed=args.model_seed)
     tokenizer = load_tokenizer(path)
@@ -1475,9 +1476,12 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="sandbox processes (default: one per core)")
     g = p.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
-    g.add_argument("--cpu-threads", type=COUNT, default=1,
-                   help="torch threads per process on CPU (0 = torch default); on 2 cores "
-                        "1 was 3-5x faster than 2 for the tiny model on a loaded machine")
+    g.add_argument("--cpu-threads", type=COUNT, default=0,
+                   help="torch threads per process on CPU; 0 = torch's default: "
+                        "OMP_NUM_THREADS when set, else every core (alone on 2 idle cores: "
+                        "SFT 0.5 s a step vs 0.8 at 1 thread). Trainings that share the cores "
+                        "want 1 (OMP_NUM_THREADS=1, as bench/ablate.py sets): on a loaded "
+                        "2-core machine 1 thread was 3-5x faster than 2 for the tiny model")
     g.add_argument("--out", default=f"runs/{name}",
                    help="output dir: metrics.jsonl, summary.json, step_N/ checkpoints")
     g.add_argument("--save-every", type=COUNT, default=0,
