@@ -589,6 +589,19 @@ def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
             "hardest_quarter_min_score": hard[-1].metadata["score"]}
 
 
+def by_family(problems, solved: Mapping, n: int) -> dict:
+    """pass@1 per tasks.py family, {"pass@1_by_family": {family: sum of solved / (n * count)}},
+    from solved = {problem id: samples of n that passed}: which families a gain comes from
+    (the long, branchy ones are CCCS's and FGO's). {} when a problem has no family."""
+    seen = [p for p in problems if p.id in solved]
+    if not seen or any("family" not in p.metadata for p in seen):
+        return {}
+    counts: dict = {}
+    for p in seen:
+        counts.setdefault(p.metadata["family"], []).append(solved[p.id])
+    return {"pass@1_by_family": {f: sum(c) / (n * len(c)) for f, c in sorted(counts.items())}}
+
+
 def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
 
@@ -608,6 +621,7 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
     return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
             f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
             "problems": len(counts), **hardest_quarter(problems, dict(counts), n),
+            **by_family(problems, dict(counts), n),
             "rates": {pid: c / n for pid, c in counts}}
 
 
@@ -1059,8 +1073,9 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
 def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
     """Evaluate the held-out set (and, before/after RL, the train sample beside it) and keep
     the figures in r.state, so in summary.json: pass_at_1_<when>, pass_at_k_<when> (k =
-    --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when> (the hardest quarter, tasks.py)
-    and the same with a train_ prefix. Returns the held-out result.
+    --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when> (the hardest quarter, tasks.py),
+    family_pass_at_1_<when> ({family: pass@1}, tasks.py) and the same with a train_ prefix.
+    Returns the held-out result.
     """
     def keep(prefix: str, res: dict) -> None:
         r.state[f"{prefix}pass_at_1_{when}"] = res["pass@1"]
@@ -1070,6 +1085,8 @@ def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
         if "pass@1_hardest_quarter" in res:     # DRIVE's tail (tasks.py problems only)
             r.state[f"{prefix}hard_pass_at_1_{when}"] = res["pass@1_hardest_quarter"]
             r.state[f"{prefix}hard_pass_at_k_{when}"] = res[f"pass@{res['k']}_hardest_quarter"]
+        if "pass@1_by_family" in res:
+            r.state[f"{prefix}family_pass_at_1_{when}"] = res["pass@1_by_family"]
     res = evaluate_fn(r, when)
     keep("", res)
     if r.train_eval_problems and when in ("before_rl", "after_rl"):
@@ -1366,7 +1383,8 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--train-data", default="tasks:train",
                    help="comma list of NAME or NAME:PATH (apps, apps_plus, code_contests, "
                         "livecodebench, builtin, tasks:train|test|heldout: the procedural "
-                        "testbed's splits); no path = Hugging Face hub")
+                        "testbed's splits, tasks:train@classify+simulate: some families "
+                        "only); no path = Hugging Face hub")
     g.add_argument("--eval-data", default="tasks:test",
                    help="same format as --train-data; the same value as --train-data evaluates "
                         "on the training problems; tasks:test holds instances never trained on")

@@ -201,6 +201,20 @@ def test_load_problems_serves_every_split(sets):
     assert data.load_problems("tasks", split="test", seed=1)[0].question != p.question
 
 
+def test_a_family_filter_keeps_those_families_in_split_order(sets):
+    picked = data.load_problems("tasks", path="test@classify+simulate")
+    want = [r["id"] for r in sets["test"] if r["metadata"]["family"] in ("classify", "simulate")]
+    assert [p.id for p in picked] == want
+    assert {p.metadata["family"] for p in picked} == {"classify", "simulate"}
+    assert len(want) == 2 * tasks.COUNTS["test"]
+    assert [p.id for p in data.load_problems("tasks", path="heldout@digits")] == \
+        [r["id"] for r in sets["heldout"] if r["metadata"]["family"] == "digits"]
+    with pytest.raises(data.DataError, match="no family digits in that split"):
+        data.load_problems("tasks", path="train@digits")     # a held-out family
+    with pytest.raises(data.DataError, match="tasks:SPLIT"):
+        data.load_problems("tasks", path="tests@classify")
+
+
 def test_builtin_set_is_served_unchanged():
     problems = data.load_problems("builtin")
     assert len(problems) == 51 == len(tasks.BUILTIN)

@@ -373,6 +373,17 @@ def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
     assert trainer.hardest_quarter([_problem("x")], {"x": 4}, 4) == {}   # no score: none
 
 
+def test_pass_at_1_by_family_pools_the_samples_of_each_family():
+    probs = [_problem(f"p{i}") for i in range(5)]
+    for p, fam in zip(probs, ["arith", "classify", "arith", "classify", "classify"]):
+        p.metadata["family"] = fam
+    solved = {"p0": 4, "p1": 0, "p2": 1, "p3": 2, "p4": 1}     # of 4 samples each
+    out = trainer.by_family(probs, solved, 4)["pass@1_by_family"]
+    assert out == {"arith": 5 / 8, "classify": 3 / 12}
+    assert trainer.by_family(probs[:2], {"p0": 4}, 4)["pass@1_by_family"] == {"arith": 1.0}
+    assert trainer.by_family([_problem("x")], {"x": 4}, 4) == {}    # no family: none
+
+
 def test_bench_update_runs_and_reports_every_size():
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
