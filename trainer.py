@@ -618,10 +618,11 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
     total = max(len(counts), 1)
+    by_id = dict(counts)
     return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
             f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
-            "problems": len(counts), **hardest_quarter(problems, dict(counts), n),
-            **by_family(problems, dict(counts), n),
+            "problems": len(counts), **hardest_quarter(problems, by_id, n),
+            **by_family(problems, by_id, n),
             "rates": {pid: c / n for pid, c in counts}}
 
 
