@@ -677,7 +677,7 @@ def _tasks_rows(split: str, path: str | None, seed: int) -> list[dict]:
     if not wanted:
         return rows
     families = wanted.split("+")
-    known = tasks.SPLIT_FAMILIES if chosen != "heldout" else tasks.HELDOUT_FAMILIES
+    known = tasks.split_families(chosen)
     unknown = [f for f in families if f not in known]
     if unknown:
         raise DataError(f"tasks:{chosen}@{wanted}: no family {', '.join(unknown)} in that split; "

@@ -30,8 +30,17 @@ Families (SPLIT_FAMILIES give train and test; HELDOUT_FAMILIES only the heldout 
   held out (never in SFT or RL: what transfers to a new composition or construct)
     piecewise   classify whose bodies compute arithmetic on x   1-4 conditions
     digits      while n > 0: d = n % 10 ...                     a while loop, 0-1 condition
+  length (only the length_train / length_test splits: a testbed of their own)
+    chain_short if x > 12: x -= 5 / if x % 3 == 0: ...  1-2 guarded steps in sequence
+    chain_long  the same pattern                        4-6 guarded steps
 Long, branchy references (classify, simulate, piecewise) are what CCCS splits at
 (cccs.split_points) and what FGO masks; the score's spread gives DRIVE's hard focus a tail.
+The tiny model copies a statement's numbers but not its words (classify's labels), so in
+classify and simulate a CCCS subtask is as hard as the whole program. The chain families
+are built for CCCS's claim instead: every step is one small numeric pattern, so a policy
+that writes one or two steps (SFT on chain_short) can complete a chain_long reference from
+its last steps, while the whole of it may be out of its reach; they are drawn from a
+Random of their own, so the other splits are what they were before.
 
 Split: the split of an instance is fixed by a hash of its family and parameters (not of its
 io kind): sha256 % 100 < TEST_PERCENT -> test, else train. So no test instance shares its
@@ -54,7 +63,10 @@ SPLIT_FAMILIES = ("arith", "strings", "aggregate", "classify", "accumulate", "si
 HELDOUT_FAMILIES = ("piecewise", "digits")
 COUNTS = {"train": 160, "test": 16, "heldout": 16}   # instances per family and split
 TEST_PERCENT = 25
-SPLITS = ("train", "test", "heldout", "train_sample")
+LENGTH_FAMILIES = ("chain_short", "chain_long")
+LENGTH_COUNTS = {"train": 160, "test": 32}
+LENGTH_SPLITS = ("length_train", "length_test")
+SPLITS = ("train", "test", "heldout", "train_sample") + LENGTH_SPLITS
 MIN_TESTS = 6
 WORDS = ("low mid high cold warm hot tiny small big huge red blue green gold iron wood "
          "few many ok bad good fast slow odd north south").split()
@@ -413,9 +425,78 @@ def digits(rng: random.Random) -> Draft:
                  make_tests(io, inputs, answer))
 
 
+CHAIN_CONDS = {  # name -> (phrase, code, python predicate of (x, t))
+    "gt": ("x is greater than {t}", "x > {t}", lambda x, t: x > t),
+    "lt": ("x is less than {t}", "x < {t}", lambda x, t: x < t),
+    "div": ("x is divisible by {t}", "x % {t} == 0", lambda x, t: x % t == 0),
+}
+CHAIN_OPS = {  # name -> (phrase, statement, python function of (x, c))
+    "add": ("add {c} to x", "x += {c}", lambda x, c: x + c),
+    "sub": ("subtract {c} from x", "x -= {c}", lambda x, c: x - c),
+    "mul": ("multiply x by {c}", "x *= {c}", lambda x, c: x * c),
+}
+CHAIN_LENGTHS = {"chain_short": (1, 2), "chain_long": (4, 6)}   # guarded steps an instance
+CHAIN_MAX_TESTS = 10
+
+
+def chain(rng: random.Random, family: str = "chain_long") -> Draft:
+    """x = int(input()); if x > 12: x -= 5; if x % 3 == 0: x *= 2; ...; print(x).
+
+    A length family: every step is the same small pattern (a condition from the statement,
+    an update from the statement), so a model that writes one step can write the next;
+    what makes chain_long (4-6 steps) hard is only its length. Each step's condition is
+    tested on x as the earlier steps left it. The tests make every step both fire and not
+    fire (so a program that drops a step or its condition fails), at most 10 tests.
+    """
+    lo, hi = CHAIN_LENGTHS[family]
+
+    def run(steps, x):
+        fired = []
+        for cond, t, op, c in steps:
+            hit = CHAIN_CONDS[cond][2](x, t)
+            fired.append(hit)
+            x = CHAIN_OPS[op][2](x, c) if hit else x
+        return x, fired
+
+    for _ in range(100):      # redraw the few chains whose later steps can never fire
+        steps = []
+        for _ in range(rng.randint(lo, hi)):
+            cond, op = rng.choice(sorted(CHAIN_CONDS)), rng.choice(sorted(CHAIN_OPS))
+            t = rng.randint(2, 5) if cond == "div" else rng.randint(-5, 40)
+            steps.append((cond, t, op, rng.randint(2, 3) if op == "mul" else rng.randint(1, 9)))
+        todo = {(j, b) for j in range(len(steps)) for b in (True, False)}
+        inputs = []
+        for _ in range(300):   # greedy: keep an input when it fires or skips a step not yet seen
+            if not todo or len(inputs) >= CHAIN_MAX_TESTS:
+                break
+            x = rng.randint(-20, 60)
+            seen = set(enumerate(run(steps, x)[1]))
+            if x not in inputs and seen & todo:
+                inputs.append(x)
+                todo -= seen
+        if not todo:
+            break
+    else:
+        raise RuntimeError("chain: no covering inputs in 100 draws")
+    inputs = _fill(rng, inputs, lambda: rng.randint(-20, 60))
+    body = []
+    for cond, t, op, c in steps:
+        body += [f"if {CHAIN_CONDS[cond][1].format(t=t)}:", f"    {CHAIN_OPS[op][1].format(c=c)}"]
+    io = _io(rng)
+    rule = "; ".join(f"if {CHAIN_CONDS[cond][0].format(t=t)}, {CHAIN_OPS[op][0].format(c=c)}"
+                     for cond, t, op, c in steps)
+    q = (f"Read an integer x. Then, in order: {rule}. Print x." if io == "stdio" else
+         f"For the integer x, in order: {rule}. Return x.")
+    code = render(io, "chain", "x", "x = int(input())", body + ["@x"])
+    return Draft(family, io, {"steps": steps}, q, code,
+                 make_tests(io, inputs, lambda x: run(steps, x)[0]))
+
+
 FAMILIES = {"arith": arith, "strings": strings, "aggregate": aggregate, "classify": classify,
             "accumulate": accumulate, "simulate": simulate, "piecewise": piecewise,
-            "digits": digits}
+            "digits": digits,
+            "chain_short": lambda rng: chain(rng, "chain_short"),
+            "chain_long": lambda rng: chain(rng, "chain_long")}
 
 
 # ----------------------------------------------------------------------------- difficulty
@@ -474,6 +555,33 @@ def _interleave(lists: list[list]) -> list:
     return out
 
 
+def _draw_quotas(rng: random.Random, family: str, want: dict[str, int], split_of,
+                 seen_q: set, seen_code: set) -> dict[str, list[dict]]:
+    """Draw instances of `family` until every split has its quota: {split: rows}.
+
+    split_of(draft) names the split of a draft; duplicates (statement or normalised
+    reference in seen_q / seen_code, shared across families and splits) are skipped."""
+    got = {s: [] for s in want}
+    for _ in range(200 * sum(want.values())):
+        if all(len(got[s]) >= n for s, n in want.items()):
+            break
+        draft = FAMILIES[family](rng)
+        split = split_of(draft)
+        norm = normalized_code(draft.solution)
+        if len(got[split]) >= want[split] or draft.question in seen_q or norm in seen_code:
+            continue
+        seen_q.add(draft.question)
+        seen_code.add(norm)
+        got[split].append(_row(draft, split, len(got[split])))
+    if any(len(got[s]) < n for s, n in want.items()):
+        raise RuntimeError(f"family {family} cannot fill its quotas {want}")
+    return got
+
+
+def _by_params(draft: Draft) -> str:
+    return params_split(draft.family, draft.params)
+
+
 @lru_cache(maxsize=4)
 def _generate(seed: int) -> str:
     """JSON of {split: rows} (cached as text so that callers get fresh, unshared rows)."""
@@ -483,20 +591,8 @@ def _generate(seed: int) -> str:
     for family in SPLIT_FAMILIES + HELDOUT_FAMILIES:
         held = family in HELDOUT_FAMILIES
         want = {"heldout": COUNTS["heldout"]} if held else {s: COUNTS[s] for s in ("train", "test")}
-        got = {s: [] for s in want}
-        for _ in range(200 * sum(want.values())):
-            if all(len(got[s]) >= n for s, n in want.items()):
-                break
-            draft = FAMILIES[family](rng)
-            split = "heldout" if held else params_split(family, draft.params)
-            norm = normalized_code(draft.solution)
-            if len(got[split]) >= want[split] or draft.question in seen_q or norm in seen_code:
-                continue
-            seen_q.add(draft.question)
-            seen_code.add(norm)
-            got[split].append(_row(draft, split, len(got[split])))
-        if any(len(got[s]) < n for s, n in want.items()):
-            raise RuntimeError(f"family {family} cannot fill its quotas {want} (seed {seed})")
+        got = _draw_quotas(rng, family, want, (lambda d: "heldout") if held else _by_params,
+                           seen_q, seen_code)
         for s, rows in got.items():
             per_split[s].append(rows)
     out = {s: _interleave(lists) for s, lists in per_split.items()}
@@ -505,15 +601,40 @@ def _generate(seed: int) -> str:
     return json.dumps(out)
 
 
+@lru_cache(maxsize=4)
+def _generate_length(seed: int) -> str:
+    """JSON of {"length_train": rows, "length_test": rows}: the chain families, from a Random
+    of their own, so that adding them left every row of the other splits as it was."""
+    rng = random.Random(f"length-{seed}")
+    seen_q, seen_code = set(), set()
+    per_split = {"train": [], "test": []}
+    for family in LENGTH_FAMILIES:
+        got = _draw_quotas(rng, family, dict(LENGTH_COUNTS), _by_params, seen_q, seen_code)
+        for s, rows in got.items():
+            per_split[s].append(rows)
+    return json.dumps({f"length_{s}": _interleave(lists) for s, lists in per_split.items()})
+
+
 def generate(seed: int = 0) -> dict[str, list[dict]]:
     """{split: rows} for train, test, heldout and train_sample; rows have Problem's fields."""
     return json.loads(_generate(seed))
 
 
+def generate_length(seed: int = 0) -> dict[str, list[dict]]:
+    """{split: rows} for length_train and length_test (the chain families)."""
+    return json.loads(_generate_length(seed))
+
+
+def split_families(split: str) -> tuple[str, ...]:
+    """The families a split holds (what tasks:SPLIT@FAMILY may name)."""
+    return (HELDOUT_FAMILIES if split == "heldout" else
+            LENGTH_FAMILIES if split in LENGTH_SPLITS else SPLIT_FAMILIES)
+
+
 def task_rows(split: str, seed: int = 0) -> list[dict]:
     if split not in SPLITS:
         raise ValueError(f"unknown tasks split {split!r}; use one of {list(SPLITS)}")
-    return generate(seed)[split]
+    return (generate_length(seed) if split in LENGTH_SPLITS else generate(seed))[split]
 
 
 # ----------------------------------------------------------------------------- the built-in set
