@@ -31,14 +31,14 @@ Families (SPLIT_FAMILIES give train and test; HELDOUT_FAMILIES only the heldout 
     piecewise   classify whose bodies compute arithmetic on x   1-4 conditions
     digits      while n > 0: d = n % 10 ...                     a while loop, 0-1 condition
   length (only the length_train / length_test splits: a testbed of their own)
-    chain_short if x > 12: x -= 5 / if x % 3 == 0: ...  1-2 guarded steps in sequence
+    chain_short if x > 12: x -= 5 / if x % 3 == 0: ...  1-3 guarded steps in sequence
     chain_long  the same pattern                        4-6 guarded steps
 Long, branchy references (classify, simulate, piecewise) are what CCCS splits at
 (cccs.split_points) and what FGO masks; the score's spread gives DRIVE's hard focus a tail.
 The tiny model copies a statement's numbers but not its words (classify's labels), so in
 classify and simulate a CCCS subtask is as hard as the whole program. The chain families
 are built for CCCS's claim instead: every step is one small numeric pattern, so a policy
-that writes one or two steps (SFT on chain_short) can complete a chain_long reference from
+that writes one to three steps (SFT on chain_short) can complete a chain_long reference from
 its last steps, while the whole of it may be out of its reach; they are drawn from a
 Random of their own, so the other splits are what they were before.
 
@@ -435,7 +435,7 @@ CHAIN_OPS = {  # name -> (phrase, statement, python function of (x, c))
     "sub": ("subtract {c} from x", "x -= {c}", lambda x, c: x - c),
     "mul": ("multiply x by {c}", "x *= {c}", lambda x, c: x * c),
 }
-CHAIN_LENGTHS = {"chain_short": (1, 2), "chain_long": (4, 6)}   # guarded steps an instance
+CHAIN_LENGTHS = {"chain_short": (1, 3), "chain_long": (4, 6)}   # guarded steps an instance
 CHAIN_MAX_TESTS = 10
 
 

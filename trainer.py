@@ -1385,7 +1385,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="comma list of NAME or NAME:PATH (apps, apps_plus, code_contests, "
                         "livecodebench, builtin, tasks:train|test|heldout: the procedural "
                         "testbed's splits, tasks:train@classify+simulate: some families "
-                        "only, tasks:length_train|length_test: the chain families, 1-2 "
+                        "only, tasks:length_train|length_test: the chain families, 1-3 "
                         "or 4-6 guarded steps); no path = Hugging Face hub")
     g.add_argument("--eval-data", default="tasks:test",
                    help="same format as --train-data; the same value as --train-data evaluates "

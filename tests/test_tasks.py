@@ -98,7 +98,7 @@ def test_split_has_no_overlap(sets):
 
 
 def test_length_splits_chain_steps_and_do_not_overlap(sets):
-    """length_train / length_test: chain_short (1-2 guarded steps) and chain_long (4-6), split
+    """length_train / length_test: chain_short (1-3 guarded steps) and chain_long (4-6), split
     by parameters like the others, no statement or reference shared across the two."""
     train, test = sets["length_train"], sets["length_test"]
     for rows, n in ((train, tasks.LENGTH_COUNTS["train"]), (test, tasks.LENGTH_COUNTS["test"])):
