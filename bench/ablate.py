@@ -152,6 +152,39 @@ GRIDS: dict[str, list[dict]] = {
     ],
 }
 
+# CCCS's claim where it can act (tasks.py's length family): the issue-16 warm start, then 150
+# SFT steps on the train split plus chain_short (1-3 guarded steps), so the policy writes short
+# chains and no 4-6 step one (held-out chain_long: 0.000 before RL, every seed); RL on 32
+# chain_long train problems (each drawn 15 times in 60 steps, so a problem can pass through
+# its 3-4 stages), with and without the curriculum, scored on length_test (chain_long: the
+# claim; chain_short: what RL costs the short chains).
+LEN_DATA = ["--eval-data", "tasks:length_test", "--max-new-tokens", "112"]
+LEN_RL = ["--train-data", "tasks:length_train@chain_long", *LEN_DATA, "--max-problems", "32",
+          "--max-eval-problems", "0", "--model", "{out}/cells/sft-chain/seed{seed}/step_0",
+          "--sft-steps", "0", "--steps", "60", "--lr", "5e-5", "--eval-every", "20"]
+CCCS_FLAGS = ["--curriculum", "cccs", "--cccs-span", "2", "--cccs-threshold", "0.5"]
+LEN_METRICS = ["family_pass_at_1_before_rl.chain_long", "family_pass_at_1_after_rl.chain_long",
+               "family_pass_at_1_after_rl.chain_short", "metrics.jsonl:reward_mean",
+               "metrics.jsonl:zero_adv_frac"]
+GRIDS["length"] = [
+    GRIDS["issue16"][0],        # the same warm cells: a shared --out runs them once
+    {"name": "sft-chain", "group": "length: SFT on chain_short", "after": ["warm"],
+     "cmd": ["grpo.py", "--train-data", "tasks:train,tasks:length_train@chain_short", *LEN_DATA,
+             "--model", "{out}/cells/warm/seed{seed}/step_0", "--sft-steps", "150", "--steps",
+             "0", "--save-every", "1"], "metrics": LEN_METRICS[:1]},
+    {"name": "length-grpo", "group": "length: GRPO on chain_long", "after": ["sft-chain"],
+     "cmd": ["grpo.py", *LEN_RL], "metrics": LEN_METRICS},
+    {"name": "length-grpo-cccs", "group": "length: GRPO on chain_long", "after": ["sft-chain"],
+     "cmd": ["grpo.py", *LEN_RL, *CCCS_FLAGS], "metrics": LEN_METRICS},
+    {"name": "length-ppo", "group": "length: PPO on chain_long", "after": ["sft-chain"],
+     "cmd": ["ppo_fgo.py", *LEN_RL], "metrics": LEN_METRICS},
+    {"name": "length-ppo-cccs", "group": "length: PPO on chain_long", "after": ["sft-chain"],
+     "cmd": ["ppo_fgo.py", *LEN_RL, *CCCS_FLAGS], "metrics": LEN_METRICS},
+    {"name": "length-ppo-cccs-fgo", "group": "length: PPO on chain_long", "after": ["sft-chain"],
+     "cmd": ["ppo_fgo.py", *LEN_RL, *CCCS_FLAGS, "--fgo"],
+     "metrics": LEN_METRICS + ["metrics.jsonl:fgo_masked_share"]},
+]
+
 # (summary.json key, column of ablation.md or None = ablation.json only)
 STANDARD = [("pass_at_1_before_rl", "held-out pass@1 before RL"),
             ("pass_at_1_after_rl", "after RL"),
