@@ -176,6 +176,12 @@ GRIDS["length"] = [
      "cmd": ["grpo.py", *LEN_RL], "metrics": LEN_METRICS},
     {"name": "length-grpo-cccs", "group": "length: GRPO on chain_long", "after": ["sft-chain"],
      "cmd": ["grpo.py", *LEN_RL, *CCCS_FLAGS], "metrics": LEN_METRICS},
+    # 4x the steps with the curriculum (the plain arm needs no rerun: with no success in 60
+    # steps every advantage is 0, its gradient is 0 and the policy never changes)
+    {"name": "length-grpo-cccs-240", "group": "length: GRPO on chain_long",
+     "after": ["sft-chain"],
+     "cmd": ["grpo.py", *with_flags(LEN_RL, steps=240, eval_every=60), *CCCS_FLAGS],
+     "metrics": LEN_METRICS},
     {"name": "length-ppo", "group": "length: PPO on chain_long", "after": ["sft-chain"],
      "cmd": ["ppo_fgo.py", *LEN_RL], "metrics": LEN_METRICS},
     {"name": "length-ppo-cccs", "group": "length: PPO on chain_long", "after": ["sft-chain"],
