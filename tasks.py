@@ -439,7 +439,8 @@ CHAIN_LENGTHS = {"chain_short": (1, 3), "chain_long": (4, 6)}   # guarded steps 
 CHAIN_MAX_TESTS = 10
 
 
-def chain(rng: random.Random, family: str = "chain_long") -> Draft:
+def chain(rng: random.Random, family: str = "chain_long",
+          lengths: tuple[int, int] | None = None) -> Draft:
     """x = int(input()); if x > 12: x -= 5; if x % 3 == 0: x *= 2; ...; print(x).
 
     A length family: every step is the same small pattern (a condition from the statement,
@@ -447,8 +448,9 @@ def chain(rng: random.Random, family: str = "chain_long") -> Draft:
     what makes chain_long (4-6 steps) hard is only its length. Each step's condition is
     tested on x as the earlier steps left it. The tests make every step both fire and not
     fire (so a program that drops a step or its condition fails), at most 10 tests.
+    lengths=(lo, hi) overrides the family's number of steps (bench/probe_length.py).
     """
-    lo, hi = CHAIN_LENGTHS[family]
+    lo, hi = lengths or CHAIN_LENGTHS[family]
 
     def run(steps, x):
         fired = []
