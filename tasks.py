@@ -558,7 +558,7 @@ def _interleave(lists: list[list]) -> list:
 
 
 def _draw_quotas(rng: random.Random, family: str, want: dict[str, int], split_of,
-                 seen_q: set, seen_code: set) -> dict[str, list[dict]]:
+                 seen_q: set, seen_code: set, seed) -> dict[str, list[dict]]:
     """Draw instances of `family` until every split has its quota: {split: rows}.
 
     split_of(draft) names the split of a draft; duplicates (statement or normalised
@@ -576,7 +576,7 @@ def _draw_quotas(rng: random.Random, family: str, want: dict[str, int], split_of
         seen_code.add(norm)
         got[split].append(_row(draft, split, len(got[split])))
     if any(len(got[s]) < n for s, n in want.items()):
-        raise RuntimeError(f"family {family} cannot fill its quotas {want}")
+        raise RuntimeError(f"family {family} cannot fill its quotas {want} (seed {seed})")
     return got
 
 
@@ -594,7 +594,7 @@ def _generate(seed: int) -> str:
         held = family in HELDOUT_FAMILIES
         want = {"heldout": COUNTS["heldout"]} if held else {s: COUNTS[s] for s in ("train", "test")}
         got = _draw_quotas(rng, family, want, (lambda d: "heldout") if held else _by_params,
-                           seen_q, seen_code)
+                           seen_q, seen_code, seed)
         for s, rows in got.items():
             per_split[s].append(rows)
     out = {s: _interleave(lists) for s, lists in per_split.items()}
@@ -611,7 +611,8 @@ def _generate_length(seed: int) -> str:
     seen_q, seen_code = set(), set()
     per_split = {"train": [], "test": []}
     for family in LENGTH_FAMILIES:
-        got = _draw_quotas(rng, family, dict(LENGTH_COUNTS), _by_params, seen_q, seen_code)
+        got = _draw_quotas(rng, family, dict(LENGTH_COUNTS), _by_params, seen_q, seen_code,
+                           seed)
         for s, rows in got.items():
             per_split[s].append(rows)
     return json.dumps({f"length_{s}": _interleave(lists) for s, lists in per_split.items()})

@@ -107,9 +107,8 @@ def test_length_splits_chain_steps_and_do_not_overlap(sets):
             got = {r["metadata"]["branches"] for r in rows if r["metadata"]["family"] == fam}
             assert got == set(range(lo, hi + 1)), (fam, got)
         assert {r["metadata"]["io"] for r in rows} == {"stdio", "call"}
-    for key in ("question", "solutions"):
-        a = {tasks.normalized_code(r[key][0]) if key == "solutions" else r[key] for r in train}
-        b = {tasks.normalized_code(r[key][0]) if key == "solutions" else r[key] for r in test}
+    for key in (lambda r: r["question"], lambda r: tasks.normalized_code(r["solutions"][0])):
+        a, b = {key(r) for r in train}, {key(r) for r in test}
         assert not a & b and len(a) == len(train) and len(b) == len(test)
     assert all(tasks.params_split(r["metadata"]["family"], r["metadata"]["params"]) == "test"
                for r in test)
