@@ -5,6 +5,8 @@
     .venv/bin/python bench/ablate.py --grid issue16 --dry-run           # the commands only
     .venv/bin/python bench/ablate.py --grid issue16 --out runs/ablate-issue16 --report-only
     .venv/bin/python bench/ablate.py --grid my_grid.json --only ppo --seeds 0,1
+    .venv/bin/python bench/ablate.py --grid length --out runs/ablate \
+        --from-report bench/results/length/ablation.json      # fill a committed grid
 
 A grid is a list of configs (named grids live in GRIDS below; --grid FILE.json reads a list of
 the same shape):
@@ -38,6 +40,13 @@ scratch: its folder is emptied first. A cell that exits non-zero (or with no sum
 <cell>/failed.json (rc and the last line of its log); the grid goes on, and the report lists it.
 cmd.json also records the git commit of --workdir; it is not compared (the code may move on
 under a finished cell), but ablation.md says which commits the cells ran at.
+
+Across sessions (the cells' folders are scratch; the committed report is what lasts):
+--from-report FILE.json (e.g. bench/results/length/ablation.json) counts every cell that FILE
+lists as finished, for a config of the same name and command, as finished here: it is not run
+and the report takes its numbers, per-seed curve and commit from FILE (ablation.md says which).
+A report holds no checkpoints, so a dependency ("after") of a cell that runs now is run again
+when --only selects it (and its dependent is "not run" when it does not).
 
 The report (<OUT>/ablation.json, ablation.md, ablation.png) is written at the end of every run
 and by --report-only, from the finished cells only:
@@ -335,6 +344,73 @@ def is_finished(cell: Cell) -> bool:
             and not os.path.exists(os.path.join(cell.dir, "failed.json")))
 
 
+@dataclass
+class Earlier:
+    """Cells taken from earlier reports (--from-report): numbers, never checkpoints.
+
+    cells: {(config, seed): {"values", "curve" ({step: pass@1} or None), "k", "commit",
+    "source"}}; bands: {config: {"seeds", "curve", "gain_curve"}} of reports written before
+    per-seed curves were kept (used only when every seed of the config comes from there)."""
+    cells: dict = field(default_factory=dict)
+    bands: dict = field(default_factory=dict)
+
+
+def load_earlier(paths: list[str], configs: list[dict]) -> Earlier:
+    """Read --from-report files (ablation.json of a run, e.g. a committed one). A seed is
+    taken when the file lists it among the finished seeds of a config with the same name and
+    the same command (for files before "cmd" was kept: the same display command with the
+    file's seeds). A later file wins over an earlier one. GridError for a file that cannot be
+    read or is not a report."""
+    by_name = {c["name"]: c for c in configs}
+    got = Earlier()
+    for path in paths:
+        data = read_json(path)
+        if data is None:
+            why = "no such file" if not os.path.exists(path) else "not valid JSON"
+            raise GridError(f"--from-report {path}: {why}")
+        if not isinstance(data, dict) or not isinstance(data.get("configs"), list):
+            raise GridError(f"--from-report {path}: not an ablation.json (no 'configs' list)")
+        for rep in data["configs"]:
+            cfg = by_name.get(rep.get("name")) if isinstance(rep, dict) else None
+            if cfg is None or not isinstance(rep.get("per_seed"), dict):
+                continue
+            same = (rep.get("cmd") == cfg["cmd"] if "cmd" in rep else
+                    isinstance(rep.get("seeds"), list) and rep.get("command") ==
+                    display_command({**cfg, "seeds": rep["seeds"]}))
+            if not same:
+                continue
+            curves = rep.get("curves") or {}
+            seeds = sorted(rep["per_seed"], key=int)
+            for seed in seeds:
+                curve = curves.get(seed)
+                if curve is None and len(seeds) == 1 and "curve" in rep:
+                    curve = dict(zip(rep["curve"]["step"], rep["curve"]["mean"]))
+                got.cells[(cfg["name"], int(seed))] = {
+                    "values": rep["per_seed"][seed],
+                    "curve": None if curve is None else {int(x): y for x, y in curve.items()},
+                    "k": rep.get("k"), "commit": (rep.get("commits") or {}).get(seed),
+                    "source": path}
+            if not curves and len(seeds) > 1 and "curve" in rep:
+                got.bands[cfg["name"]] = {"seeds": seeds, "curve": rep["curve"],
+                                          "gain_curve": rep.get("gain_curve")}
+    return got
+
+
+def needed_imports(cells: list[Cell], done: set, imported: set) -> set:
+    """The --from-report cells that stay imported: those not finished on disk and not needed
+    as a checkpoint by a selected cell that runs now (a report has numbers only, so such a
+    dependency, when selected, runs again; unselected, its dependent cannot run)."""
+    keep = {k for k in imported if k not in done}
+    selected = {c.key: c for c in cells}
+    stack = [c for c in cells if c.key not in done and c.key not in keep]
+    while stack:
+        for dep in stack.pop().deps:
+            if dep in keep and dep in selected:
+                keep.discard(dep)
+                stack.append(selected[dep])
+    return keep
+
+
 def last_line(path: str) -> str:
     try:
         with open(path, "rb") as f:
@@ -410,12 +486,14 @@ def stop(procs: list[subprocess.Popen], grace: float = 10.0) -> None:
         p.wait()
 
 
-def run_cells(todo: list[Cell], done: set, jobs: int, python: str, workdir: str) -> dict:
+def run_cells(todo: list[Cell], done: set, jobs: int, python: str, workdir: str,
+              imported: set = frozenset()) -> dict:
     """Run the unfinished cells, --jobs at a time, each after its dependencies.
 
     `done`: keys of the finished cells (this run's and any on disk). Returns {key: "done" |
     "failed"} for the cells run here. A cell whose dependency failed (or is not finished and
-    not in this run, e.g. left out by --only) fails without running."""
+    not in this run, e.g. left out by --only, or only in --from-report: `imported`) fails
+    without running."""
     status = {c.key: "pending" for c in todo}
     running: dict[tuple, tuple[Cell, subprocess.Popen, float]] = {}
     pending = list(todo)
@@ -428,7 +506,9 @@ def run_cells(todo: list[Cell], done: set, jobs: int, python: str, workdir: str)
                 if any(s in ("pending", "running") for s in states):
                     continue
                 pending.remove(cell)
-                bad = [f"{n} seed {s}" for (n, s), st in zip(cell.deps, states) if st != "done"]
+                bad = [f"{n} seed {s}" + (" (only in --from-report: numbers, no checkpoint; "
+                                          "select it with --only)" if (n, s) in imported else "")
+                       for (n, s), st in zip(cell.deps, states) if st != "done"]
                 if bad:
                     record_failure(cell, None, f"not run: {', '.join(bad)} did not finish")
                     status[cell.key] = "failed"
@@ -544,16 +624,30 @@ def cell_numbers(cell_dir: str, cfg: dict) -> dict:
     return {"values": vals, "k": k, "curve": curve(summary, rows)}
 
 
-def config_report(cfg: dict, out: str) -> dict:
-    """Per seed: status and numbers; per key: mean/std over the finished seeds; the curve."""
-    per_seed, failed, curves, ks, commits = {}, [], [], set(), {}
+def config_report(cfg: dict, out: str, earlier: Earlier | None = None) -> dict:
+    """Per seed: status and numbers; per key: mean/std over the finished seeds; the curve.
+
+    A seed not finished under `out` but found in `earlier` (--from-report) counts as
+    finished with that report's numbers, curve and commit; "imported" names its file."""
+    earlier = earlier or Earlier()
+    per_seed, failed, curves, ks, commits, imported = {}, [], {}, set(), {}, {}
     for cell in cells_of([cfg], out):
+        seed = str(cell.seed)
         if is_finished(cell):
             nums = cell_numbers(cell.dir, cfg)
-            per_seed[str(cell.seed)] = nums["values"]
-            commits[str(cell.seed)] = read_json(os.path.join(cell.dir, "cmd.json")).get("commit")
-            curves.append(nums["curve"])
+            per_seed[seed] = nums["values"]
+            commits[seed] = read_json(os.path.join(cell.dir, "cmd.json")).get("commit")
+            curves[seed] = nums["curve"]
             ks.add(nums["k"])
+            continue
+        if cell.key in earlier.cells:
+            rec = earlier.cells[cell.key]
+            per_seed[seed] = rec["values"]
+            commits[seed] = rec["commit"]
+            imported[seed] = rec["source"]
+            if rec["curve"] is not None:
+                curves[seed] = rec["curve"]
+            ks.add(rec["k"])
             continue
         f = read_json(os.path.join(cell.dir, "failed.json"))
         if isinstance(f, dict) and f.get("cmd") == cell.cmd:
@@ -563,13 +657,22 @@ def config_report(cfg: dict, out: str) -> dict:
              for k in keys}
     # The gain curve: each seed's change since its own first point (the seeds' warm starts
     # differ by more than RL moves them, so an absolute band hides the effect).
-    gains = [{x: c[x] - c[min(c)] for x in c} for c in curves if c]
+    gains = [{x: c[x] - c[min(c)] for x in c} for c in curves.values() if c]
+    curve_band, gain_band = band(list(curves.values())), band(gains)
+    no_curve = sorted((s for s in per_seed if s not in curves), key=int)
+    old = earlier.bands.get(cfg["name"])
+    if old and sorted(per_seed, key=int) == sorted(imported, key=int) == old["seeds"] \
+            and not curves:
+        # every seed from one report older than per-seed curves: its bands as they were
+        curve_band, gain_band, no_curve = old["curve"], old["gain_curve"], []
     return {"name": cfg["name"], "group": cfg["group"], "command": display_command(cfg),
-            "seeds": cfg["seeds"], "seeds_done": len(per_seed), "failed": failed,
-            "k": ks.pop() if len(ks) == 1 else None, "metrics": cfg["metrics"],
-            "per_seed": per_seed, "stats": stats, "commits": commits,
-            "curve": band(curves), "gain_curve": {k: v for k, v in band(gains).items()
-                                                  if k != "seeds"}}
+            "cmd": cfg["cmd"], "seeds": cfg["seeds"], "seeds_done": len(per_seed),
+            "failed": failed, "k": ks.pop() if len(ks) == 1 else None,
+            "metrics": cfg["metrics"], "per_seed": per_seed, "stats": stats,
+            "commits": commits, "imported": imported, "no_curve": no_curve,
+            "curves": {s: {str(x): y for x, y in sorted(c.items())} for s, c in curves.items()},
+            "curve": curve_band, "gain_curve": {k: v for k, v in gain_band.items()
+                                                if k != "seeds"}}
 
 
 def band(curves: list[dict]) -> dict:
@@ -618,6 +721,7 @@ def markdown(reports: list[dict], title: str) -> str:
         row.append("`" + r["command"].replace("|", "\\|") + "`")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", code_line(reports)]
+    lines += imported_lines(reports)
     failures = [(r["name"], f) for r in reports for f in r["failed"]]
     if failures:
         lines += ["", "Failed cells (not in the numbers above):", ""]
@@ -642,6 +746,26 @@ def code_line(reports: list[dict]) -> str:
         return f"Code: every finished cell ran at commit {next(iter(at))}."
     return "Code: the cells ran at different commits (code defaults may differ): " + "; ".join(
         f"{c}: {', '.join(cells)}" for c, cells in at.items()) + "."
+
+
+def imported_lines(reports: list[dict]) -> list[str]:
+    """Which cells came from --from-report (numbers as that report recorded them, not re-run
+    here), and whose curves it did not keep (left out of the picture's band)."""
+    by_file: dict[str, list[str]] = {}
+    no_curve = [f"{r['name']} seed {s}" for r in reports for s in r["no_curve"]]
+    for r in reports:
+        seeds_of: dict[str, list[str]] = {}
+        for seed, path in r["imported"].items():
+            seeds_of.setdefault(path, []).append(seed)
+        for path, seeds in seeds_of.items():
+            by_file.setdefault(path, []).append(
+                f"{r['name']} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}")
+    lines = [f"From an earlier report, not re-run here: {', '.join(cells)} ({path})."
+             for path, cells in by_file.items()]
+    if no_curve:
+        lines.append("No curve for " + ", ".join(no_curve) + " (a report older than "
+                     "per-seed curves): the picture's band leaves them out.")
+    return ["", *lines] if lines else []
 
 
 def picture(reports: list[dict], path: str) -> bool:
@@ -689,8 +813,9 @@ def picture(reports: list[dict], path: str) -> bool:
     return True
 
 
-def write_report(configs: list[dict], out: str, title: str) -> list[dict]:
-    reports = [config_report(c, out) for c in configs]
+def write_report(configs: list[dict], out: str, title: str,
+                 earlier: Earlier | None = None) -> list[dict]:
+    reports = [config_report(c, out, earlier) for c in configs]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "ablation.json"), "w") as f:
         json.dump({"grid": title, "configs": reports}, f, indent=2)
@@ -755,6 +880,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", default=ROOT,
                    help="folder the cells run in (relative script paths in cmd start here)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs the cells")
+    p.add_argument("--from-report", action="append", default=[], metavar="FILE.json",
+                   help="an earlier run's ablation.json (e.g. a committed one; repeatable): a "
+                        "cell it lists as finished, for a config of the same name and command, "
+                        "is not run again and the report takes its numbers from there. A "
+                        "report holds no checkpoints: a dependency of a cell that runs now "
+                        "is run again (it must be selected by --only)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true",
                       help="print each cell's command and whether it is finished; run nothing, "
@@ -773,6 +904,7 @@ def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     try:
         configs = select(load_grid(a.grid, a.seeds), a.only)
+        earlier = load_earlier(a.from_report, load_grid(a.grid, a.seeds))
     except GridError as e:
         fail(str(e))
     if not os.path.isdir(a.workdir):
@@ -785,28 +917,34 @@ def main(argv=None) -> int:
     every = cells_of(load_grid(a.grid, a.seeds), out)
     done = {c.key for c in every if is_finished(c)}
     cells = cells_of(configs, out)
-    todo = [c for c in cells if c.key not in done]
+    imported = needed_imports(cells, done, set(earlier.cells))
+    earlier.cells = {k: v for k, v in earlier.cells.items() if k in imported}
+    todo = [c for c in cells if c.key not in done and c.key not in imported]
     if a.dry_run:
         for c in cells:
-            state = "finished" if c.key in done else "to run"
+            state = ("finished" if c.key in done else "from report" if c.key in imported
+                     else "to run")
             print(f"[{state}] cd {shlex.quote(a.workdir)} && OMP_NUM_THREADS=1 "
                   f"{shlex.quote(a.python)} {shlex.join(c.argv)}")
         return 0
     rc = 0
     if not a.report_only:
-        say(f"{len(cells)} cells, {len(cells) - len(todo)} finished, {len(todo)} to run, "
-            f"--jobs {a.jobs}; results in {out}")
+        took = sum(c.key in imported for c in cells)
+        say(f"{len(cells)} cells, {len(cells) - len(todo) - took} finished, "
+            + (f"{took} from --from-report, " if took else "")
+            + f"{len(todo)} to run, --jobs {a.jobs}; results in {out}")
         handlers = (signal.signal(signal.SIGINT, signal.default_int_handler),
                     signal.signal(signal.SIGTERM, interrupt))
         try:
-            status = run_cells(todo, done, a.jobs, a.python, os.path.abspath(a.workdir))
+            status = run_cells(todo, done, a.jobs, a.python, os.path.abspath(a.workdir),
+                               imported)
             rc = 1 if "failed" in status.values() else 0
         except KeyboardInterrupt:
             rc = 130
         finally:  # main() is also called in-process (the tests): put the old handlers back
             signal.signal(signal.SIGINT, handlers[0])
             signal.signal(signal.SIGTERM, handlers[1])
-    write_report(configs, out, title)
+    write_report(configs, out, title, earlier)
     return rc
 
 
