@@ -172,6 +172,11 @@ LEN_RL = ["--train-data", "tasks:length_train@chain_long", *LEN_DATA, "--max-pro
           "--max-eval-problems", "0", "--model", "{out}/cells/sft-chain/seed{seed}/step_0",
           "--sft-steps", "0", "--steps", "60", "--lr", "5e-5", "--eval-every", "20"]
 CCCS_FLAGS = ["--curriculum", "cccs", "--cccs-span", "2", "--cccs-threshold", "0.5"]
+CHAIN_S = ["--train-data", "tasks:length_train@chain_short", "--eval-data",
+           "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "16",
+           "--sft-steps", "0", "--steps", "40", "--prompts-per-step", "8", "--group-size", "16",
+           "--lr", "5e-5", "--eval-every", "20"]
+CHAIN_S1 = "{out}/cells/drive-chain-s1/seed{seed}/step_40"
 LEN_METRICS = ["family_pass_at_1_before_rl.chain_long", "family_pass_at_1_after_rl.chain_long",
                "family_pass_at_1_after_rl.chain_short", "metrics.jsonl:reward_mean",
                "metrics.jsonl:zero_adv_frac"]
@@ -198,6 +203,23 @@ GRIDS["length"] = [
     {"name": "length-ppo-cccs-fgo", "group": "length: PPO on chain_long", "after": ["sft-chain"],
      "cmd": ["ppo_fgo.py", *LEN_RL, *CCCS_FLAGS, "--fgo"],
      "metrics": LEN_METRICS + ["metrics.jsonl:fgo_masked_share"]},
+    # DRIVE's claim (stage 2's hard focus lifts the tail) where the tail is not at the floor:
+    # the short chains, where after sft-chain 3-step chains pass ~5-10% whole (1-step ~70%).
+    # Stage 1 = 40 GRPO steps on the 160 chain_short train problems; then 40 more steps, as
+    # stage 1 (continue) or as DRIVE's stage 2 (offline filter, then the 48 and the 24 lowest
+    # pass rates, 4 prompts x 32 rollouts: the same 128 a step). Held out: length_test's 32
+    # chain_short x 16 samples; its hardest quarter is the 3-step chains.
+    {"name": "drive-chain-s1", "group": "length: DRIVE on chain_short", "after": ["sft-chain"],
+     "cmd": ["grpo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0",
+             "--save-every", "40"], "metrics": HARD_METRICS + LEN_METRICS[3:]},
+    {"name": "drive-chain-continue", "group": "length: DRIVE on chain_short",
+     "after": ["drive-chain-s1"], "cmd": ["grpo.py", *CHAIN_S, "--model", CHAIN_S1],
+     "metrics": HARD_METRICS + LEN_METRICS[3:]},
+    {"name": "drive-chain-hard", "group": "length: DRIVE on chain_short",
+     "after": ["drive-chain-s1"],
+     "cmd": ["grpo.py", *with_flags(CHAIN_S, prompts_per_step=4, group_size=32), "--model",
+             CHAIN_S1, "--offline-filter", "--hard-focus", "48:20,24:20"],
+     "metrics": HARD_METRICS + LEN_METRICS[3:]},
 ]
 
 # (summary.json key, column of ablation.md or None = ablation.json only)

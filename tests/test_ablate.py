@@ -386,6 +386,17 @@ def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
             args = entry[script].parse_args(argv)       # SystemExit(2) on an unknown flag
             assert args.seed == 2 and "{" not in " ".join(argv), cfg["name"]
             parsed[cfg["name"]] = args
+        if name == "length":
+            # DRIVE on the short chains: both stage-2 arms from stage 1's last checkpoint,
+            # the same rollouts a step and steps; only the hard-focus arm filters and focuses
+            cont, hard = parsed["drive-chain-continue"], parsed["drive-chain-hard"]
+            assert cont.model == hard.model == os.path.join(
+                out, "cells", "drive-chain-s1", "seed2", "step_40")
+            assert parsed["drive-chain-s1"].save_every == parsed["drive-chain-s1"].steps == 40
+            assert (cont.prompts_per_step * cont.group_size, cont.steps, cont.lr) == (
+                hard.prompts_per_step * hard.group_size, hard.steps, hard.lr)
+            assert hard.hard_focus and hard.offline_filter and not cont.hard_focus
+            assert not cont.offline_filter and cont.eval_data == hard.eval_data
         if name != "issue16":
             continue
         assert all(a.train_data == "tasks:train" and a.eval_data == "tasks:test"
