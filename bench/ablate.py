@@ -401,21 +401,37 @@ def load_earlier(paths: list[str], configs: list[dict]) -> Earlier:
                     display_command({**cfg, "seeds": rep["seeds"]}))
             if not same:
                 continue
-            curves = rep.get("curves") or {}
-            seeds = sorted(rep["per_seed"], key=int)
-            for seed in seeds:
-                curve = curves.get(seed)
-                if curve is None and len(seeds) == 1 and "curve" in rep:
-                    curve = dict(zip(rep["curve"]["step"], rep["curve"]["mean"]))
-                got.cells[(cfg["name"], int(seed))] = {
-                    "values": rep["per_seed"][seed],
-                    "curve": None if curve is None else {int(x): y for x, y in curve.items()},
-                    "k": rep.get("k"), "commit": (rep.get("commits") or {}).get(seed),
-                    "source": path}
-            if not curves and len(seeds) > 1 and "curve" in rep:
-                got.bands[cfg["name"]] = {"seeds": seeds, "curve": rep["curve"],
-                                          "gain_curve": rep.get("gain_curve")}
+            try:
+                cells, band_ = _earlier_config(rep, path)
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                raise GridError(f"--from-report {path}: config {cfg['name']}: malformed "
+                                f"({type(e).__name__}: {e})") from None
+            got.cells.update({(cfg["name"], seed): rec for seed, rec in cells.items()})
+            if band_:
+                got.bands[cfg["name"]] = band_
     return got
+
+
+def _earlier_config(rep: dict, path: str) -> tuple[dict, dict | None]:
+    """One config of an earlier report: ({seed: cell record}, its bands or None)."""
+    curves = rep.get("curves") or {}
+    seeds = sorted(rep["per_seed"], key=int)
+    cells = {}
+    for seed in seeds:
+        curve = curves.get(seed)
+        if curve is None and len(seeds) == 1 and "curve" in rep:
+            curve = dict(zip(rep["curve"]["step"], rep["curve"]["mean"]))
+        values = rep["per_seed"][seed]
+        if not isinstance(values, dict):
+            raise TypeError(f"per_seed[{seed!r}] is not an object")
+        cells[int(seed)] = {
+            "values": values,
+            "curve": None if curve is None else {int(x): float(y) for x, y in curve.items()},
+            "k": rep.get("k"), "commit": (rep.get("commits") or {}).get(seed), "source": path}
+    band_ = None
+    if not curves and len(seeds) > 1 and "curve" in rep:
+        band_ = {"seeds": seeds, "curve": rep["curve"], "gain_curve": rep.get("gain_curve")}
+    return cells, band_
 
 
 def needed_imports(cells: list[Cell], done: set, imported: set) -> set:

@@ -549,12 +549,15 @@ def test_from_report_of_the_older_format_keeps_bands_and_single_seed_curves(env)
 
 
 @pytest.mark.parametrize("content, message", [
-    (None, "no such file"), ("{", "not valid JSON"), ('{"grid": "x"}', "not an ablation.json")])
+    (None, "no such file"), ("{", "not valid JSON"), ('{"grid": "x"}', "not an ablation.json"),
+    ('{"configs": [{"name": "a", "command": "CMD", "seeds": [0, 1, 2], '
+     '"per_seed": {"zero": {}}}]}', "config a: malformed")])
 def test_from_report_bad_files_are_one_line_exit_2(env, capsys, content, message):
     path = env.tmp / "rep.json"
-    if content is not None:
-        path.write_text(content)
     grid = env.grid([{"name": "a", "cmd": env.cmd()}])
+    cmd = ablate.display_command(ablate.validate([{"name": "a", "cmd": env.cmd()}], [0, 1, 2])[0])
+    if content is not None:
+        path.write_text(content.replace('"CMD"', json.dumps(cmd)))
     with pytest.raises(SystemExit) as e:
         env.main(grid, "out", "--from-report", str(path))
     err = capsys.readouterr().err
