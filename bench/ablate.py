@@ -767,17 +767,24 @@ def markdown(reports: list[dict], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cells_by(reports: list[dict], key: str) -> dict[str, list[str]]:
+    """{value: ["<config> seed(s) 0/1", ...]} from each report's {seed: value} map `key`
+    (commits, imported): which cells share a commit, or came from one file."""
+    at: dict[str, list[str]] = {}
+    for r in reports:
+        seeds_of: dict[str, list[str]] = {}
+        for seed, value in r[key].items():
+            seeds_of.setdefault(value or "unknown", []).append(seed)
+        for value, seeds in seeds_of.items():
+            at.setdefault(value, []).append(
+                f"{r['name']} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}")
+    return at
+
+
 def code_line(reports: list[dict]) -> str:
     """Which commits the finished cells ran at: one, or each commit with its cells (a code
     default may differ between them even where the commands are the same)."""
-    at: dict[str, list[str]] = {}
-    for r in reports:
-        by_commit: dict[str, list[str]] = {}
-        for seed, commit in r["commits"].items():
-            by_commit.setdefault(commit or "unknown", []).append(seed)
-        for commit, seeds in by_commit.items():
-            at.setdefault(commit, []).append(
-                f"{r['name']} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}")
+    at = cells_by(reports, "commits")
     if not at:
         return "Code: no finished cell."
     if len(at) == 1:
@@ -789,17 +796,9 @@ def code_line(reports: list[dict]) -> str:
 def imported_lines(reports: list[dict]) -> list[str]:
     """Which cells came from --from-report (numbers as that report recorded them, not re-run
     here), and whose curves it did not keep (left out of the picture's band)."""
-    by_file: dict[str, list[str]] = {}
     no_curve = [f"{r['name']} seed {s}" for r in reports for s in r["no_curve"]]
-    for r in reports:
-        seeds_of: dict[str, list[str]] = {}
-        for seed, path in r["imported"].items():
-            seeds_of.setdefault(path, []).append(seed)
-        for path, seeds in seeds_of.items():
-            by_file.setdefault(path, []).append(
-                f"{r['name']} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}")
     lines = [f"From an earlier report, not re-run here: {', '.join(cells)} ({path})."
-             for path, cells in by_file.items()]
+             for path, cells in cells_by(reports, "imported").items()]
     if no_curve:
         lines.append("No curve for " + ", ".join(no_curve) + " (a report older than "
                      "per-seed curves): the picture's band leaves them out.")
@@ -941,8 +940,9 @@ def interrupt(signum, frame):
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        configs = select(load_grid(a.grid, a.seeds), a.only)
-        earlier = load_earlier(a.from_report, load_grid(a.grid, a.seeds))
+        grid = load_grid(a.grid, a.seeds)
+        configs = select(grid, a.only)
+        earlier = load_earlier(a.from_report, grid)
     except GridError as e:
         fail(str(e))
     if not os.path.isdir(a.workdir):
@@ -952,7 +952,7 @@ def main(argv=None) -> int:
     if os.path.exists(out) and not os.path.isdir(out):
         fail(f"--out {a.out}: is a file")
     # dependencies may sit outside --only: their finished state comes from disk
-    every = cells_of(load_grid(a.grid, a.seeds), out)
+    every = cells_of(grid, out)
     done = {c.key for c in every if is_finished(c)}
     cells = cells_of(configs, out)
     imported = needed_imports(cells, done, set(earlier.cells))
