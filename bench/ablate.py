@@ -220,6 +220,15 @@ GRIDS["length"] = [
      "cmd": ["grpo.py", *with_flags(CHAIN_S, prompts_per_step=4, group_size=32), "--model",
              CHAIN_S1, "--offline-filter", "--hard-focus", "48:20,24:20"],
      "metrics": HARD_METRICS + LEN_METRICS[3:]},
+    # PPO where GRPO gains held out (drive-chain-s1: the same 40 steps of 8 x 16 from
+    # sft-chain): does PPO + GAE + critic gain there too?
+    {"name": "chain-ppo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
+     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0"],
+     "metrics": HARD_METRICS + LEN_METRICS[3:4]},
+    {"name": "chain-ppo-fgo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
+     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0",
+             "--fgo"], "metrics": HARD_METRICS + LEN_METRICS[3:4]
+     + ["metrics.jsonl:fgo_masked_share"]},
 ]
 
 # (summary.json key, column of ablation.md or None = ablation.json only)
