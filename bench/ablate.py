@@ -220,8 +220,12 @@ GRIDS["length"] = [
      "cmd": ["grpo.py", *with_flags(CHAIN_S, prompts_per_step=4, group_size=32), "--model",
              CHAIN_S1, "--offline-filter", "--hard-focus", "48:20,24:20"],
      "metrics": HARD_METRICS + LEN_METRICS[3:]},
-    # PPO where GRPO gains held out (drive-chain-s1: the same 40 steps of 8 x 16 from
-    # sft-chain): does PPO + GAE + critic gain there too?
+    # PPO where GRPO gains held out: does PPO + GAE + critic gain there too? chain-grpo is
+    # drive-chain-s1's command (40 steps of 8 x 16 from sft-chain) as a config of its own, so
+    # that a run that re-makes the warm starts compares the three from the same ones.
+    {"name": "chain-grpo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
+     "cmd": ["grpo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0"],
+     "metrics": HARD_METRICS + LEN_METRICS[3:]},
     {"name": "chain-ppo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
      "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0"],
      "metrics": HARD_METRICS + LEN_METRICS[3:4]},
