@@ -167,9 +167,10 @@ GRIDS: dict[str, list[dict]] = {
 # chain_long train problems (each drawn 15 times in 60 steps, so a problem can pass through
 # its 3-4 stages), with and without the curriculum, scored on length_test (chain_long: the
 # claim; chain_short: what RL costs the short chains).
+SFT_CHAIN = "{out}/cells/sft-chain/seed{seed}/step_0"    # every length RL cell starts here
 LEN_DATA = ["--eval-data", "tasks:length_test", "--max-new-tokens", "112"]
 LEN_RL = ["--train-data", "tasks:length_train@chain_long", *LEN_DATA, "--max-problems", "32",
-          "--max-eval-problems", "0", "--model", "{out}/cells/sft-chain/seed{seed}/step_0",
+          "--max-eval-problems", "0", "--model", SFT_CHAIN,
           "--sft-steps", "0", "--steps", "60", "--lr", "5e-5", "--eval-every", "20"]
 CCCS_FLAGS = ["--curriculum", "cccs", "--cccs-span", "2", "--cccs-threshold", "0.5"]
 CHAIN_S = ["--train-data", "tasks:length_train@chain_short", "--eval-data",
@@ -210,7 +211,7 @@ GRIDS["length"] = [
     # pass rates, 4 prompts x 32 rollouts: the same 128 a step). Held out: length_test's 32
     # chain_short x 16 samples; its hardest quarter is the 3-step chains.
     {"name": "drive-chain-s1", "group": "length: DRIVE on chain_short", "after": ["sft-chain"],
-     "cmd": ["grpo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0",
+     "cmd": ["grpo.py", *CHAIN_S, "--model", SFT_CHAIN,
              "--save-every", "40"], "metrics": HARD_METRICS + LEN_METRICS[3:]},
     {"name": "drive-chain-continue", "group": "length: DRIVE on chain_short",
      "after": ["drive-chain-s1"], "cmd": ["grpo.py", *CHAIN_S, "--model", CHAIN_S1],
@@ -224,15 +225,14 @@ GRIDS["length"] = [
     # drive-chain-s1's command (40 steps of 8 x 16 from sft-chain) as a config of its own, so
     # that a run that re-makes the warm starts compares the three from the same ones.
     {"name": "chain-grpo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
-     "cmd": ["grpo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0"],
+     "cmd": ["grpo.py", *CHAIN_S, "--model", SFT_CHAIN],
      "metrics": HARD_METRICS + LEN_METRICS[3:]},
     {"name": "chain-ppo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
-     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0"],
+     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", SFT_CHAIN],
      "metrics": HARD_METRICS + LEN_METRICS[3:4]},
     {"name": "chain-ppo-fgo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
-     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", "{out}/cells/sft-chain/seed{seed}/step_0",
-             "--fgo"], "metrics": HARD_METRICS + LEN_METRICS[3:4]
-     + ["metrics.jsonl:fgo_masked_share"]},
+     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", SFT_CHAIN, "--fgo"],
+     "metrics": HARD_METRICS + LEN_METRICS[3:4] + ["metrics.jsonl:fgo_masked_share"]},
 ]
 
 # (summary.json key, column of ablation.md or None = ablation.json only)
