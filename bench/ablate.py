@@ -49,7 +49,9 @@ A report holds no checkpoints, so a dependency ("after") of a cell that runs now
 when --only selects it (and its dependent is "not run" when it does not).
 
 The report (<OUT>/ablation.json, ablation.md, ablation.png) is written at the end of every run
-and by --report-only, from the finished cells only:
+and by --report-only, from the finished cells only. It covers the configs --only selects and
+every other config of the grid with a finished cell (on disk or from --from-report), so a
+report written by an --only run is never narrower than the cells it knows about:
 - numbers from each cell's summary.json: pass_at_1_before_rl / _after_rl / _gain (held-out),
   train_pass_at_1_*, pass_at_k_* (k = eval_k or eval_n), wall_seconds; any key may be
   missing ("-").
@@ -321,6 +323,17 @@ def select(configs: list[dict], only: str) -> list[dict]:
         raise GridError(f"--only {only}: matches no config of the grid "
                         f"({', '.join(c['name'] for c in configs)})")
     return chosen
+
+
+def report_configs(grid: list[dict], selected: list[dict], out: str,
+                   earlier: "Earlier") -> list[dict]:
+    """The configs a report covers, in grid order: the selected ones, and every other config
+    of the grid with a finished cell (under `out` or taken from --from-report). So a run
+    with --only never writes a report narrower than what it knows: copying that report over
+    a fuller one loses no rows."""
+    names = {c["name"] for c in selected}
+    return [c for c in grid if c["name"] in names
+            or any(is_finished(x) or x.key in earlier.cells for x in cells_of([c], out))]
 
 
 def fill(token: str, seed: int, out: str) -> str:
@@ -925,8 +938,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=positive, default=1,
                    help="cells run at a time (each trainer uses one thread)")
     p.add_argument("--only", default="",
-                   help="comma list of substrings: run and report only the configs whose name "
-                        "contains one of them")
+                   help="comma list of substrings: run only the configs whose name contains "
+                        "one of them (the report also keeps every other config of the grid "
+                        "with finished cells, on disk or from --from-report)")
     p.add_argument("--workdir", default=ROOT,
                    help="folder the cells run in (relative script paths in cmd start here)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs the cells")
@@ -995,7 +1009,7 @@ def main(argv=None) -> int:
         finally:  # main() is also called in-process (the tests): put the old handlers back
             signal.signal(signal.SIGINT, handlers[0])
             signal.signal(signal.SIGTERM, handlers[1])
-    write_report(configs, out, title, earlier)
+    write_report(report_configs(grid, configs, out, earlier), out, title, earlier)
     return rc
 
 

@@ -524,6 +524,34 @@ def test_from_report_skips_changed_commands_and_unselected_dependencies(env):
     assert r["b"]["stats"]["pass_at_1_after_rl"]["mean"] == pytest.approx(0.35 + 0.2)
 
 
+def test_only_keeps_every_config_with_finished_cells_in_the_report(env):
+    """An --only run's report is never narrower than what it knows: a report copied over a
+    fuller one must not lose rows (session 11 lost 9 of 14 that way)."""
+    cfgs = from_report_grid(env)
+    assert env.main(env.grid(cfgs[:2]), "first") == 0          # a, b
+    first = env.report("first")
+    rep = str(env.tmp / "first" / "ablation.json")
+    # the same --out, --only b: nothing runs, and a's row stays (finished on disk); c has no
+    # finished cell anywhere and is not selected: no row
+    assert env.main(env.grid(cfgs), "first", "--only", "b") == 0
+    r = env.report("first")
+    assert sorted(r) == ["a", "b"] and r["a"]["per_seed"] == first["a"]["per_seed"]
+    # a fresh --out from the report, --only b: a's row comes from the report
+    assert env.main(env.grid(cfgs), "fresh", "--only", "b", "--from-report", rep) == 0
+    r = env.report("fresh")
+    assert sorted(r) == ["a", "b"]
+    assert r["a"]["imported"] == {"0": rep, "1": rep, "2": rep}
+    assert r["a"]["stats"] == first["a"]["stats"]
+    assert sum(env.runs().values()) == 4                         # nothing ran again
+    # a selected config with nothing finished keeps its row; without the report, the fresh
+    # --out knows nothing finished of a or b
+    assert env.main(env.grid(cfgs), "fresh", "--only", "c", "--report-only",
+                    "--from-report", rep) == 0
+    assert sorted(env.report("fresh")) == ["a", "b", "c"]
+    assert env.main(env.grid(cfgs), "fresh", "--only", "c", "--report-only") == 0
+    assert sorted(env.report("fresh")) == ["c"]
+
+
 def test_from_report_of_the_older_format_keeps_bands_and_single_seed_curves(env):
     cfgs = from_report_grid(env)[:2]
     assert env.main(env.grid(cfgs), "first") == 0
