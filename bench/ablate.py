@@ -237,6 +237,31 @@ GRIDS["length"] = [
      "metrics": HARD_METRICS + LEN_METRICS[3:4] + ["metrics.jsonl:fgo_masked_share"]},
 ]
 
+# AT-GRPO held out where the coder is off the floor: the short chains (the testbed's coder
+# after 150 role-SFT steps scores 0.010). From sft-chain, 200 role-SFT steps of 8 (agents.py's
+# tester and coder prompts; coder alone ~0.19-0.25 held out), then 30 RL steps of the CPU
+# preset's 4 problems x K 2 x 2 turns, shared or per-role (both roles from that checkpoint).
+AGENT_CHAIN = ["--train-data", "tasks:length_train@chain_short", "--eval-data",
+               "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "4"]
+AGENT_CHAIN_RL = [*AGENT_CHAIN, "--model", "{out}/cells/agents-chain-warm/seed{seed}/step_0",
+                  "--sft-steps", "0", "--steps", "30", "--eval-every", "10"]
+AGENT_CHAIN_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
+                                       "metrics.jsonl:tester_catch_share_mean"]
+GRIDS["length"] += [
+    {"name": "agents-chain-warm", "group": "length: AT-GRPO on chain_short",
+     "after": ["sft-chain"],
+     "cmd": ["agents.py", *AGENT_CHAIN, "--policy", "shared", "--model", SFT_CHAIN,
+             "--sft-steps", "200", "--sft-batch", "8", "--steps", "0", "--save-every", "1000"],
+     "metrics": AGENT_METRICS},
+    {"name": "agents-chain-shared", "group": "length: AT-GRPO on chain_short",
+     "after": ["agents-chain-warm"], "cmd": ["agents.py", *AGENT_CHAIN_RL, "--policy", "shared"],
+     "metrics": AGENT_CHAIN_METRICS},
+    {"name": "agents-chain-per-role", "group": "length: AT-GRPO on chain_short",
+     "after": ["agents-chain-warm"],
+     "cmd": ["agents.py", *AGENT_CHAIN_RL, "--policy", "per-role"],
+     "metrics": AGENT_CHAIN_METRICS},
+]
+
 # (summary.json key, column of ablation.md or None = ablation.json only)
 STANDARD = [("pass_at_1_before_rl", "held-out pass@1 before RL"),
             ("pass_at_1_after_rl", "after RL"),
