@@ -397,6 +397,21 @@ def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
                 hard.prompts_per_step * hard.group_size, hard.steps, hard.lr)
             assert hard.hard_focus and hard.offline_filter and not cont.hard_focus
             assert not cont.offline_filter and cont.eval_data == hard.eval_data
+            # AT-GRPO on the short chains: shared and per-role from their own warm cell's
+            # checkpoint, at the same budget, held out on length_test's chain_short
+            for warm in ("agents-chain", "agents-chain600"):
+                w = parsed[f"{warm}-warm"]
+                sh, pr = parsed[f"{warm}-shared"], parsed[f"{warm}-per-role"]
+                assert w.steps == 0 and w.save_every > 0 and w.sft_steps > 0
+                assert sh.model == pr.model == os.path.join(
+                    out, "cells", f"{warm}-warm", "seed2", "step_0")
+                assert (sh.policy, pr.policy) == ("shared", "per-role")
+                assert (sh.steps, sh.prompts_per_step, sh.group_size, sh.sft_steps) == (
+                    pr.steps, pr.prompts_per_step, pr.group_size, pr.sft_steps) == (30, 4, 2, 0)
+                assert sh.eval_data == pr.eval_data == w.eval_data == (
+                    "tasks:length_test@chain_short")
+            assert (parsed["agents-chain-warm"].sft_steps,
+                    parsed["agents-chain600-warm"].sft_steps) == (200, 600)
         if name != "issue16":
             continue
         assert all(a.train_data == "tasks:train" and a.eval_data == "tasks:test"
