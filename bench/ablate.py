@@ -277,6 +277,11 @@ GRIDS["length"] += [
      "after": ["agents-chain600-warm"],
      "cmd": ["agents.py", *AGENT_CHAIN600_RL, "--policy", "per-role"],
      "metrics": AGENT_CHAIN_METRICS},
+    # issue 15's catch bonus off (default 1.0), else agents-chain600-shared
+    {"name": "agents-chain600-shared-catch0", "group": "length: AT-GRPO on chain_short",
+     "after": ["agents-chain600-warm"],
+     "cmd": ["agents.py", *AGENT_CHAIN600_RL, "--policy", "shared", "--catch-bonus", "0"],
+     "metrics": AGENT_CHAIN_METRICS},
 ]
 
 # (summary.json key, column of ablation.md or None = ablation.json only)
