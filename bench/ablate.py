@@ -243,46 +243,32 @@ GRIDS["length"] = [
 # preset's 4 problems x K 2 x 2 turns, shared or per-role (both roles from that checkpoint).
 AGENT_CHAIN = ["--train-data", "tasks:length_train@chain_short", "--eval-data",
                "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "4"]
-AGENT_CHAIN_RL = [*AGENT_CHAIN, "--model", "{out}/cells/agents-chain-warm/seed{seed}/step_0",
-                  "--sft-steps", "0", "--steps", "30", "--eval-every", "10"]
 AGENT_CHAIN_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                        "metrics.jsonl:tester_catch_share_mean"]
-AGENT_CHAIN600_RL = with_flags(AGENT_CHAIN_RL, model=AGENT_CHAIN_RL[
-    AGENT_CHAIN_RL.index("--model") + 1].replace("agents-chain-warm", "agents-chain600-warm"))
-GRIDS["length"] += [
-    {"name": "agents-chain-warm", "group": "length: AT-GRPO on chain_short",
-     "after": ["sft-chain"],
-     "cmd": ["agents.py", *AGENT_CHAIN, "--policy", "shared", "--model", SFT_CHAIN,
-             "--sft-steps", "200", "--sft-batch", "8", "--steps", "0", "--save-every", "1000"],
-     "metrics": AGENT_METRICS},
-    {"name": "agents-chain-shared", "group": "length: AT-GRPO on chain_short",
-     "after": ["agents-chain-warm"], "cmd": ["agents.py", *AGENT_CHAIN_RL, "--policy", "shared"],
-     "metrics": AGENT_CHAIN_METRICS},
-    {"name": "agents-chain-per-role", "group": "length: AT-GRPO on chain_short",
-     "after": ["agents-chain-warm"],
-     "cmd": ["agents.py", *AGENT_CHAIN_RL, "--policy", "per-role"],
-     "metrics": AGENT_CHAIN_METRICS},
-    # 600 role-SFT steps (one probe, seed 0: coder alone .305 and system .258 held out, vs
-    # .188 / .062 after 200): the same RL from the longer warm start
-    {"name": "agents-chain600-warm", "group": "length: AT-GRPO on chain_short",
-     "after": ["sft-chain"],
-     "cmd": ["agents.py", *AGENT_CHAIN, "--policy", "shared", "--model", SFT_CHAIN,
-             "--sft-steps", "600", "--sft-batch", "8", "--steps", "0", "--save-every", "1000"],
-     "metrics": AGENT_METRICS},
-    {"name": "agents-chain600-shared", "group": "length: AT-GRPO on chain_short",
-     "after": ["agents-chain600-warm"],
-     "cmd": ["agents.py", *AGENT_CHAIN600_RL, "--policy", "shared"],
-     "metrics": AGENT_CHAIN_METRICS},
-    {"name": "agents-chain600-per-role", "group": "length: AT-GRPO on chain_short",
-     "after": ["agents-chain600-warm"],
-     "cmd": ["agents.py", *AGENT_CHAIN600_RL, "--policy", "per-role"],
-     "metrics": AGENT_CHAIN_METRICS},
-    # issue 15's catch bonus off (default 1.0), else agents-chain600-shared
-    {"name": "agents-chain600-shared-catch0", "group": "length: AT-GRPO on chain_short",
-     "after": ["agents-chain600-warm"],
-     "cmd": ["agents.py", *AGENT_CHAIN600_RL, "--policy", "shared", "--catch-bonus", "0"],
-     "metrics": AGENT_CHAIN_METRICS},
-]
+
+
+def agents_chain(prefix: str, sft_steps: int) -> list[dict]:
+    """<prefix>-warm (role SFT from sft-chain, no RL), then <prefix>-shared / -per-role
+    (30 RL steps from that warm cell's checkpoint)."""
+    group = "length: AT-GRPO on chain_short"
+    rl = [*AGENT_CHAIN, "--model", f"{{out}}/cells/{prefix}-warm/seed{{seed}}/step_0",
+          "--sft-steps", "0", "--steps", "30", "--eval-every", "10"]
+    warm = {"name": f"{prefix}-warm", "group": group, "after": ["sft-chain"],
+            "cmd": ["agents.py", *AGENT_CHAIN, "--policy", "shared", "--model", SFT_CHAIN,
+                    "--sft-steps", str(sft_steps), "--sft-batch", "8", "--steps", "0",
+                    "--save-every", "1000"], "metrics": AGENT_METRICS}
+    return [warm] + [{"name": f"{prefix}-{policy}", "group": group, "after": [warm["name"]],
+                      "cmd": ["agents.py", *rl, "--policy", policy],
+                      "metrics": AGENT_CHAIN_METRICS} for policy in ("shared", "per-role")]
+
+
+# 600 role-SFT steps (one probe, seed 0: coder alone .305 and system .258 held out, vs .188 /
+# .062 after 200): the same RL from the longer warm start; and issue 15's catch bonus off
+# (default 1.0), else agents-chain600-shared.
+_CHAIN600 = agents_chain("agents-chain600", 600)
+GRIDS["length"] += agents_chain("agents-chain", 200) + _CHAIN600 + [
+    {**_CHAIN600[1], "name": "agents-chain600-shared-catch0",
+     "cmd": [*_CHAIN600[1]["cmd"], "--catch-bonus", "0"]}]
 
 # (summary.json key, column of ablation.md or None = ablation.json only)
 STANDARD = [("pass_at_1_before_rl", "held-out pass@1 before RL"),
