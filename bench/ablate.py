@@ -4,7 +4,8 @@
         --out runs/ablate-issue16 --jobs 2          # issue 16: 13 configs x 3 seeds
     .venv/bin/python bench/ablate.py --grid issue16 --dry-run           # the commands only
     .venv/bin/python bench/ablate.py --grid issue16 --out runs/ablate-issue16 --report-only
-    .venv/bin/python bench/ablate.py --grid my_grid.json --only ppo --seeds 0,1
+    .venv/bin/python bench/ablate.py --grid my_grid.json --only ppo --seeds 0,1  # ppo, ppo-fgo
+    .venv/bin/python bench/ablate.py --grid my_grid.json --only =ppo             # ppo alone
     .venv/bin/python bench/ablate.py --grid length --out runs/ablate \
         --from-report bench/results/length/ablation.json      # fill a committed grid
 
@@ -347,11 +348,19 @@ def load_grid(spec: str, seeds: list[int]) -> list[dict]:
 
 
 def select(configs: list[dict], only: str) -> list[dict]:
-    """--only A,B: the configs whose name contains A or B (all when empty)."""
+    """--only A,B: the configs whose name contains A or B (all when empty); =A: named A exactly.
+
+    The exact form exists because names nest: "length-ppo" is also in "length-ppo-cccs", so
+    without it one config cannot be run beside a process that runs the other.
+    """
     parts = [p for p in only.split(",") if p]
     if not parts:
         return configs
-    chosen = [c for c in configs if any(p in c["name"] for p in parts)]
+
+    def wanted(name: str, part: str) -> bool:
+        return name == part[1:] if part.startswith("=") else part in name
+
+    chosen = [c for c in configs if any(wanted(c["name"], p) for p in parts)]
     if not chosen:
         raise GridError(f"--only {only}: matches no config of the grid "
                         f"({', '.join(c['name'] for c in configs)})")
@@ -972,8 +981,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cells run at a time (each trainer uses one thread)")
     p.add_argument("--only", default="",
                    help="comma list of substrings: run only the configs whose name contains "
-                        "one of them (the report also keeps every other config of the grid "
-                        "with finished cells, on disk or from --from-report)")
+                        "one of them; =NAME selects the config named NAME only (names nest: "
+                        "ppo is in ppo-fgo). The report also keeps every other config of the "
+                        "grid with finished cells, on disk or from --from-report")
     p.add_argument("--workdir", default=ROOT,
                    help="folder the cells run in (relative script paths in cmd start here)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs the cells")

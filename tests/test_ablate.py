@@ -367,6 +367,20 @@ def test_dry_run_and_only_select_cells_without_running(env, capsys):
     assert env.runs() == {} and not (env.tmp / "out").exists()
 
 
+def test_only_with_equals_selects_one_name_exactly(env, capsys):
+    # "ppo" is a substring of "ppo-fgo": the plain form takes both, =ppo only the first
+    grid = env.grid([{"name": "ppo", "cmd": env.cmd()}, {"name": "ppo-fgo", "cmd": env.cmd()}])
+    for only, dirs in (("ppo", {"ppo", "ppo-fgo"}), ("=ppo", {"ppo"}), ("=ppo-fgo", {"ppo-fgo"}),
+                       ("=ppo,fgo", {"ppo", "ppo-fgo"})):
+        assert env.main(grid, "out", "--dry-run", "--only", only, "--seeds", "0") == 0
+        out = capsys.readouterr().out.splitlines()
+        assert {line.split("/cells/")[1].split("/")[0] for line in out} == dirs, only
+    with pytest.raises(SystemExit) as e:
+        env.main(grid, "out", "--only", "=pp")
+    assert e.value.code == 2 and "matches no config" in capsys.readouterr().err
+    assert env.runs() == {}
+
+
 # ----------------------------------------------------------------------------- the issue16 grid
 
 def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
