@@ -56,6 +56,8 @@ import data
 
 CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
 EOS = "<|endoftext|>"
+# The shipped CPU base model (base.py makes it; models/base/README.md is its card).
+BASE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "base")
 
 
 class UserError(SystemExit):
@@ -116,7 +118,8 @@ def tiny_corpus() -> list[str]:
 def resolve_model(name: str, seed: int = 0) -> str:
     """Map a --model value to something from_pretrained loads.
 
-    "tiny" builds (once) the offline tiny model; an existing directory must hold a
+    "tiny" builds (once) the offline tiny model; "base" is the shipped CPU base model
+    (models/base, made by base.py); an existing directory must hold a
     config.json; a value that looks like a path (./x, /x, ~/x, x/y/z) but does not exist is a
     user error, not a hub id; a hub id ("org/name") is checked against the hub or, offline,
     against the local cache, so an unreachable hub fails here with advice, not deep inside
@@ -124,6 +127,12 @@ def resolve_model(name: str, seed: int = 0) -> str:
     """
     if name == "tiny":
         return _tiny_model_path(seed)
+    if name == "base":
+        if not os.path.exists(os.path.join(BASE_DIR, "config.json")):
+            raise UserError(f"--model base: {BASE_DIR} holds no model; this clone lacks the "
+                            "shipped base (git checkout -- models/base), or make one with "
+                            "python base.py")
+        return BASE_DIR
     path = os.path.expanduser(name)
     if os.path.isdir(path):
         if not os.path.exists(os.path.join(path, "config.json")):
