@@ -190,7 +190,9 @@ def make_engine(kind: str, model_path: str, device: torch.device, **kw):
             try:
                 return VLLMEngine(model_path, device, **_accepted_kwargs(VLLMEngine, kw))
             except Exception as e:   # e.g. not enough memory: generation still works with HF
-                print(f"[engines] vLLM failed to start ({type(e).__name__}: {e}); "
+                # One line: vLLM's configuration errors run to a dozen.
+                first = (str(e).strip().splitlines() or [""])[0]
+                print(f"[engines] vLLM failed to start ({type(e).__name__}: {first}); "
                       f"using transformers' generate instead")
         kind = "hf"
     if kind == "hf":
@@ -290,7 +292,6 @@ class VLLMEngine:
         # external_launcher needs a process group; a plain `python` run gets a world of 1.
         init_distributed()
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"   # engine core in this process
-        OPEN_ENGINES.add(self)
         self.device = device
         self.tp = tensor_parallel_size
         world, rank = dist.get_world_size(), dist.get_rank()
@@ -334,6 +335,7 @@ class VLLMEngine:
         finally:
             torch.set_num_threads = set_threads
             torch.set_num_threads(threads)
+        OPEN_ENGINES.add(self)      # only a started engine has anything to shut down
         self.tokenizer = self.llm.get_tokenizer()
         self.tp_group = None
         if self.tp > 1:
@@ -446,8 +448,11 @@ class VLLMEngine:
         group it joined (the trainer's), so call this last, instead of
         dist.destroy_process_group(); without it the same teardown runs at interpreter exit
         and complains if the group is already gone. wait=False after a failure: the other
-        ranks may never reach the barrier."""
+        ranks may never reach the barrier. An engine whose start failed (no self.llm) has
+        nothing to shut down and closes quietly."""
         OPEN_ENGINES.discard(self)
+        if getattr(self, "llm", None) is None:
+            return
         if wait and dist.is_initialized() and dist.get_world_size() > 1:
             dist.barrier()    # as model.close_distributed: no rank tears down a group in use
         core = getattr(self.llm.llm_engine, "engine_core", None)

@@ -17,6 +17,10 @@ The tiny model (`--model tiny`): a Qwen2-architecture decoder with a byte-level 
 trained on the built-in problem set, built offline and deterministically from a seed and
 cached under .cache/. It lets the whole pipeline (FSDP, vLLM, sandbox rewards) run on a
 2-core CPU machine in minutes.
+
+Weight files are checked before anything loads them (check_weights: each safetensors file's
+header, and its size against the header's offsets), so a cut-off download or checkpoint is
+one line naming the file, not vLLM's and then transformers' tracebacks.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import math
 import os
 import random
 import shutil
+import zipfile
 from dataclasses import dataclass
 
 import torch
@@ -139,6 +144,7 @@ def resolve_model(name: str, seed: int = 0) -> str:
             raise UserError(f"--model {name}: the directory holds no config.json, so it is not "
                             "a transformers model directory (pass the folder save_pretrained "
                             "wrote, or a checkpoint runs/X/step_N)")
+        check_weights(path, f"--model {name}")
         return path
     if os.path.exists(path):
         raise UserError(f"--model {name}: is a file; pass a model directory or a hub id")
@@ -186,6 +192,85 @@ def _tiny_model_path(seed: int) -> str:
         if dist.is_initialized():
             dist.barrier()
     return path
+
+
+# ----------------------------------------------------------------------------- weight files
+
+SAFE_WEIGHTS, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
+OTHER_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json")   # not checked, only seen
+
+
+def safetensors_problem(file: str) -> str | None:
+    """Why `file` cannot be loaded as safetensors, or None when it looks whole.
+
+    The format: 8 bytes little-endian N, N bytes of JSON {name: {dtype, shape, data_offsets:
+    [begin, end]}}, then the data, offsets counted from byte 8 + N. A loader reads the header
+    first and needs the file to end exactly where the last tensor does, so a cut-off download
+    or copy shows here without reading the data.
+    """
+    if not os.path.exists(file):
+        return "the file is missing"
+    size = os.path.getsize(file)
+    with open(file, "rb") as f:
+        head = f.read(8)
+        if head == b"version ":     # "version https://git-lfs.github.com/spec/v1"
+            return "it is a Git LFS pointer, not the weights (run git lfs pull)"
+        if len(head) < 8:
+            return f"{size} bytes, too short for a header"
+        n = int.from_bytes(head, "little")
+        if n > size - 8:
+            return f"its header wants {n} bytes and the file has {size - 8} after the length"
+        try:
+            header = json.loads(f.read(n))
+        except (ValueError, UnicodeDecodeError):
+            return "its header is not valid JSON"
+    if not isinstance(header, dict):
+        return "its header is not a JSON object"
+    try:
+        end = max((int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"),
+                  default=0)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return "its header has a tensor without data_offsets"
+    if 8 + n + end != size:
+        return (f"{size} bytes where its header needs {8 + n + end} "
+                f"({'truncated' if size < 8 + n + end else 'extra bytes at the end'})")
+    return None
+
+
+def weight_problem(path: str) -> tuple[str, str] | None:
+    """(file, why) for the first weight file of model directory `path` that cannot be loaded,
+    None when all look whole. The files: model.safetensors, or every shard that
+    model.safetensors.index.json names; a directory with only pytorch_model.bin weights is
+    not checked (torch.load has no cheap header to read)."""
+    index = os.path.join(path, SAFE_INDEX)
+    if os.path.exists(index):
+        try:
+            with open(index) as f:
+                shards = sorted(set(json.load(f)["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+            return index, "it is not a valid index (JSON with a weight_map)"
+        files = [os.path.join(path, s) for s in shards]
+    elif os.path.exists(os.path.join(path, SAFE_WEIGHTS)):
+        files = [os.path.join(path, SAFE_WEIGHTS)]
+    elif any(os.path.exists(os.path.join(path, n)) for n in OTHER_WEIGHTS):
+        return None
+    else:
+        return path, f"it holds no weights ({SAFE_WEIGHTS} or {SAFE_INDEX})"
+    for file in files:
+        why = safetensors_problem(file)
+        if why:
+            return file, why
+    return None
+
+
+def check_weights(path: str, what: str, advice: str = "download or copy the model again") -> None:
+    """Raise UserError when a weight file of model directory `path` is damaged, before any
+    engine starts: otherwise vLLM, then transformers, each fail deep inside with their own
+    multi-line error. `what` names the flag the user gave (--model DIR, --resume)."""
+    found = weight_problem(path)
+    if found:
+        file, why = found
+        raise UserError(f"{what}: {file} cannot be loaded: {why}; {advice}")
 
 
 def load_tokenizer(path: str):
@@ -565,11 +650,32 @@ def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, 
 
 
 def latest_checkpoint(out_dir: str) -> str | None:
+    """The checkpoint <out_dir>/latest names (None when there is none), its weights checked:
+    --resume fails here, before any model or engine is built, when they are damaged."""
     path = os.path.join(out_dir, "latest")
     if not os.path.exists(path):
         return None
     ckpt = os.path.join(out_dir, open(path).read().strip())
-    return ckpt if os.path.exists(os.path.join(ckpt, "trainer_state.json")) else None
+    if not os.path.exists(os.path.join(ckpt, "trainer_state.json")):
+        return None
+    check_checkpoint(ckpt)
+    return ckpt
+
+
+def check_checkpoint(ckpt: str, rank: int | None = None) -> None:
+    """UserError when checkpoint `ckpt`'s weights (or rank `rank`'s optimizer file) are
+    damaged or missing; the advice names the way back: an earlier step_N, or a fresh start."""
+    out_dir = os.path.dirname(os.path.abspath(ckpt))
+    advice = (f"delete {ckpt} and write the name of an earlier step_N into {out_dir}/latest, "
+              "or start again without --resume")
+    check_weights(ckpt, "--resume", advice)
+    if rank is not None and not os.path.exists(os.path.join(ckpt, f"rank{rank}.pt")):
+        raise UserError(f"--resume: {ckpt} has no rank{rank}.pt (optimizer state); {advice}")
+    for name in sorted(os.listdir(ckpt)):
+        # torch.save writes a zip, whose directory sits at the end: a cut-off file has none.
+        if name.endswith(".pt") and not zipfile.is_zipfile(os.path.join(ckpt, name)):
+            raise UserError(f"--resume: {os.path.join(ckpt, name)} cannot be loaded: it is "
+                            f"truncated or not a torch.save file; {advice}")
 
 
 def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: Dist,
@@ -581,6 +687,7 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
     if state.get("world", d.world) != d.world:
         raise UserError(f"checkpoint {ckpt} was written by {state['world']} ranks; resume "
                         f"with --nproc_per_node {state['world']} (optimizer state is sharded).")
+    check_checkpoint(ckpt, d.rank)
     sd = {}
     for name in sorted(os.listdir(ckpt)):
         if name.endswith(".safetensors"):

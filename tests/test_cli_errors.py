@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,14 +31,52 @@ def _bad_files(tmp: str) -> dict[str, str]:
         f.write("x")
     model_dir = os.path.join(tmp, "not_a_model")   # exists, but holds no config.json
     os.makedirs(model_dir)
-    other_world = os.path.join(tmp, "other_world")   # a checkpoint written by 2 ranks
-    os.makedirs(os.path.join(other_world, "step_3"))
+    other_world = os.path.join(tmp, "other_world")   # a whole checkpoint written by 2 ranks
+    _model_dir(other_world, "step_3")
     with open(os.path.join(other_world, "latest"), "w") as f:
         f.write("step_3")
     with open(os.path.join(other_world, "step_3", "trainer_state.json"), "w") as f:
         json.dump({"step": 3, "world": 2}, f)
+    truncated = _model_dir(tmp, "truncated")               # model.safetensors cut in half
+    _cut(os.path.join(truncated, "model.safetensors"))
+    missing_shard = _model_dir(tmp, "missing_shard", shards=2)
+    os.remove(os.path.join(missing_shard, "model-00002-of-00002.safetensors"))
+    damaged_ckpt = os.path.join(tmp, "damaged_ckpt")        # --resume from a cut checkpoint
+    step = _model_dir(damaged_ckpt, "step_2")
+    _cut(os.path.join(step, "model.safetensors"))
+    with open(os.path.join(damaged_ckpt, "latest"), "w") as f:
+        f.write("step_2")
+    with open(os.path.join(step, "trainer_state.json"), "w") as f:
+        json.dump({"step": 2, "world": 1}, f)
     return dict(garbage=garbage, empty=empty, a_file=a_file, model_dir=model_dir,
-                other_world=other_world)
+                other_world=other_world, truncated=truncated, missing_shard=missing_shard,
+                damaged_ckpt=damaged_ckpt)
+
+
+def _model_dir(parent: str, name: str, shards: int = 1) -> str:
+    """A directory with a config.json and whole safetensors weights (one file, or `shards`
+    files and the index naming them), as save_pretrained writes them; no real model."""
+    from safetensors.torch import save_file
+    path = os.path.join(parent, name)
+    os.makedirs(path)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump({"model_type": "qwen3"}, f)
+    if shards == 1:
+        save_file({"w": torch.zeros(64)}, os.path.join(path, "model.safetensors"))
+        return path
+    weight_map = {}
+    for i in range(shards):
+        shard = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        save_file({f"w{i}": torch.zeros(64)}, os.path.join(path, shard))
+        weight_map[f"w{i}"] = shard
+    with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    return path
+
+
+def _cut(file: str) -> None:
+    """Truncate a file to half its size: a download or copy that stopped early."""
+    os.truncate(file, os.path.getsize(file) // 2)
 
 
 # (entry point, flags, a string the one-line message must contain). {name} is a file above.
@@ -52,6 +91,10 @@ CASES = [
     ("grpo.py", ["--model", "./no/such/dir"], "no/such/dir"),
     ("grpo.py", ["--model", "{model_dir}"], "not_a_model"),
     ("grpo.py", ["--model", "Qwen/Qwen3-1.7B"], "Qwen/Qwen3-1.7B"),
+    # damaged weights: named before any engine starts, not vLLM's and transformers' errors
+    ("grpo.py", ["--model", "{truncated}"], "truncated/model.safetensors cannot be loaded"),
+    ("grpo.py", ["--model", "{missing_shard}"], "model-00002-of-00002.safetensors"),
+    ("grpo.py", ["--resume", "--out", "{damaged_ckpt}"], "step_2/model.safetensors"),
     # numbers out of range and values of the wrong type
     ("grpo.py", ["--steps", "-1"], "--steps"),
     ("grpo.py", ["--steps", "abc"], "abc"),
@@ -218,3 +261,38 @@ def test_only_the_main_rank_prints_the_error():
             if "grpo.py: error: Unknown data set 'foo'" in line]
     assert len(ours) == 1, proc.stderr[-3000:]
     assert "Traceback" not in ours[0]
+
+
+def test_weight_files_are_checked_by_their_header_and_size(tmp_path):
+    """model.weight_problem: whole files pass; a cut file, a missing shard, a Git LFS pointer
+    and a bad index are each named with the file and the reason."""
+    import model
+    whole, sharded = _model_dir(str(tmp_path), "whole"), _model_dir(str(tmp_path), "sh", 3)
+    assert model.weight_problem(whole) is None and model.weight_problem(sharded) is None
+    _cut(os.path.join(sharded, "model-00003-of-00003.safetensors"))
+    file, why = model.weight_problem(sharded)
+    assert file.endswith("model-00003-of-00003.safetensors") and "truncated" in why
+    with open(os.path.join(whole, "model.safetensors"), "ab") as f:
+        f.write(b"x")                                   # one byte more than the header says
+    assert "extra bytes" in model.weight_problem(whole)[1]
+    with open(os.path.join(whole, "model.safetensors"), "w") as f:
+        f.write("version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n")
+    assert "git lfs pull" in model.weight_problem(whole)[1]
+    with open(os.path.join(sharded, "model.safetensors.index.json"), "w") as f:
+        f.write("{")
+    assert "index" in model.weight_problem(sharded)[1]
+    os.remove(os.path.join(whole, "model.safetensors"))
+    assert "no weights" in model.weight_problem(whole)[1]
+
+
+def test_a_resume_names_a_cut_optimizer_file(tmp_path):
+    """The checkpoint's rank files are checked too (a torch.save zip whose end is missing)."""
+    import model
+    ckpt = _model_dir(str(tmp_path), "step_1")
+    torch.save({"optimizer": {}}, os.path.join(ckpt, "rank0.pt"))
+    model.check_checkpoint(ckpt, rank=0)                 # whole: no error
+    with pytest.raises(model.UserError, match="rank1.pt"):
+        model.check_checkpoint(ckpt, rank=1)
+    _cut(os.path.join(ckpt, "rank0.pt"))
+    with pytest.raises(model.UserError, match="rank0.pt cannot be loaded"):
+        model.check_checkpoint(ckpt, rank=0)

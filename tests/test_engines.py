@@ -244,6 +244,24 @@ def test_make_engine_picks_vllm_when_it_works_else_transformers(tiny, monkeypatc
         engines.make_engine("nope", tiny, torch.device("cpu"))
 
 
+def test_an_engine_that_failed_to_start_closes_quietly(tiny, monkeypatch):
+    """vLLM raising inside its start leaves no open engine behind, and closing such a
+    half-built engine (no .llm) is a no-op, not an AttributeError after the real error."""
+    import vllm
+
+    def broken(*a, **kw):
+        raise ValueError("cannot load the weights")
+
+    monkeypatch.setattr(vllm, "LLM", broken)
+    before = set(engines.OPEN_ENGINES)
+    with pytest.raises(ValueError, match="cannot load"):
+        engines.VLLMEngine(tiny, torch.device("cpu"))
+    assert set(engines.OPEN_ENGINES) == before
+    half = engines.VLLMEngine.__new__(engines.VLLMEngine)
+    half.close(wait=False)
+    half.close(wait=True)
+
+
 def test_grpo_step_with_vllm_under_torchrun(tmp_path):
     """A full GRPO step (rollouts, rewards, FSDP update, weight sync) with one vLLM engine
     per rank, 2 ranks on CPU (gloo)."""
