@@ -66,7 +66,12 @@ TEST_PERCENT = 25
 LENGTH_FAMILIES = ("chain_short", "chain_long")
 LENGTH_COUNTS = {"train": 160, "test": 32}
 LENGTH_SPLITS = ("length_train", "length_test")
-SPLITS = ("train", "test", "heldout", "train_sample") + LENGTH_SPLITS
+# The base world (generate_base): the shipped base model's corpus, RL's problems, held-out eval.
+RL_ONLY_FAMILY = "piecewise"   # in rl and eval, never in the corpus: what RL alone must teach
+BASE_FAMILIES = SPLIT_FAMILIES + (RL_ONLY_FAMILY,)
+BASE_SPLITS = ("corpus", "rl", "eval")
+BASE_COUNTS = {"corpus": 3000, "rl": 400, "eval": 160}   # at most, per family
+SPLITS = ("train", "test", "heldout", "train_sample") + LENGTH_SPLITS + BASE_SPLITS
 MIN_TESTS = 6
 WORDS = ("low mid high cold warm hot tiny small big huge red blue green gold iron wood "
          "few many ok bad good fast slow odd north south").split()
@@ -618,6 +623,72 @@ def _generate_length(seed: int) -> str:
     return json.dumps({f"length_{s}": _interleave(lists) for s, lists in per_split.items()})
 
 
+def _distinct(rng: random.Random, family: str, split: str, want: int, seen_q: set,
+              seen_code: set, draws: int) -> list[Draft]:
+    """Up to `want` drafts of `family` whose parameters fall in `split` (params_split) and
+    whose statement and normalised reference are new (added to seen_q / seen_code); at most
+    `draws` draws, so a family with few distinct instances (aggregate) gives what it has."""
+    out = []
+    for _ in range(draws):
+        if len(out) >= want:
+            break
+        draft = FAMILIES[family](rng)
+        if params_split(family, draft.params) != split:
+            continue
+        norm = normalized_code(draft.solution)
+        if draft.question in seen_q or norm in seen_code:
+            continue
+        seen_q.add(draft.question)
+        seen_code.add(norm)
+        out.append(draft)
+    return out
+
+
+@lru_cache(maxsize=2)
+def _generate_base(seed: int) -> str:
+    """JSON of {"corpus", "rl", "eval"}: see generate_base."""
+    seen_q, seen_code = set(), set()
+    # The first testbed's test and heldout instances stay out of everything made here.
+    old = generate(seed)
+    for row in old["test"] + old["heldout"]:
+        seen_q.add(row["question"])
+        seen_code.add(normalized_code(row["solutions"][0]))
+    n = BASE_COUNTS
+    held = {f: _distinct(random.Random(f"base-eval-{f}-{seed}"), f, "test", n["eval"], seen_q,
+                         seen_code, 40 * n["eval"]) for f in BASE_FAMILIES}
+    rl, corpus = {}, {}
+    for f in BASE_FAMILIES:
+        want = n["rl"] + (n["corpus"] if f in SPLIT_FAMILIES else 0)
+        drafts = _distinct(random.Random(f"base-train-{f}-{seed}"), f, "train", want, seen_q,
+                           seen_code, 4 * want)
+        # RL's share first; a family with few distinct instances keeps 3/4 for the corpus.
+        k = min(n["rl"], len(drafts) if f not in SPLIT_FAMILIES else len(drafts) // 4)
+        rl[f], corpus[f] = drafts[:k], drafts[k:]
+    out = {}
+    for split, per_family in (("corpus", corpus), ("rl", rl), ("eval", held)):
+        lists = [[_row(d, split, i) for i, d in enumerate(per_family[f])]
+                 for f in BASE_FAMILIES if per_family[f]]
+        out[split] = _interleave(lists)
+    return json.dumps(out)
+
+
+def generate_base(seed: int = 0) -> dict[str, list[dict]]:
+    """The base world: {"corpus", "rl", "eval"}, each interleaving its families.
+
+    corpus  the base model's supervised corpus: up to 3000 instances of each SPLIT_FAMILY
+            whose parameters are in the train split (params_split)
+    rl      the problems RL trains on: up to 400 more train-parameter instances of each
+            SPLIT_FAMILY (3/4 of aggregate's few go to the corpus) and of RL_ONLY_FAMILY,
+            which the corpus never holds
+    eval    held out: up to 160 instances of each of BASE_FAMILIES whose parameters are in
+            the test split
+    No statement or normalised reference appears twice across the three, nor in the first
+    testbed's test and heldout splits. Each family and purpose draws from a Random of its own
+    (named by family, purpose and seed), so changing one quota leaves the other lists as
+    they were. Deterministic for the seed."""
+    return json.loads(_generate_base(seed))
+
+
 def generate(seed: int = 0) -> dict[str, list[dict]]:
     """{split: rows} for train, test, heldout and train_sample; rows have Problem's fields."""
     return json.loads(_generate(seed))
@@ -631,12 +702,15 @@ def generate_length(seed: int = 0) -> dict[str, list[dict]]:
 def split_families(split: str) -> tuple[str, ...]:
     """The families a split holds (what tasks:SPLIT@FAMILY may name)."""
     return (HELDOUT_FAMILIES if split == "heldout" else
-            LENGTH_FAMILIES if split in LENGTH_SPLITS else SPLIT_FAMILIES)
+            LENGTH_FAMILIES if split in LENGTH_SPLITS else
+            BASE_FAMILIES if split in ("rl", "eval") else SPLIT_FAMILIES)
 
 
 def task_rows(split: str, seed: int = 0) -> list[dict]:
     if split not in SPLITS:
         raise ValueError(f"unknown tasks split {split!r}; use one of {list(SPLITS)}")
+    if split in BASE_SPLITS:
+        return generate_base(seed)[split]
     return (generate_length(seed) if split in LENGTH_SPLITS else generate(seed))[split]
 
 

@@ -18,7 +18,7 @@ import tasks  # noqa: E402
 
 @pytest.fixture(scope="module")
 def sets():
-    return {**tasks.generate(0), **tasks.generate_length(0)}
+    return {**tasks.generate(0), **tasks.generate_length(0), **tasks.generate_base(0)}
 
 
 def fresh(seed):
@@ -276,3 +276,59 @@ def test_builtin_set_is_served_unchanged():
     assert add.starter_code == "def add(a, b):\n" and add.tests[0] == {"input": [1, 2], "output": 3}
     add_two = problems[0]
     assert add_two.tests[0] == {"input": "1 2\n", "output": "3\n"} and add_two.fn_name is None
+
+
+# ---------------------------------------------------------------------------- the base world
+
+BASE_WORLD_SHA256 = "1b9c8b0a0b56e5c2212bb40a660d03fc74308f8b06c5ff035fd7283da668ce1c"
+
+
+@pytest.fixture(scope="module")
+def base_world():
+    return tasks.generate_base(0)
+
+
+def test_base_world_is_deterministic_and_is_what_the_base_was_trained_on():
+    """Made again without the cache, the rows are the same text; the shipped base
+    (models/base) was trained on this corpus, so a change to it must be deliberate."""
+    text = tasks._generate_base.__wrapped__(0)
+    assert json.loads(text) == tasks.generate_base(0)
+    assert hashlib.sha256(text.encode()).hexdigest() == BASE_WORLD_SHA256
+
+
+def test_base_world_sizes_and_families(base_world):
+    fams = {s: {r["metadata"]["family"] for r in rows} for s, rows in base_world.items()}
+    assert fams["corpus"] == set(tasks.SPLIT_FAMILIES)         # the RL-only family is absent
+    assert fams["rl"] == fams["eval"] == set(tasks.BASE_FAMILIES)
+    assert len(base_world["corpus"]) > 10 * 960                # far more than the first train
+    assert len(base_world["eval"]) >= 1000                     # enough for a 1-point error
+
+
+def test_no_eval_or_rl_instance_is_in_the_corpus(base_world):
+    """By statement and by normalised reference; and the split of every instance is the one
+    its parameters give (params_split), so no test parameter ever reaches training."""
+    def keys(rows):
+        return ({r["question"] for r in rows},
+                {tasks.normalized_code(r["solutions"][0]) for r in rows})
+    corpus_q, corpus_c = keys(base_world["corpus"])
+    old = tasks.generate(0)
+    for split in ("rl", "eval"):
+        q, c = keys(base_world[split])
+        assert not q & corpus_q and not c & corpus_c, split
+    for rows in (old["test"], old["heldout"]):
+        q, c = keys(rows)
+        assert not q & corpus_q and not c & corpus_c
+        assert not q & keys(base_world["rl"])[0]
+    eval_q, eval_c = keys(base_world["eval"])
+    rl_q, rl_c = keys(base_world["rl"])
+    assert not eval_q & rl_q and not eval_c & rl_c
+    for split, want in (("corpus", "train"), ("rl", "train"), ("eval", "test")):
+        for r in base_world[split]:
+            assert tasks.params_split(r["metadata"]["family"], r["metadata"]["params"]) == want
+
+
+def test_base_splits_load_by_name(base_world):
+    probs = data.load_problems("tasks", split="eval")
+    assert [p.id for p in probs] == [r["id"] for r in base_world["eval"]]
+    only = data.load_problems("tasks", path=f"rl@{tasks.RL_ONLY_FAMILY}")
+    assert only and {p.metadata["family"] for p in only} == {tasks.RL_ONLY_FAMILY}

@@ -1,0 +1,312 @@
+"""The CPU base model: trained once by supervised learning on a large fresh corpus, shipped in
+models/base, so that every CPU run starts from one competent policy and spends its minutes
+on RL (`--model base`, the CPU default of every trainer).
+
+Why a base. The methods of the seeds start from pretrained models with latent skill; a CPU
+run that re-learns a small model from scratch each time starts RL from a different, weak
+policy per seed. Here the base is made once, for as long as it needs, on instances RL never
+sees, and RL then acts on problems the base solves only sometimes.
+
+The corpus (corpus_examples), all from tasks.generate_base's "corpus" split (train
+parameters only; never an instance of rl or eval, nor of the first testbed's test/heldout):
+    coder       prompt -> reference program, every corpus instance
+    completion  StepCoder's CCCS prompt, the answer opened at a stage's prefix -> the rest of
+                the reference (1 in COMPLETION_EVERY instances that have split points)
+    roles       AT-GRPO's prompts (agents.warm_start_pairs): the tester's statement ->
+                ground-truth tests, the coder's prompt with and without tests shown ->
+                the reference (1 in ROLES_EVERY instances)
+    builtin     the hand-written problems' solutions, BUILTIN_REPEAT times
+The family tasks.RL_ONLY_FAMILY (piecewise: classify whose bodies are arithmetic) is never
+in the corpus: the base meets it only by combining what it knows, RL from reward alone.
+
+Training: the project's supervised path (trainer.update with trainer.sft_loss, token-mean
+NLL of the answers), AdamW with warm-up and cosine decay, batch --batch drawn uniformly from
+the corpus by a Random seeded with (seed, step), so a run resumed from any checkpoint
+(--resume) takes the same steps as one that never stopped. Every --eval-every steps: pass@1
+and pass@8 at T = 1 on a fixed sample of the "rl" split (instances the base has not seen,
+and not the held-out eval set), written to metrics.jsonl and checkpointed.
+
+The stopping rule, fixed before the run (stopping_point): of the evaluated checkpoints, the
+last whose validation pass@1 is in [0.2, 0.5] and whose pass@8 >= 1.6 x pass@1 (room for RL
+to sharpen), with at least two families solved only sometimes (0.05 <= pass@1 <= 0.6);
+none such: the last checkpoint, reported as breaking the rule.
+
+    python base.py --out runs/base                      # train (add --resume to continue)
+    python base.py --out runs/base --export models/base # pick the checkpoint, evaluate it on
+                                                        # the held-out eval split, write the card
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import time
+
+import torch
+
+import agents
+import cccs
+import data
+import tasks
+import trainer
+from engines import make_engine
+from model import (
+    PolicyLogprobs,
+    build_tiny_model,
+    init_distributed,
+    latest_checkpoint,
+    load_causal_lm,
+    load_checkpoint,
+    load_tokenizer,
+    save_checkpoint,
+    seed_everything,
+    shard_model,
+    warmup_cosine,
+)
+
+COMPLETION_EVERY = 3     # one CCCS completion example per 3 instances with split points
+ROLES_EVERY = 20         # AT-GRPO role examples for one instance in 20
+BUILTIN_REPEAT = 4       # the 51 hand-written problems are few: weight them up
+ROLE_MAX_TESTS = 8       # agents' default --max-tests
+VALID_PER_FAMILY = 24    # the stopping rule's validation sample, per family of the rl split
+RULE = dict(lo=0.2, hi=0.5, ratio=1.6, sometimes=(0.05, 0.6), families=2)
+
+
+# ----------------------------------------------------------------------------- the corpus
+
+def corpus_pairs(seed: int = 0) -> list[tuple[str, list[dict], str]]:
+    """(kind, problem or messages, answer text) of every corpus example, in a fixed order.
+
+    kind "coder" / "completion" carry a data.Problem and, for completion, the prefix in
+    the tuple's second slot as (problem, prefix); "roles" carry chat messages."""
+    problems = [data.Problem(**row) for row in tasks.generate_base(seed)["corpus"]]
+    out = []
+    with_points = 0
+    for i, p in enumerate(problems):
+        code = p.solutions[0]
+        out.append(("coder", (p, ""), data.format_answer(code)))
+        starts = [s for s in cccs.stage_starts(code) if s is not None]
+        if starts:
+            if with_points % COMPLETION_EVERY == 0:
+                start = starts[random.Random(f"{seed}-{p.id}").randrange(len(starts))]
+                prefix, rest = cccs.make_subtask(code, start)
+                out.append(("completion", (p, prefix), rest.rstrip("\n") + "\n```"))
+            with_points += 1
+        if i % ROLES_EVERY == 0:
+            out += [("roles", messages, answer) for messages, answer in
+                    agents.warm_start_pairs([p], ("coder", "tester"), ROLE_MAX_TESTS)]
+    for _ in range(BUILTIN_REPEAT):
+        out += [("builtin", (p, ""), data.format_answer(s))
+                for p in data.builtin_problems() for s in p.solutions]
+    return out
+
+
+def pair_prompt(tokenizer, kind: str, what) -> str:
+    """The prompt text of a corpus pair, exactly as the trainers render it at RL time."""
+    if kind == "roles":
+        return data.render_prompt(tokenizer, what)
+    problem, prefix = what
+    return trainer.prompt_text(tokenizer, problem, prefix)
+
+
+def corpus_texts(pairs) -> list[str]:
+    """Texts the base's tokenizer is trained on: every prompt and answer of the corpus."""
+    return [t for kind, what, answer in pairs for t in (pair_prompt(None, kind, what), answer)]
+
+
+def corpus_examples(tokenizer, pairs) -> list[trainer.Sample]:
+    """The pairs tokenized: prompt ids, answer ids + EOS (the loss is on the answer only)."""
+    prompts = tokenizer([pair_prompt(tokenizer, k, w) for k, w, _ in pairs])["input_ids"]
+    answers = tokenizer([a for _, _, a in pairs])["input_ids"]
+    return [trainer.Sample(p, a + [tokenizer.eos_token_id], 1.0)
+            for p, a in zip(prompts, answers)]
+
+
+def corpus_digest(pairs) -> str:
+    """sha256 of the corpus (kind, prompt, answer) in order: the card names the data exactly."""
+    h = hashlib.sha256()
+    for kind, what, answer in pairs:
+        h.update(json.dumps([kind, pair_prompt(None, kind, what), answer]).encode())
+    return h.hexdigest()
+
+
+def validation_problems(seed: int = 0) -> list:
+    """The stopping rule's sample: the first VALID_PER_FAMILY of each family of the rl split."""
+    taken: dict[str, int] = {}
+    out = []
+    for row in tasks.generate_base(seed)["rl"]:
+        f = row["metadata"]["family"]
+        if taken.get(f, 0) < VALID_PER_FAMILY:
+            taken[f] = taken.get(f, 0) + 1
+            out.append(data.Problem(**row))
+    return out
+
+
+# ----------------------------------------------------------------------------- the rule
+
+def meets_rule(res: dict) -> bool:
+    """pass@1 in [lo, hi], pass@8 >= ratio x pass@1, and >= `families` families in the
+    'sometimes' band: the base leaves RL room to sharpen and problems to learn from."""
+    p1, pk = res["pass@1"], res[f"pass@{res['k']}"]
+    lo, hi = RULE["sometimes"]
+    sometimes = sum(lo <= v <= hi for v in res["pass@1_by_family"].values())
+    return RULE["lo"] <= p1 <= RULE["hi"] and pk >= RULE["ratio"] * p1 \
+        and sometimes >= RULE["families"]
+
+
+def stopping_point(evals: list[dict]) -> tuple[dict, bool]:
+    """The evaluation row the rule picks (the last that meets it) and whether one did."""
+    good = [e for e in evals if meets_rule(e)]
+    return (good[-1], True) if good else (evals[-1], False)
+
+
+# ----------------------------------------------------------------------------- training
+
+def eval_args(args) -> argparse.Namespace:
+    """What trainer.evaluate reads from a run's flags."""
+    return argparse.Namespace(top_p=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                              reward="binary", test_timeout=2.0,
+                              sandbox_workers=args.sandbox_workers)
+
+
+def initial_model(args, texts: list[str]) -> str:
+    """The untrained model (tokenizer trained on the corpus texts), built once in <out>/init."""
+    path = os.path.join(args.out, "init")
+    if not os.path.exists(os.path.join(path, "config.json")):
+        build_tiny_model(path, texts, seed=args.seed, **sizes(args))
+    return path
+
+
+def sizes(args) -> dict:
+    return dict(hidden_size=args.hidden, intermediate_size=args.intermediate,
+                num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                num_key_value_heads=args.kv_heads, vocab_size=args.vocab)
+
+
+def train(args) -> None:
+    d = init_distributed()
+    seed_everything(args.seed)
+    if args.cpu_threads > 0:
+        torch.set_num_threads(args.cpu_threads)
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.time()
+    pairs = corpus_pairs(args.corpus_seed)
+    path = initial_model(args, corpus_texts(pairs))
+    tokenizer = load_tokenizer(path)
+    examples = corpus_examples(tokenizer, pairs)
+    valid = validation_problems(args.corpus_seed)
+    kinds = {k: sum(1 for p in pairs if p[0] == k) for k in ("coder", "completion", "roles",
+                                                            "builtin")}
+    say(d, f"corpus {len(examples)} examples {kinds}, digest {corpus_digest(pairs)[:16]}; "
+           f"validation {len(valid)} rl problems; {time.time() - t0:.0f} s")
+    log = trainer.MetricsLog(args.out, d.main, (), vars(args), "base")
+    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank)
+    policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device)), d.device)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
+    sched = warmup_cosine(optimizer, args.warmup_steps, args.steps)
+    state = {"evals": []}
+    first = 0
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, policy, optimizer, sched, d)
+        first = state.pop("step")
+        state.pop("world", None)
+        say(d, f"resumed from {ckpt} at step {first}")
+    bar = trainer.progress(range(first, args.steps), "base", args.steps, first, enabled=d.main)
+    for step in bar:
+        rng = random.Random(f"{args.seed}-{step}")
+        batch = [examples[rng.randrange(len(examples))] for _ in range(args.batch)]
+        st = trainer.update(policy, optimizer, batch[d.rank::d.world], trainer.sft_loss,
+                            micro_batch=args.micro_batch, agg="token-mean", max_len=None,
+                            pad_id=tokenizer.pad_token_id, device=d.device,
+                            max_grad_norm=1.0)
+        sched.step()
+        bar.set_postfix(nll=f"{st['loss']:.3f}")
+        done = step + 1
+        if done % 20 == 0 or done == args.steps:
+            log({"phase": "sft", "step": done, "nll": st["loss"], "grad_norm": st["grad_norm"],
+                 "lr": sched.get_last_lr()[0], "wall": round(time.time() - t0, 1)})
+        if args.eval_every and (done % args.eval_every == 0 or done == args.steps):
+            trainer.sync_weights(policy, engine, d)
+            res = trainer.evaluate(engine, tokenizer, valid, eval_args(args), d, args.eval_n,
+                                   1.0)
+            row = {"step": done, "pass@1": res["pass@1"], f"pass@{res['k']}":
+                   res[f"pass@{res['k']}"], "k": res["k"],
+                   "pass@1_by_family": res["pass@1_by_family"], "rule": meets_rule(res)}
+            state["evals"].append(row)
+            log({"phase": "eval", **row, "wall": round(time.time() - t0, 1)})
+            k = res["k"]
+            say(d, f"step {done}: validation pass@1 {res['pass@1']:.3f} pass@{k} "
+                   f"{res[f'pass@{k}']:.3f}, meets the rule: {row['rule']}")
+            save_checkpoint(args.out, done, policy, tokenizer, optimizer, sched, state, d,
+                            keep=args.keep)
+    engine.close()
+    say(d, f"done: {args.steps} steps in {time.time() - t0:.0f} s -> {args.out}")
+
+
+def say(d, msg: str) -> None:
+    if d.main:
+        print(f"[base] {msg}", flush=True)
+
+
+# ----------------------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    p = trainer.new_parser("base.py", "Train the CPU base model on the generator's corpus "
+                                      "(resumable), or --export the chosen checkpoint with "
+                                      "its model card.")
+    p.add_argument("--out", default="runs/base", help="checkpoints, metrics.jsonl")
+    p.add_argument("--resume", action="store_true", help="continue from <out>/latest")
+    p.add_argument("--export", default=None, metavar="DIR",
+                   help="instead of training: evaluate the checkpoint the stopping rule picks "
+                        "on the held-out eval split and write it with its card to DIR")
+    p.add_argument("--seed", type=int, default=0, help="weights, tokenizer and batch order")
+    p.add_argument("--corpus-seed", type=int, default=0, help="tasks.generate_base's seed")
+    g = p.add_argument_group("architecture (Qwen2)")
+    g.add_argument("--layers", type=trainer.POSITIVE_INT, default=3)
+    g.add_argument("--hidden", type=trainer.POSITIVE_INT, default=192)
+    g.add_argument("--intermediate", type=trainer.POSITIVE_INT, default=512)
+    g.add_argument("--heads", type=trainer.POSITIVE_INT, default=4)
+    g.add_argument("--kv-heads", type=trainer.POSITIVE_INT, default=2)
+    g.add_argument("--vocab", type=trainer.POSITIVE_INT, default=1024,
+                   help="BPE vocabulary trained on the corpus")
+    g = p.add_argument_group("training")
+    g.add_argument("--steps", type=trainer.POSITIVE_INT, default=3000, help="optimizer steps")
+    g.add_argument("--batch", type=trainer.POSITIVE_INT, default=32, help="examples per step")
+    g.add_argument("--lr", type=trainer.POSITIVE, default=1e-3, help="peak learning rate")
+    g.add_argument("--warmup-steps", type=trainer.COUNT, default=30)
+    g.add_argument("--micro-batch", type=trainer.POSITIVE_INT, default=8,
+                   help="sequences per forward/backward (the step does not depend on it)")
+    g.add_argument("--cpu-threads", type=trainer.COUNT, default=0,
+                   help="torch threads (0 = torch's default)")
+    g = p.add_argument_group("evaluation and checkpoints")
+    g.add_argument("--eval-every", type=trainer.COUNT, default=250,
+                   help="validate and checkpoint every N steps (and at the end)")
+    g.add_argument("--eval-n", type=trainer.POSITIVE_INT, default=8, help="samples per problem")
+    g.add_argument("--keep", type=trainer.POSITIVE_INT, default=100,
+                   help="checkpoints kept (the rule may pick an early one)")
+    g.add_argument("--max-new-tokens", type=trainer.POSITIVE_INT, default=112)
+    g.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"])
+    g.add_argument("--sandbox-workers", type=trainer.POSITIVE_INT, default=None)
+    return p
+
+
+def main(argv=None):
+    def run(args):
+        if args.export:
+            export(args)
+        else:
+            train(args)
+    trainer.run_entry_point(run, build_parser().parse_args, argv)
+
+
+# ----------------------------------------------------------------------------- export
+
+def export(args) -> None:
+    raise SystemExit("--export: not written yet")
+
+
+if __name__ == "__main__":
+    main()
