@@ -1012,7 +1012,7 @@ PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
     # lr 5e-5: at 1.5e-4 ten RL steps cost the coder 7.8 points and the system 6.5 (3 seeds
     # each, shared; per-role alike); at 5e-5 the coder held (+1.6) (.notes/agents.md, s6).
     "cpu": dict(train_data="builtin", eval_data="builtin", lr=5e-5, steps=10,
-                prompts_per_step=4, group_size=2, sft_steps=250, sft_batch=16,
+                prompts_per_step=4, group_size=2, sft_batch=16,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
                 max_turns=2, micro_batch=16, engine="hf", cpu_threads=1),
     # AT-GRPO's reported settings at 1.7B (methods.md section 4); 5 turns as the public configs.
@@ -1068,7 +1068,8 @@ def build_parser():
 
 def parse_args(argv=None):
     parser = build_parser()
-    args = trainer.parse_flags(parser, PRESETS, argv)
+    # --model tiny: 250 role SFT steps (stopping before the testbed's copy skill, see PRESETS)
+    args = trainer.parse_flags(parser, PRESETS, argv, tiny_sft_steps=250)
     if args.tis_cap > 0:
         parser.error(f"--tis-cap {args.tis_cap}: agents.py does not keep the sampler's "
                      "log-probs of its candidates, so it cannot correct for them; drop --tis-cap")

@@ -42,9 +42,11 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import time
 
 import torch
+from safetensors.torch import load_file
 
 import agents
 import cccs
@@ -206,7 +208,7 @@ def train(args) -> None:
     policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device)), d.device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
     sched = warmup_cosine(optimizer, args.warmup_steps, args.steps)
-    state = {"evals": []}
+    state = {"evals": [], "seconds": 0.0, "args": vars(args)}
     first = 0
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if ckpt is not None:
@@ -214,6 +216,7 @@ def train(args) -> None:
         first = state.pop("step")
         state.pop("world", None)
         say(d, f"resumed from {ckpt} at step {first}")
+    t_start, seconds_before = time.time(), state["seconds"]   # training time over resumes
     bar = trainer.progress(range(first, args.steps), "base", args.steps, first, enabled=d.main)
     for step in bar:
         rng = random.Random(f"{args.seed}-{step}")
@@ -236,6 +239,7 @@ def train(args) -> None:
                    res[f"pass@{res['k']}"], "k": res["k"],
                    "pass@1_by_family": res["pass@1_by_family"], "rule": meets_rule(res)}
             state["evals"].append(row)
+            state["seconds"] = round(seconds_before + time.time() - t_start, 1)
             log({"phase": "eval", **row, "wall": round(time.time() - t0, 1)})
             k = res["k"]
             say(d, f"step {done}: validation pass@1 {res['pass@1']:.3f} pass@{k} "
@@ -304,8 +308,171 @@ def main(argv=None):
 
 # ----------------------------------------------------------------------------- export
 
+SHIPPED = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+           "tokenizer_config.json")
+TRAIN_SAMPLE_PER_FAMILY = 40   # the card's train figure: corpus instances the base trained on
+
+
 def export(args) -> None:
-    raise SystemExit("--export: not written yet")
+    """Pick the checkpoint by the stopping rule, evaluate it on the held-out eval split and a
+    corpus sample, and write DIR: the weights and tokenizer, card.json, README.md (the model
+    card) and SHA256SUMS."""
+    ckpt = latest_checkpoint(args.out)
+    if ckpt is None:
+        raise SystemExit(f"--export: no checkpoint in {args.out}; train first (python base.py "
+                         f"--out {args.out})")
+    state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
+    row, ok = stopping_point(state["evals"])
+    chosen = os.path.join(args.out, f"step_{row['step']}")
+    if not os.path.exists(os.path.join(chosen, "model.safetensors")):
+        raise SystemExit(f"--export: the rule picks step {row['step']} but {chosen} is gone "
+                         "(raise --keep when training)")
+    os.makedirs(args.export, exist_ok=True)
+    for name in SHIPPED:
+        shutil.copyfile(os.path.join(chosen, name), os.path.join(args.export, name))
+    d = init_distributed()
+    engine = make_engine(args.engine, args.export, d.device, seed=args.seed)
+    tokenizer = load_tokenizer(args.export)
+    world = tasks.generate_base(args.corpus_seed)
+    held = [data.Problem(**r) for r in world["eval"]]
+    taken: dict[str, int] = {}
+    train = []
+    for r in world["corpus"]:
+        f = r["metadata"]["family"]
+        if taken.get(f, 0) < TRAIN_SAMPLE_PER_FAMILY:
+            taken[f] = taken.get(f, 0) + 1
+            train.append(data.Problem(**r))
+    figures = {}
+    for name, problems in (("held_out", held), ("train", train)):
+        t = time.time()
+        res = trainer.evaluate(engine, tokenizer, problems, eval_args(args), d, args.eval_n,
+                               1.0)
+        figures[name] = {k: v for k, v in res.items() if k != "rates"}
+        figures[name]["family_pass_at_k"] = family_pass_at_k(problems, res["rates"],
+                                                               args.eval_n)
+        figures[name]["seconds"] = round(time.time() - t, 1)
+        say(d, f"{name}: pass@1 {res['pass@1']:.3f} +- {res['pass@1_se']:.3f}, "
+               f"pass@{args.eval_n} {res[f'pass@{args.eval_n}']:.3f} ({len(problems)} problems)")
+    engine.close()
+    pairs = corpus_pairs(args.corpus_seed)
+    cfg = json.load(open(os.path.join(args.export, "config.json")))
+    card = {"step": row["step"], "meets_rule": ok, "rule": RULE, "validation": state["evals"],
+            "train_seconds": state.get("seconds") or last_wall(args.out),
+            "corpus_seed": args.corpus_seed, "corpus_sha256": corpus_digest(pairs),
+            "corpus_examples": {k: sum(1 for p in pairs if p[0] == k)
+                                for k in ("coder", "completion", "roles", "builtin")},
+            "parameters": parameter_count(args.export),
+            "config": {k: cfg[k] for k in ("num_hidden_layers", "hidden_size",
+                                           "intermediate_size", "num_attention_heads",
+                                           "num_key_value_heads", "vocab_size")},
+            "eval_n": args.eval_n, **figures}
+    with open(os.path.join(args.export, "card.json"), "w") as f:
+        json.dump(card, f, indent=1)
+    with open(os.path.join(args.export, "README.md"), "w") as f:
+        f.write(model_card(card))
+    write_sums(args.export)
+    say(d, f"step {row['step']} (meets the rule: {ok}) -> {args.export}")
+
+
+def last_wall(out: str) -> float | None:
+    """Seconds from the start to the last validation, from metrics.jsonl (a run that never
+    resumed; trainer_state's "seconds" adds up the time over resumes)."""
+    walls = [json.loads(line).get("wall") for line in open(os.path.join(out, "metrics.jsonl"))]
+    walls = [w for w in walls if w is not None]
+    return walls[-1] if walls else None
+
+
+def family_pass_at_k(problems, rates: dict, n: int) -> dict:
+    """{family: pass@n} from per-problem solved shares (trainer.evaluate's "rates")."""
+    out: dict[str, list] = {}
+    for p in problems:
+        c = round(rates[p.id] * n)
+        out.setdefault(p.metadata["family"], []).append(trainer.pass_at_k(n, c, n))
+    return {f: sum(v) / len(v) for f, v in sorted(out.items())}
+
+
+def parameter_count(path: str) -> int:
+    return sum(t.numel() for t in load_file(os.path.join(path, "model.safetensors")).values())
+
+
+def file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_sums(folder: str) -> None:
+    """SHA256SUMS (sha256sum's format) of the shipped weights, tokenizer and config."""
+    with open(os.path.join(folder, "SHA256SUMS"), "w") as f:
+        for name in SHIPPED:
+            f.write(f"{file_sha256(os.path.join(folder, name))}  {name}\n")
+
+
+CARD = """# The CPU base model
+
+A {num_hidden_layers}-layer Qwen2-architecture decoder (hidden {hidden_size}, MLP \
+{intermediate_size}, {num_attention_heads} heads / {num_key_value_heads} KV heads, \
+{parameters:,} parameters, byte-level BPE vocabulary of {vocab_size} trained on its corpus), \
+trained by supervised learning on the procedural generator's corpus and shipped here so that \
+every CPU run starts RL from it (`--model base`, the CPU default of grpo.py, ppo_fgo.py, \
+agents.py and the ablation grids). Load it with `AutoModelForCausalLM.from_pretrained` or vLLM.
+
+## How it was made
+    python base.py --out runs/base     # {steps_total} steps; --resume continues a stopped run
+    python base.py --out runs/base --export models/base
+
+- Corpus: `tasks.generate_base({corpus_seed})["corpus"]` (instances whose parameters are in the \
+train split, none of the rl or eval splits), sha256 {corpus_sha256}: {corpus_examples}.
+- Training: {minutes:.0f} CPU minutes (one process, 1 torch thread, 2-core machine), batch 32, \
+AdamW lr 1e-3, warm-up then cosine; checkpoint and validation every 250 steps.
+- Stopping rule, written before the run (base.py `RULE`): the last checkpoint whose validation \
+pass@1 (T = 1, 8 samples, 24 unseen instances of each family of the rl split) is in \
+[0.2, 0.5] with pass@8 >= 1.6 x pass@1 and two or more families in 0.05-0.6. Step {step} \
+{rule_text} it.
+
+| step | validation pass@1 | pass@8 | meets the rule |
+|---|---|---|---|
+{val_rows}
+
+## What it scores (T = 1, {n} samples a problem)
+Held out (`tasks:eval`, {hp} problems whose parameters are in the test split; piecewise is \
+the RL-only family, never in the corpus): pass@1 **{h1:.3f} +- {hse:.3f}**, pass@{n} {hk:.3f}. \
+Train ({tp} corpus instances it trained on): pass@1 {t1:.3f} +- {tse:.3f}, pass@{n} {tk:.3f}.
+
+| family | held-out pass@1 | held-out pass@{n} |
+|---|---|---|
+{held_rows}
+
+| family | train pass@1 | train pass@{n} |
+|---|---|---|
+{train_rows}
+
+Files: SHA256SUMS lists the digest of each shipped file (tests/test_base.py checks them); \
+card.json holds every figure above.
+"""
+
+
+def model_card(card: dict) -> str:
+    """The card as Markdown: what the model is, how it was made, what it scores."""
+    c, n = card["config"], card["eval_n"]
+    fams = sorted(card["held_out"]["pass@1_by_family"])
+
+    def fam_rows(name):
+        fig = card[name]
+        return "\n".join(f"| {f} | {fig['pass@1_by_family'].get(f, float('nan')):.3f} | "
+                         f"{fig['family_pass_at_k'].get(f, float('nan')):.3f} |" for f in fams)
+    val = "\n".join(f"| {e['step']} | {e['pass@1']:.3f} | {e['pass@' + str(e['k'])]:.3f} | "
+                    f"{'yes' if e['rule'] else 'no'} |" for e in card["validation"])
+    h, t = card["held_out"], card["train"]
+    return CARD.format(**card, **c, n=n, h1=h["pass@1"], hse=h["pass@1_se"], hk=h[f"pass@{n}"],
+                       hp=h["problems"], t1=t["pass@1"], tse=t["pass@1_se"], tk=t[f"pass@{n}"],
+                       tp=t["problems"], held_rows=fam_rows("held_out"),
+                       train_rows=fam_rows("train"), val_rows=val,
+                       minutes=(card["train_seconds"] or 0) / 60,
+                       rule_text=("meets" if card["meets_rule"] else "breaks"),
+                       steps_total=card["validation"][-1]["step"])
 
 
 if __name__ == "__main__":

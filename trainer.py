@@ -573,6 +573,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
+def standard_error(values: Sequence[float]) -> float:
+    """Standard error of the mean of per-problem solve rates x_1..x_N:
+
+        se = sqrt(sum_i (x_i - mean)^2 / (N - 1)) / sqrt(N)
+
+    It holds both the spread between problems and each rate's sampling noise, so it says how
+    far another draw of problems and samples could move pass@1 (0 for fewer than 2)."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = sum(values) / n
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+
+
 def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
     """pass@1 / pass@n on the quarter of `problems` with the highest difficulty score
     (tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations; ties keep the
@@ -605,8 +619,9 @@ def by_family(problems, solved: Mapping, n: int) -> dict:
 def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
 
-    Returns {"pass@1", f"pass@{n}", "problems", "rates": {problem id: solved share}}; the
-    per-problem rates feed --offline-filter and DRIVE's hard focus.
+    Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "rates": {problem id: solved
+    share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error);
+    the per-problem rates feed --offline-filter and DRIVE's hard focus.
     """
     mine = problems[d.rank::d.world]
     outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
@@ -620,6 +635,7 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
     total = max(len(counts), 1)
     by_id = dict(counts)
     return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
+            "pass@1_se": standard_error([c / n for _, c in counts]) if n else 0.0,
             f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
             "problems": len(counts), **hardest_quarter(problems, by_id, n),
             **by_family(problems, by_id, n),
@@ -1064,8 +1080,10 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
     problems = r.eval_problems if problems is None else problems
     res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature)
     n = a.eval_n
-    r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}  pass@{n} {res[f'pass@{n}']:.3f}"
-          f"  ({res['problems']} problems, {n} samples each, T={a.eval_temperature})")
+    se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
+    r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
+          f"{res[f'pass@{n}']:.3f}  ({res['problems']} problems, {n} samples each, "
+          f"T={a.eval_temperature})")
     r.log({"phase": "eval", "when": when, "step": r.step,
            **{k: v for k, v in res.items() if k != "rates"}})
     return res
@@ -1080,6 +1098,8 @@ def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
     """
     def keep(prefix: str, res: dict) -> None:
         r.state[f"{prefix}pass_at_1_{when}"] = res["pass@1"]
+        if "pass@1_se" in res:
+            r.state[f"{prefix}pass_at_1_se_{when}"] = res["pass@1_se"]
         if "k" in res:
             r.state[f"{prefix}pass_at_k_{when}"] = res[f"pass@{res['k']}"]
             r.state["eval_k"] = res["k"]
@@ -1088,6 +1108,8 @@ def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
             r.state[f"{prefix}hard_pass_at_k_{when}"] = res[f"pass@{res['k']}_hardest_quarter"]
         if "pass@1_by_family" in res:
             r.state[f"{prefix}family_pass_at_1_{when}"] = res["pass@1_by_family"]
+        if "rates" in res and when in ("before_rl", "after_rl"):   # for the paired gain's se
+            r.state[f"{prefix}rates_{when}"] = res["rates"]
     res = evaluate_fn(r, when)
     keep("", res)
     if r.train_eval_problems and when in ("before_rl", "after_rl"):
@@ -1157,11 +1179,19 @@ def finish(r: Run) -> dict:
     r.engine.close()        # vLLM's teardown also ends the process group it joined
     a = r.args
     summary = {k: v for k, v in r.state.items() if k not in ("rng", "curriculum", "train_ids",
-                                                              "step", "world")}
+                                                              "step", "world")
+               and not k.startswith(("rates_", "train_rates_"))}
     summary.update(wall_seconds=round(time.time() - r.t0, 1), model=a.model, seed=a.seed,
                    steps=a.steps)
-    if "pass_at_1_before_rl" in summary and "pass_at_1_after_rl" in summary:
-        summary["pass_at_1_gain"] = summary["pass_at_1_after_rl"] - summary["pass_at_1_before_rl"]
+    for prefix in ("", "train_"):
+        before, after = r.state.get(f"{prefix}rates_before_rl"), r.state.get(
+            f"{prefix}rates_after_rl")
+        if f"{prefix}pass_at_1_before_rl" in summary and f"{prefix}pass_at_1_after_rl" in summary:
+            summary[f"{prefix}pass_at_1_gain"] = (summary[f"{prefix}pass_at_1_after_rl"]
+                                                  - summary[f"{prefix}pass_at_1_before_rl"])
+        if before and after:   # paired: the same problems before and after
+            summary[f"{prefix}pass_at_1_gain_se"] = standard_error(
+                [after[i] - before[i] for i in before if i in after])
     if r.d.main:
         with open(os.path.join(a.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
@@ -1237,6 +1267,8 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
 # ----------------------------------------------------------------------------- flags
 
 # Settings every method shares; each method's PRESETS add to these (merge_presets).
+TINY_SFT_STEPS = 450   # the tiny model copies a statement's values only after 300-400 steps
+
 COMMON_PRESETS = {
     # The CPU default is the flags' own defaults: everything offline on a 2-core machine, the
     # tiny model trained on the procedural testbed's train split (tasks.py) and scored on its
@@ -1263,17 +1295,22 @@ def merge_presets(*layers: Mapping[str, dict]) -> dict[str, dict]:
     return {name: {k: v for layer in layers for k, v in layer[name].items()} for name in names}
 
 
-def parse_flags(parser: argparse.ArgumentParser, presets: Mapping[str, dict], argv=None):
+def parse_flags(parser: argparse.ArgumentParser, presets: Mapping[str, dict], argv=None,
+                tiny_sft_steps: int = TINY_SFT_STEPS):
     """Parse argv with the chosen --preset's settings as defaults (explicit flags win).
 
     --preset is read first by a parser of its own that knows no --help, so that `--help`
-    (handled by the full parse) shows the defaults of the preset it is given with."""
+    (handled by the full parse) shows the defaults of the preset it is given with.
+    --sft-steps left unset: tiny_sft_steps for --model tiny (it starts from scratch), else 0
+    (the shipped base and real models start competent)."""
     preset_only = argparse.ArgumentParser(add_help=False)
     preset_only.add_argument("--preset", default="cpu")
     pre = preset_only.parse_known_args(argv)[0]
     # an unknown name: the full parser rejects it below with its one-line error
     parser.set_defaults(**presets.get(pre.preset, presets["cpu"]))
     args = parser.parse_args(argv)
+    if args.sft_steps is None:
+        args.sft_steps = tiny_sft_steps if args.model == "tiny" else 0
     check_common_flags(parser, args)
     return args
 
@@ -1377,17 +1414,18 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--preset", choices=sorted(COMMON_PRESETS), default="cpu",
                    help="defaults for a setting; explicit flags override them")
     g = p.add_argument_group("model and data")
-    g.add_argument("--model", default="tiny",
-                   help="'tiny' (offline Qwen2-architecture model built here), a hub id or a "
-                        "local path (e.g. Qwen/Qwen3-1.7B as in AT-GRPO)")
+    g.add_argument("--model", default="base",
+                   help="'base' (the shipped CPU base model, models/base), 'tiny' (an untrained "
+                        "Qwen2-architecture model built here, given --sft-steps of SFT), a hub "
+                        "id or a local path (e.g. Qwen/Qwen3-1.7B as in AT-GRPO)")
     g.add_argument("--model-seed", type=int, default=0, help="seed of the tiny model's weights")
-    g.add_argument("--train-data", default="tasks:train",
+    g.add_argument("--train-data", default="tasks:rl",
                    help="comma list of NAME or NAME:PATH (apps, apps_plus, code_contests, "
                         "livecodebench, builtin, tasks:train|test|heldout: the procedural "
                         "testbed's splits, tasks:train@classify+simulate: some families "
                         "only, tasks:length_train|length_test: the chain families, 1-3 "
                         "or 4-6 guarded steps); no path = Hugging Face hub")
-    g.add_argument("--eval-data", default="tasks:test",
+    g.add_argument("--eval-data", default="tasks:eval",
                    help="same format as --train-data; the same value as --train-data evaluates "
                         "on the training problems; tasks:test holds instances never trained on")
     g.add_argument("--max-problems", type=COUNT, default=0,
@@ -1471,8 +1509,9 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--logprob-chunk", type=POSITIVE_INT, default=256,
                    help="positions per chunk of the log-prob computation")
     g = p.add_argument_group("warm start and evaluation")
-    g.add_argument("--sft-steps", type=COUNT, default=450,
-                   help="supervised steps on reference solutions before RL (0 = none)")
+    g.add_argument("--sft-steps", type=COUNT, default=None,
+                   help="supervised steps on reference solutions before RL (0 = none; default: "
+                        f"{TINY_SFT_STEPS} for --model tiny, which starts from scratch, else 0)")
     g.add_argument("--sft-lr", type=POSITIVE, default=1e-3, help="SFT learning rate")
     g.add_argument("--sft-batch", type=POSITIVE_INT, default=32,
                    help="SFT examples per step over all ranks")

@@ -1,0 +1,126 @@
+"""The shipped CPU base model (models/base) and base.py, which makes it: the files are the
+ones the card's digests name and load in transformers and vLLM; the corpus is the card's,
+made again; the stopping rule picks what it says; a stopped training resumes exactly."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import base
+import model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIPPED = model.BASE_DIR
+CLEAN_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+PROMPT = "### User\nRead an integer n and print n + 3.\n### Assistant\n```python\n"
+
+
+def test_shipped_files_match_their_digests():
+    sums = dict(line.split()[::-1] for line in open(os.path.join(SHIPPED, "SHA256SUMS")))
+    assert set(sums) == set(base.SHIPPED)
+    for name, digest in sums.items():
+        assert hashlib.sha256(open(os.path.join(SHIPPED, name), "rb").read()).hexdigest() \
+            == digest, name
+    size = sum(os.path.getsize(os.path.join(SHIPPED, n)) for n in os.listdir(SHIPPED))
+    assert size <= 30 * 2 ** 20
+
+
+def test_shipped_base_loads_in_transformers_and_is_the_default():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    assert model.resolve_model("base") == SHIPPED
+    lm = AutoModelForCausalLM.from_pretrained(SHIPPED)
+    tok = AutoTokenizer.from_pretrained(SHIPPED)
+    ids = tok(PROMPT, return_tensors="pt")["input_ids"]
+    out = lm.generate(ids, max_new_tokens=24, do_sample=False)
+    text = tok.decode(out[0, ids.shape[1]:])
+    assert "print(" in text or "input()" in text    # it writes code, not noise
+    card = json.load(open(os.path.join(SHIPPED, "card.json")))
+    assert card["parameters"] == sum(t.numel() for t in load_file(
+        os.path.join(SHIPPED, "model.safetensors")).values())
+
+
+def test_shipped_base_loads_in_vllm_and_agrees_with_transformers():
+    pytest.importorskip("vllm")
+    code = f"""
+import torch, engines, model
+model.init_distributed()
+v = engines.VLLMEngine(model.BASE_DIR, torch.device("cpu"), seed=0, kv_cache_gib=0.25)
+h = engines.HFEngine(model.BASE_DIR, torch.device("cpu"))
+a = v.generate([{PROMPT!r}], temperature=0, max_new_tokens=24)[0][0].text
+b = h.generate([{PROMPT!r}], temperature=0, max_new_tokens=24)[0][0].text
+print("SAME" if a == b else "DIFF", repr(a), repr(b))
+v.close()
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=CLEAN_ENV, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "SAME" in res.stdout, res.stdout[-2000:]
+
+
+def test_corpus_is_made_again_exactly_as_the_card_says():
+    card = json.load(open(os.path.join(SHIPPED, "card.json")))
+    pairs = base.corpus_pairs(card["corpus_seed"])
+    assert base.corpus_digest(pairs) == card["corpus_sha256"]
+    kinds = {k: sum(1 for p in pairs if p[0] == k) for k in card["corpus_examples"]}
+    assert kinds == card["corpus_examples"]
+
+
+def test_corpus_holds_no_rl_or_eval_instance():
+    """Every coder/completion prompt of the corpus is a corpus problem's; none is a
+    statement of the rl or eval splits (the splits' own test checks the references)."""
+    import tasks
+    world = tasks.generate_base(0)
+    corpus_ids = {r["id"] for r in world["corpus"]}
+    held = {r["question"] for r in world["rl"] + world["eval"]}
+    for kind, what, _ in base.corpus_pairs(0):
+        if kind != "roles":
+            problem, _ = what
+            assert problem.id in corpus_ids or problem.source == "builtin"
+            assert problem.question not in held
+        else:
+            assert not any(q in m["content"] for m in what for q in held if len(q) > 40)
+
+
+def row(step, p1, pk, fams):
+    return {"step": step, "pass@1": p1, "pass@8": pk, "k": 8, "pass@1_by_family": fams}
+
+
+def test_stopping_rule_picks_the_last_checkpoint_with_room_for_rl():
+    some = {"a": 0.3, "b": 0.4, "c": 0.9}
+    evals = [row(250, 0.05, 0.2, some), row(500, 0.25, 0.5, some), row(750, 0.4, 0.7, some),
+             row(1000, 0.45, 0.6, some),                 # pass@8 < 1.6 x pass@1: too sharp
+             row(1250, 0.6, 0.9, some)]                  # pass@1 above 0.5
+    assert [base.meets_rule(e) for e in evals] == [False, True, True, False, False]
+    assert base.stopping_point(evals) == (evals[2], True)
+    one_family = {"a": 0.3, "b": 0.9, "c": 0.95}         # only one family solved sometimes
+    assert not base.meets_rule(row(1, 0.3, 0.6, one_family))
+    assert base.stopping_point(evals[:1]) == (evals[0], False)
+
+
+def _train(out, *extra):
+    cmd = [sys.executable, "base.py", "--out", out, "--layers", "1", "--hidden", "32",
+           "--intermediate", "64", "--heads", "2", "--kv-heads", "1", "--vocab", "300",
+           "--eval-every", "2", "--eval-n", "1", "--max-new-tokens", "4", "--engine", "hf",
+           "--cpu-threads", "1", "--batch", "8", *extra]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=CLEAN_ENV,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res
+
+
+def test_a_stopped_training_resumes_to_the_same_weights(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    _train(a, "--steps", "4")
+    _train(b, "--steps", "2")
+    res = _train(b, "--steps", "4", "--resume")
+    assert "resumed from" in res.stdout and "at step 2" in res.stdout
+    wa = load_file(os.path.join(a, "step_4", "model.safetensors"))
+    wb = load_file(os.path.join(b, "step_4", "model.safetensors"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    state = json.load(open(os.path.join(b, "step_4", "trainer_state.json")))
+    assert [e["step"] for e in state["evals"]] == [2, 4] and state["seconds"] > 0
