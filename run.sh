@@ -20,6 +20,12 @@ MODE="${1:-main}"; [ $# -gt 0 ] && shift
 # pick up a second line from a fallback.
 NGPU=$( { nvidia-smi --list-gpus 2>/dev/null || true; } | grep -c '^GPU [0-9]' || true)
 [[ "$NGPU" =~ ^[0-9]+$ ]] || NGPU=0
+# Ranks to launch: one per GPU, or one per GPU that CUDA_VISIBLE_DEVICES leaves visible
+# (CUDA_VISIBLE_DEVICES=0 ./run.sh: one GPU of several; nvidia-smi lists them all).
+NPROC=$NGPU
+if [ "$NGPU" -gt 0 ] && [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  IFS=, read -ra VISIBLE <<< "$CUDA_VISIBLE_DEVICES"; NPROC=${#VISIBLE[@]}
+fi
 
 # pip install -r FILE quietly into .venv, its output kept in .venv/install-NAME.log; the
 # status is pip's. For the optional GPU extras, whose failure is one line, not pip's pages.
@@ -88,7 +94,7 @@ case "$MODE" in
     exec .venv/bin/python -m pytest -q tests "$@" ;;
   main)
     if [ "$NGPU" -gt 0 ]; then
-      exec .venv/bin/torchrun --nproc_per_node="$NGPU" ${TORCHRUN_ARGS:-} grpo.py --preset gpu "$@"
+      exec .venv/bin/torchrun --nproc_per_node="$NPROC" ${TORCHRUN_ARGS:-} grpo.py --preset gpu "$@"
     else
       exec .venv/bin/python grpo.py "$@"
     fi ;;

@@ -66,7 +66,8 @@ def run_sh(repo, ngpu, fail: str = "", *args, **env) -> tuple[list[str], list[st
     work, fakes = repo
     log = work.parent / "calls.log"
     log.write_text("")
-    full = {k: v for k, v in os.environ.items() if k not in ("SKIP_FLASH_ATTN", "PYTHON")}
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("SKIP_FLASH_ATTN", "PYTHON", "CUDA_VISIBLE_DEVICES")}
     full.update(PATH=f"{fakes}:{os.environ['PATH']}", PYTHON=str(fakes / "python3"),
                 FAKE_LOG=str(log), FAKE_NGPU=str(ngpu), FAKE_FAIL=fail, **env)
     proc = subprocess.run(["bash", "run.sh", "main", *args], cwd=work, env=full,
@@ -144,6 +145,13 @@ def test_cpu_machine_installs_no_cuda_build(repo, ngpu):
     assert not any("gpu" in c or "flash" in c for c in calls)
     assert any("pip uninstall" in c for c in calls)
     assert calls[-1] == "python grpo.py --steps 1"
+
+
+@pytest.mark.parametrize("visible, ranks", [("0", 1), ("2,5", 2), ("", 8)])
+def test_cuda_visible_devices_sets_the_number_of_ranks(repo, visible, ranks):
+    """nvidia-smi lists every GPU of the machine; CUDA_VISIBLE_DEVICES picks those to use."""
+    calls, _ = run_sh(repo, 8, "", CUDA_VISIBLE_DEVICES=visible)
+    assert calls[-1] == f"torchrun --nproc_per_node={ranks} grpo.py --preset gpu"
 
 
 def test_the_second_run_installs_nothing(repo):
