@@ -267,7 +267,8 @@ def test_grpo_step_with_vllm_under_torchrun(tmp_path):
     per rank, 2 ranks on CPU (gloo)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-           "--standalone", "grpo.py", "--engine", "vllm", "--steps", "1", "--sft-steps", "2",
+           "--standalone", "grpo.py", "--model", "tiny", "--engine", "vllm", "--steps", "1",
+           "--sft-steps", "2",
            "--eval-n", "0", "--prompts-per-step", "2", "--group-size", "4",
            "--max-new-tokens", "24", "--max-problems", "8", "--out", str(tmp_path)]
     env = {**CLEAN_ENV, "OMP_NUM_THREADS": "1", "PYTHONPATH": root}
