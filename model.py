@@ -137,6 +137,7 @@ def resolve_model(name: str, seed: int = 0) -> str:
             raise UserError(f"--model base: {BASE_DIR} holds no model; this clone lacks the "
                             "shipped base (git checkout -- models/base), or make one with "
                             "python base.py")
+        check_weights(BASE_DIR, "--model base", "git checkout -- models/base, or python base.py")
         return BASE_DIR
     path = os.path.expanduser(name)
     if os.path.isdir(path):

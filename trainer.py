@@ -60,6 +60,7 @@ from model import (
     UserError,
     ValueModel,
     all_reduce_sum,
+    attention_impl,
     close_distributed,
     init_distributed,
     iter_full_params,
@@ -887,7 +888,8 @@ class MetricsLog:
     def __call__(self, row: dict):
         if self.path:
             with open(self.path, "a") as f:
-                f.write(json.dumps({k: (round(v, 6) if isinstance(v, float) else v)
+                # 6 significant digits: a warm-up lr of 1e-7 must not log as 0.0
+                f.write(json.dumps({k: (float(f"{v:.6g}") if isinstance(v, float) else v)
                                     for k, v in row.items()}) + "\n")
         if row.get("phase") == "rl":
             self.rl_step = row["step"]
@@ -1061,7 +1063,8 @@ def start(args, name: str, value_head: bool = False) -> Run:
             train_eval_set(train_p, eval_p, args.train_eval_problems))
     also = f" (+ {len(r.train_eval_problems)} train problems)" if r.train_eval_problems else ""
     r.say(f"model {args.model} ({path}), engine {engine.name}, {d.world} rank(s) on "
-          f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems{also}")
+          f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems{also}; "
+          f"FSDP2, attention {attention_impl(d.device)}")
     return r
 
 
@@ -1195,11 +1198,31 @@ def finish(r: Run) -> dict:
     if r.d.main:
         with open(os.path.join(a.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
+        for prefix, name in (("", "held out"), ("train_", "train")):
+            line = before_after_line(summary, prefix)
+            if line:
+                r.say(f"{name}: {line}")
         r.say(f"summary: {json.dumps(summary)}  -> {a.out}/summary.json")
     r.log.close()
     if dist.is_initialized():
         dist.barrier()
     return summary
+
+
+def before_after_line(summary: dict, prefix: str = "") -> str | None:
+    """'pass@1 0.300 +- 0.010 -> 0.420 +- 0.011, gain +0.120 +- 0.008 (paired)' from a
+    summary's pass_at_1_* keys with that prefix; None when either side is missing."""
+    def fig(when):
+        v, se = summary.get(f"{prefix}pass_at_1_{when}"), summary.get(
+            f"{prefix}pass_at_1_se_{when}")
+        return None if v is None else f"{v:.3f}" + ("" if se is None else f" +- {se:.3f}")
+    before, after = fig("before_rl"), fig("after_rl")
+    if before is None or after is None:
+        return None
+    gain = summary[f"{prefix}pass_at_1_gain"]
+    se = summary.get(f"{prefix}pass_at_1_gain_se")
+    return (f"pass@1 {before} -> {after}, gain {gain:+.3f}"
+            + ("" if se is None else f" +- {se:.3f} (paired)"))
 
 
 def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool = False,
