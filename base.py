@@ -28,8 +28,10 @@ and not the held-out eval set), written to metrics.jsonl and checkpointed.
 
 The stopping rule, fixed before the run (stopping_point): of the evaluated checkpoints, the
 last whose validation pass@1 is in [0.2, 0.5] and whose pass@8 >= 1.6 x pass@1 (room for RL
-to sharpen), with at least two families solved only sometimes (0.05 <= pass@1 <= 0.6);
-none such: the last checkpoint, reported as breaking the rule.
+to sharpen), with at least two families solved only sometimes (0.05 <= pass@1 <= 0.6).
+None such (the ratio stays below 1.6 when whole families are solved always or never): the
+checkpoint in the pass@1 band with the most room, pass@8 - pass@1, reported as breaking the
+rule.
 
     python base.py --out runs/base                      # train (add --resume to continue)
     python base.py --out runs/base --export models/base # pick the checkpoint, evaluate it on
@@ -159,9 +161,18 @@ def meets_rule(res: dict) -> bool:
 
 
 def stopping_point(evals: list[dict]) -> tuple[dict, bool]:
-    """The evaluation row the rule picks (the last that meets it) and whether one did."""
+    """The evaluation row the rule picks (the last that meets it) and whether one did.
+
+    None meets it: of the rows with pass@1 in [lo, hi], the one with the most room for RL to
+    sharpen into, pass@k - pass@1 in points (the latest on a tie); none in the band either:
+    the last row."""
     good = [e for e in evals if meets_rule(e)]
-    return (good[-1], True) if good else (evals[-1], False)
+    if good:
+        return good[-1], True
+    band = [e for e in evals if RULE["lo"] <= e["pass@1"] <= RULE["hi"]]
+    if not band:
+        return evals[-1], False
+    return max(reversed(band), key=lambda e: e[f"pass@{e['k']}"] - e["pass@1"]), False
 
 
 # ----------------------------------------------------------------------------- training

@@ -99,7 +99,10 @@ def test_stopping_rule_picks_the_last_checkpoint_with_room_for_rl():
     assert base.stopping_point(evals) == (evals[2], True)
     one_family = {"a": 0.3, "b": 0.9, "c": 0.95}         # only one family solved sometimes
     assert not base.meets_rule(row(1, 0.3, 0.6, one_family))
-    assert base.stopping_point(evals[:1]) == (evals[0], False)
+    assert base.stopping_point(evals[:1]) == (evals[0], False)      # none in the band
+    # None meets the rule: the most room (pass@8 - pass@1) in the pass@1 band.
+    sharp = [row(500, 0.22, 0.33, some), row(750, 0.3, 0.45, some), row(1000, 0.4, 0.5, some)]
+    assert base.stopping_point(sharp) == (sharp[1], False)
 
 
 def _train(out, *extra):
