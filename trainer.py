@@ -574,18 +574,41 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
 
 
-def standard_error(values: Sequence[float]) -> float:
+def standard_error(values: Sequence[float], strata: Sequence | None = None) -> float:
     """Standard error of the mean of per-problem solve rates x_1..x_N:
 
-        se = sqrt(sum_i (x_i - mean)^2 / (N - 1)) / sqrt(N)
+        se = sqrt(s^2 / N),   s^2 = sum_i (x_i - mean)^2 / (N - 1)
 
     It holds both the spread between problems and each rate's sampling noise, so it says how
-    far another draw of problems and samples could move pass@1 (0 for fewer than 2)."""
+    far another draw of problems and samples could move pass@1 (0 for fewer than 2).
+    strata (one label a problem, e.g. tasks.py's family): the set's mix of strata is fixed by
+    design, so only the spread within each stratum h (N_h problems, variance s_h^2) counts:
+
+        se = sqrt(sum_h (N_h / N)^2 s_h^2 / N_h)
+
+    (a stratum of one problem adds nothing: its variance is unknown)."""
+    def var_of_mean(xs):
+        if len(xs) < 2:
+            return 0.0
+        m = sum(xs) / len(xs)
+        return sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
     n = len(values)
     if n < 2:
         return 0.0
-    mean = sum(values) / n
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+    if strata is None:
+        return math.sqrt(var_of_mean(values))
+    groups: dict = {}
+    for v, h in zip(values, strata):
+        groups.setdefault(h, []).append(v)
+    return math.sqrt(sum((len(xs) / n) ** 2 * var_of_mean(xs) for xs in groups.values()))
+
+
+def family_labels(problems, ids: Sequence) -> list | None:
+    """The tasks.py family of each problem id in `ids` (standard_error's strata); None when
+    one has none (other data sets)."""
+    family = {p.id: p.metadata.get("family") for p in problems}
+    labels = [family.get(i) for i in ids]
+    return None if None in labels else labels
 
 
 def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
@@ -621,7 +644,8 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
 
     Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "rates": {problem id: solved
-    share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error);
+    share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error,
+    within families when the problems have them: the set's family mix is fixed);
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
     """
     mine = problems[d.rank::d.world]
@@ -636,7 +660,9 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
     total = max(len(counts), 1)
     by_id = dict(counts)
     return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
-            "pass@1_se": standard_error([c / n for _, c in counts]) if n else 0.0,
+            "pass@1_se": standard_error([c / n for _, c in counts],
+                                        family_labels(problems, [pid for pid, _ in counts]))
+            if n else 0.0,
             f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
             "problems": len(counts), **hardest_quarter(problems, by_id, n),
             **by_family(problems, by_id, n),
@@ -1193,8 +1219,10 @@ def finish(r: Run) -> dict:
             summary[f"{prefix}pass_at_1_gain"] = (summary[f"{prefix}pass_at_1_after_rl"]
                                                   - summary[f"{prefix}pass_at_1_before_rl"])
         if before and after:   # paired: the same problems before and after
+            ids = [i for i in before if i in after]
+            problems = r.train_eval_problems if prefix else r.eval_problems
             summary[f"{prefix}pass_at_1_gain_se"] = standard_error(
-                [after[i] - before[i] for i in before if i in after])
+                [after[i] - before[i] for i in ids], family_labels(problems, ids))
     if r.d.main:
         with open(os.path.join(a.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)

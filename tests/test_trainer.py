@@ -4,6 +4,7 @@ protocol on its own (padding batches, separate critic), score."""
 import argparse
 import io
 import json
+import math
 import os
 import sys
 import types
@@ -393,3 +394,20 @@ def test_bench_update_runs_and_reports_every_size():
     assert res.returncode == 0, res.stderr[-2000:]
     lines = [x for x in res.stdout.splitlines() if x.startswith("micro-batch")]
     assert len(lines) == 2 and "1.00x micro-batch 4" in lines[0]
+
+
+def test_standard_error_plain_and_within_families():
+    xs = [0.0, 1.0, 0.0, 1.0]
+    # s^2 = 1/3, se = sqrt(1/3 / 4)
+    assert trainer.standard_error(xs) == pytest.approx(math.sqrt(1 / 12))
+    # Two families, each all-0 or all-1: the spread is all between them, and the mix is fixed.
+    assert trainer.standard_error(xs, ["a", "b", "a", "b"]) == 0.0
+    # Within families: family a {0, 1}, b {1, 1}: only a varies; (2/4)^2 * (1/2)/2 = 1/16
+    assert trainer.standard_error([0.0, 1.0, 1.0, 1.0], ["a", "a", "b", "b"]) == \
+        pytest.approx(0.25)
+    assert trainer.standard_error([0.5]) == 0.0
+    problems = [types.SimpleNamespace(id=i, metadata={"family": f}) for i, f in
+                ((1, "a"), (2, "b"))]
+    assert trainer.family_labels(problems, [2, 1]) == ["b", "a"]
+    assert trainer.family_labels(problems + [types.SimpleNamespace(id=3, metadata={})],
+                                 [3]) is None
