@@ -30,6 +30,8 @@ Families (SPLIT_FAMILIES give train and test; HELDOUT_FAMILIES only the heldout 
   held out (never in SFT or RL: what transfers to a new composition or construct)
     piecewise   classify whose bodies compute arithmetic on x   1-4 conditions
     digits      while n > 0: d = n % 10 ...                     a while loop, 0-1 condition
+  RL only (the base world's rl and eval splits, never its corpus)
+    accumulate_arith  accumulate, then arith on the total       a loop, then 1-3 operations
   length (only the length_train / length_test splits: a testbed of their own)
     chain_short if x > 12: x -= 5 / if x % 3 == 0: ...  1-3 guarded steps in sequence
     chain_long  the same pattern                        4-6 guarded steps
@@ -67,7 +69,9 @@ LENGTH_FAMILIES = ("chain_short", "chain_long")
 LENGTH_COUNTS = {"train": 160, "test": 32}
 LENGTH_SPLITS = ("length_train", "length_test")
 # The base world (generate_base): the shipped base model's corpus, RL's problems, held-out eval.
-RL_ONLY_FAMILY = "piecewise"   # in rl and eval, never in the corpus: what RL alone must teach
+# In rl and eval, never in the corpus: what RL alone must teach. A composition of two corpus
+# families, so the base solves it sometimes (piecewise, a new construct, it never does).
+RL_ONLY_FAMILY = "accumulate_arith"
 BASE_FAMILIES = SPLIT_FAMILIES + (RL_ONLY_FAMILY,)
 BASE_SPLITS = ("corpus", "rl", "eval")
 BASE_COUNTS = {"corpus": 3000, "rl": 400, "eval": 160}   # at most, per family
@@ -135,20 +139,36 @@ ARITH_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b:
              "//": lambda a, b: a // b, "%": lambda a, b: a % b}
 
 
-def arith(rng: random.Random) -> Draft:
-    """(n + 3) * 5 - 2: 1-3 integer operations applied left to right."""
+def _arith_ops(rng: random.Random) -> list[tuple[str, int]]:
+    """1-3 (operator, constant) pairs, applied left to right."""
     ops = []
     for _ in range(rng.randint(1, 3)):
         op = rng.choice(list(ARITH_OPS))
         ops.append((op, rng.randint(1, 20) if op in "+-" else rng.randint(2, 9)))
-    expr = "n"
+    return ops
+
+
+def _arith_expr(ops: list[tuple[str, int]], var: str) -> str:
+    """The expression of `ops` on `var`, parenthesised where Python's precedence needs it."""
+    expr = var
     for op, c in ops:
-        expr = f"({expr}) {op} {c}" if op not in "+-" and expr != "n" else f"{expr} {op} {c}"
+        expr = f"({expr}) {op} {c}" if op not in "+-" and expr != var else f"{expr} {op} {c}"
+    return expr
+
+
+def _apply_ops(ops: list[tuple[str, int]], n: int) -> int:
+    for op, c in ops:
+        n = ARITH_OPS[op](n, c)
+    return n
+
+
+def arith(rng: random.Random) -> Draft:
+    """(n + 3) * 5 - 2: 1-3 integer operations applied left to right."""
+    ops = _arith_ops(rng)
+    expr = _arith_expr(ops, "n")
 
     def answer(n):
-        for op, c in ops:
-            n = ARITH_OPS[op](n, c)
-        return n
+        return _apply_ops(ops, n)
     io = _io(rng)
     q = (f"Read an integer n and print the value of {expr}." if io == "stdio" else
          f"Return the value of {expr} for the integer n.")
@@ -367,6 +387,26 @@ COMMANDS = {  # name -> (phrase, statement, python function of (x, c))
 }
 
 
+def accumulate_arith(rng: random.Random) -> Draft:
+    """RL-only: accumulate's loop, then arith's operations on the total ((total + 3) * 5).
+    A composition of two corpus families, never in the corpus itself."""
+    base = accumulate(rng)
+    ops = _arith_ops(rng)
+    expr = _arith_expr(ops, "total")
+    question = base.question.replace("Print the total.", f"Print the value of {expr}.") \
+        .replace("Return the total.", f"Return the value of {expr}.")
+    last = "print(total)" if base.io == "stdio" else "    return total"
+    assert base.solution.endswith(last)
+    solution = base.solution[:-len(last)] + last.replace("total", expr, 1)
+
+    def then(output):
+        return f"{_apply_ops(ops, int(output))}\n" if base.io == "stdio" else \
+            _apply_ops(ops, output)
+    tests = [{"input": t["input"], "output": then(t["output"])} for t in base.tests]
+    return Draft("accumulate_arith", base.io, {**base.params, "ops": ops}, question, solution,
+                 tests)
+
+
 def simulate(rng: random.Random) -> Draft:
     """x = 2; for c in s: if c == 'A': x += 3 / elif c == 'B': ...: 2-5 command letters."""
     k = rng.randint(2, 5)
@@ -501,7 +541,7 @@ def chain(rng: random.Random, family: str = "chain_long",
 
 FAMILIES = {"arith": arith, "strings": strings, "aggregate": aggregate, "classify": classify,
             "accumulate": accumulate, "simulate": simulate, "piecewise": piecewise,
-            "digits": digits,
+            "digits": digits, "accumulate_arith": accumulate_arith,
             "chain_short": lambda rng: chain(rng, "chain_short"),
             "chain_long": lambda rng: chain(rng, "chain_long")}
 

@@ -171,7 +171,7 @@ def test_every_reference_passes_its_tests_and_runs_every_branch(sets):
     test fast on a loaded machine; bench/check_data_real.py runs all of them: 960/960 pass)."""
     sandbox = pytest.importorskip("sandbox")
     rows = (sets["train"][::3] + sets["test"] + sets["heldout"] + sets["length_train"][::4]
-            + sets["length_test"])
+            + sets["length_test"] + sets["eval"][::4])    # eval: every family of the base world
     jobs = [dict(code=r["solutions"][0], tests=r["tests"], fn_name=r["fn_name"], timeout=4.0,
                  coverage=True) for r in rows]
     results = sandbox.run_batch(jobs, workers=2)
@@ -280,7 +280,7 @@ def test_builtin_set_is_served_unchanged():
 
 # ---------------------------------------------------------------------------- the base world
 
-BASE_WORLD_SHA256 = "1b9c8b0a0b56e5c2212bb40a660d03fc74308f8b06c5ff035fd7283da668ce1c"
+BASE_WORLD_SHA256 = "af22583d9f63c93c9ca5e101cd122a2fffadd50d5a3ce24da5d24e9732b8a7ba"
 
 
 @pytest.fixture(scope="module")
