@@ -31,7 +31,7 @@ Families (SPLIT_FAMILIES give train and test; HELDOUT_FAMILIES only the heldout 
     piecewise   classify whose bodies compute arithmetic on x   1-4 conditions
     digits      while n > 0: d = n % 10 ...                     a while loop, 0-1 condition
   RL only (the base world's rl and eval splits, never its corpus)
-    accumulate_arith  accumulate, then arith on the total       a loop, then 1-3 operations
+    arith_long  ((n - 17) % 2) // 2 + 7 - 6                     4-5 operations
   length (only the length_train / length_test splits: a testbed of their own)
     chain_short if x > 12: x -= 5 / if x % 3 == 0: ...  1-3 guarded steps in sequence
     chain_long  the same pattern                        4-6 guarded steps
@@ -69,9 +69,10 @@ LENGTH_FAMILIES = ("chain_short", "chain_long")
 LENGTH_COUNTS = {"train": 160, "test": 32}
 LENGTH_SPLITS = ("length_train", "length_test")
 # The base world (generate_base): the shipped base model's corpus, RL's problems, held-out eval.
-# In rl and eval, never in the corpus: what RL alone must teach. A composition of two corpus
-# families, so the base solves it sometimes (piecewise, a new construct, it never does).
-RL_ONLY_FAMILY = "accumulate_arith"
+# In rl and eval, never in the corpus: what RL alone must teach. arith with 4-5 operations
+# where the corpus has 1-3, so the base solves it rarely (pass@8 > 0); it never solves a new
+# construct or composition (piecewise, accumulate then arith: pass@8 0).
+RL_ONLY_FAMILY = "arith_long"
 BASE_FAMILIES = SPLIT_FAMILIES + (RL_ONLY_FAMILY,)
 BASE_SPLITS = ("corpus", "rl", "eval")
 BASE_COUNTS = {"corpus": 3000, "rl": 400, "eval": 160}   # at most, per family
@@ -139,10 +140,10 @@ ARITH_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b:
              "//": lambda a, b: a // b, "%": lambda a, b: a % b}
 
 
-def _arith_ops(rng: random.Random) -> list[tuple[str, int]]:
-    """1-3 (operator, constant) pairs, applied left to right."""
+def _arith_ops(rng: random.Random, lo: int = 1, hi: int = 3) -> list[tuple[str, int]]:
+    """lo-hi (operator, constant) pairs, applied left to right."""
     ops = []
-    for _ in range(rng.randint(1, 3)):
+    for _ in range(rng.randint(lo, hi)):
         op = rng.choice(list(ARITH_OPS))
         ops.append((op, rng.randint(1, 20) if op in "+-" else rng.randint(2, 9)))
     return ops
@@ -162,9 +163,9 @@ def _apply_ops(ops: list[tuple[str, int]], n: int) -> int:
     return n
 
 
-def arith(rng: random.Random) -> Draft:
-    """(n + 3) * 5 - 2: 1-3 integer operations applied left to right."""
-    ops = _arith_ops(rng)
+def arith(rng: random.Random, family: str = "arith", lo: int = 1, hi: int = 3) -> Draft:
+    """(n + 3) * 5 - 2: 1-3 integer operations applied left to right (arith_long: 4-5)."""
+    ops = _arith_ops(rng, lo, hi)
     expr = _arith_expr(ops, "n")
 
     def answer(n):
@@ -174,7 +175,7 @@ def arith(rng: random.Random) -> Draft:
          f"Return the value of {expr} for the integer n.")
     code = render(io, "compute", "n", "n = int(input())", [f"@{expr}"])
     inputs = _fill(rng, [0, rng.randint(1, 9)], lambda: rng.randint(0, 60))
-    return Draft("arith", io, {"ops": ops}, q, code, make_tests(io, inputs, answer))
+    return Draft(family, io, {"ops": ops}, q, code, make_tests(io, inputs, answer))
 
 
 STRING_OPS = {  # name -> (parameters, phrase, code suffix, python function of (s, params))
@@ -387,26 +388,6 @@ COMMANDS = {  # name -> (phrase, statement, python function of (x, c))
 }
 
 
-def accumulate_arith(rng: random.Random) -> Draft:
-    """RL-only: accumulate's loop, then arith's operations on the total ((total + 3) * 5).
-    A composition of two corpus families, never in the corpus itself."""
-    base = accumulate(rng)
-    ops = _arith_ops(rng)
-    expr = _arith_expr(ops, "total")
-    question = base.question.replace("Print the total.", f"Print the value of {expr}.") \
-        .replace("Return the total.", f"Return the value of {expr}.")
-    last = "print(total)" if base.io == "stdio" else "    return total"
-    assert base.solution.endswith(last)
-    solution = base.solution[:-len(last)] + last.replace("total", expr, 1)
-
-    def then(output):
-        return f"{_apply_ops(ops, int(output))}\n" if base.io == "stdio" else \
-            _apply_ops(ops, output)
-    tests = [{"input": t["input"], "output": then(t["output"])} for t in base.tests]
-    return Draft("accumulate_arith", base.io, {**base.params, "ops": ops}, question, solution,
-                 tests)
-
-
 def simulate(rng: random.Random) -> Draft:
     """x = 2; for c in s: if c == 'A': x += 3 / elif c == 'B': ...: 2-5 command letters."""
     k = rng.randint(2, 5)
@@ -541,7 +522,8 @@ def chain(rng: random.Random, family: str = "chain_long",
 
 FAMILIES = {"arith": arith, "strings": strings, "aggregate": aggregate, "classify": classify,
             "accumulate": accumulate, "simulate": simulate, "piecewise": piecewise,
-            "digits": digits, "accumulate_arith": accumulate_arith,
+            "digits": digits,
+            "arith_long": lambda rng: arith(rng, "arith_long", 4, 5),
             "chain_short": lambda rng: chain(rng, "chain_short"),
             "chain_long": lambda rng: chain(rng, "chain_long")}
 

@@ -280,7 +280,7 @@ def test_builtin_set_is_served_unchanged():
 
 # ---------------------------------------------------------------------------- the base world
 
-BASE_WORLD_SHA256 = "af22583d9f63c93c9ca5e101cd122a2fffadd50d5a3ce24da5d24e9732b8a7ba"
+BASE_WORLD_SHA256 = "b19ce32ab2ad0a0e7b309f4e8391160009b06275ec147a49dc112e5d798f7932"
 
 
 @pytest.fixture(scope="module")
