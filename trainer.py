@@ -1504,14 +1504,11 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="prompts per step over all ranks (AT-GRPO: 128)")
     g.add_argument("--group-size", type=POSITIVE_INT, default=16,
                    help="samples per prompt G (code recipes 8-16; DRIVE stage 2: 64)")
-    g.add_argument("--prompt-order", choices=["epoch", "replacement"], default="replacement",
-                   help="replacement: each step's prompts drawn uniformly (the CPU default: on "
-                        "the testbed it gained +1.0 vs +0.3 held-out points in 40 steps, ahead "
-                        "or level in 6 of 6 paired runs); epoch: the steps walk a fresh "
-                        "permutation of the train problems each epoch, the partial batch "
-                        "dropped (TRL's sampler; --preset gpu: the data loaders' standard; on "
-                        "the built-in set +15.9 vs +13.6 in 130 steps, 3 seeds, not "
-                        "significant). README: 'The ablation'")
+    g.add_argument("--prompt-order", choices=["epoch", "replacement"], default="epoch",
+                   help="epoch: the steps walk a fresh permutation of the train problems each "
+                        "epoch, the partial batch dropped (TRL's sampler, the data loaders' "
+                        "standard; on the CPU default's 2,464 fresh problems no problem is "
+                        "drawn twice); replacement: each step's prompts drawn uniformly")
     g.add_argument("--temperature", type=POSITIVE, default=1.0,
                    help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
     g.add_argument("--top-p", type=number(float, 0, 1, lo_open=True), default=1.0,

@@ -94,9 +94,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the same budget: 40 steps x 8 prompts x 16 samples at lr 5e-5, held-out curve every 20 steps.
 # test_ablate.py parses every command with its entry point's own parser, so a flag that does
 # not exist fails there.
-# These grids start from the tiny model and its own SFT warm start (--model tiny), as when
-# they were measured; the shipped base (the trainers' default) is not theirs.
-DATA = ["--model", "tiny", "--train-data", "tasks:train", "--eval-data", "tasks:test",
+# These grids start from the tiny model and its own SFT warm start (--model tiny) and draw
+# prompts with replacement, as when they were measured (the trainers' defaults are now the
+# shipped base and epoch order).
+TINY_WORLD = ["--model", "tiny", "--prompt-order", "replacement"]
+DATA = [*TINY_WORLD, "--train-data", "tasks:train", "--eval-data", "tasks:test",
         "--max-new-tokens", "112"]
 WARM_STEPS = 450
 RL_STEPS = 40
@@ -174,12 +176,12 @@ GRIDS: dict[str, list[dict]] = {
 # its 3-4 stages), with and without the curriculum, scored on length_test (chain_long: the
 # claim; chain_short: what RL costs the short chains).
 SFT_CHAIN = "{out}/cells/sft-chain/seed{seed}/step_0"    # every length RL cell starts here
-LEN_DATA = ["--model", "tiny", "--eval-data", "tasks:length_test", "--max-new-tokens", "112"]
+LEN_DATA = [*TINY_WORLD, "--eval-data", "tasks:length_test", "--max-new-tokens", "112"]
 LEN_RL = ["--train-data", "tasks:length_train@chain_long", *LEN_DATA, "--max-problems", "32",
           "--max-eval-problems", "0", "--model", SFT_CHAIN,
           "--sft-steps", "0", "--steps", "60", "--lr", "5e-5", "--eval-every", "20"]
 CCCS_FLAGS = ["--curriculum", "cccs", "--cccs-span", "2", "--cccs-threshold", "0.5"]
-CHAIN_S = ["--model", "tiny", "--train-data", "tasks:length_train@chain_short", "--eval-data",
+CHAIN_S = [*TINY_WORLD, "--train-data", "tasks:length_train@chain_short", "--eval-data",
            "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "16",
            "--sft-steps", "0", "--steps", "40", "--prompts-per-step", "8", "--group-size", "16",
            "--lr", "5e-5", "--eval-every", "20"]
@@ -245,7 +247,7 @@ GRIDS["length"] = [
 # after 150 role-SFT steps scores 0.010). From sft-chain, 200 role-SFT steps of 8 (agents.py's
 # tester and coder prompts; coder alone ~0.19-0.25 held out), then 30 RL steps of the CPU
 # preset's 4 problems x K 2 x 2 turns, shared or per-role (both roles from that checkpoint).
-AGENT_CHAIN = ["--model", "tiny", "--train-data", "tasks:length_train@chain_short", "--eval-data",
+AGENT_CHAIN = [*TINY_WORLD, "--train-data", "tasks:length_train@chain_short", "--eval-data",
                "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "4"]
 AGENT_CHAIN_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                        "metrics.jsonl:tester_catch_share_mean"]

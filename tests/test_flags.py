@@ -56,9 +56,12 @@ def test_every_entry_point_parses_with_every_preset(module):
         # an explicit flag beats the preset
         assert module.parse_args(["--preset", preset, "--lr", "3e-6"]).lr == 3e-6
     assert module.parse_args(["--preset", "gpu"]).model == "Qwen/Qwen3-1.7B"
-    assert module.parse_args([]).model == "tiny"
-    # the prompt order measured better on the testbed on CPU, the loaders' standard on GPU
-    assert module.parse_args([]).prompt_order == "replacement"
+    assert module.parse_args([]).model == "base"
+    assert module.parse_args([]).sft_steps == 0                     # the base starts competent
+    assert module.parse_args(["--model", "tiny"]).sft_steps > 0     # tiny starts from scratch
+    assert module.parse_args(["--model", "tiny", "--sft-steps", "3"]).sft_steps == 3
+    # a stream of fresh problems on CPU, the loaders' standard on GPU: each drawn once an epoch
+    assert module.parse_args([]).prompt_order == "epoch"
     assert module.parse_args(["--preset", "gpu"]).prompt_order == "epoch"
 
 
@@ -104,7 +107,7 @@ def test_help_shows_the_defaults_of_the_preset_it_is_given_with():
         with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
             module.parse_args([*argv, "--help"])
         return " ".join(out.getvalue().split())
-    assert "(default: tasks:train)" in help_of(grpo)
+    assert "(default: tasks:rl)" in help_of(grpo)
     assert "(default: builtin)" in help_of(agents)
     assert "(default: Qwen/Qwen3-1.7B)" in help_of(grpo, "--preset", "gpu")
     assert "(default: tiny)" in help_of(grpo, "--preset=cpu")
