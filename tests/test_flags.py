@@ -101,8 +101,8 @@ def test_ppo_help_no_longer_says_curricula_do_not_apply():
 
 def test_help_shows_the_defaults_of_the_preset_it_is_given_with():
     """--help is answered by the full parse, after the preset's settings became the defaults:
-    agents.py's CPU preset trains on the built-in set, grpo.py's CPU default on the testbed,
-    and `--preset gpu --help` shows the GPU model."""
+    agents.py's CPU preset trains on the built-in set, grpo.py's CPU default on the base
+    world's rl split, and `--preset gpu --help` shows the GPU model."""
     def help_of(module, *argv):
         with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
             module.parse_args([*argv, "--help"])
@@ -110,4 +110,4 @@ def test_help_shows_the_defaults_of_the_preset_it_is_given_with():
     assert "(default: tasks:rl)" in help_of(grpo)
     assert "(default: builtin)" in help_of(agents)
     assert "(default: Qwen/Qwen3-1.7B)" in help_of(grpo, "--preset", "gpu")
-    assert "(default: tiny)" in help_of(grpo, "--preset=cpu")
+    assert "(default: base)" in help_of(grpo, "--preset=cpu")
