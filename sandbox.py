@@ -41,9 +41,20 @@ Comparison rules (outputs_match, values_match; the parent process applies them, 
     Python), integers exact (an expected int equals only a value that == it exactly, so 1e12 is
     not 10**12 + 7), floats within FLOAT_TOL as above, sets as sorted lists.
 
+One test, from run_batch to its verdict
+---------------------------------------
+  run_batch(jobs)                  parent: one thread per worker takes the next job
+    _prepare(job)                  compiles it here (a compile error needs no worker)
+    _Worker.run(job)               sends code + test inputs to a worker process, which runs
+      _run_job -> _run_one_test      each test in a forked child (_child runs the program) and
+                                     _watch-es it: stdout, stderr, the child's report, CPU, wall
+    _judge_job(job, report)        parent: _judge_test makes each test's verdict from those
+                                   observations; the first failing verdict is the program's
+Where the program runs is confined by isolation.py (see "Isolation" below).
+
 Architecture (why it is fast)
 ------------------------------
-run_batch starts one worker per core: a fresh `python -I sandbox.py --worker` with an empty
+run_batch starts one worker per core: a fresh `python -I` running _worker_main with an empty
 environment, a few common modules pre-imported. Each worker is a fork server: per test it forks a
 child, so a test costs a fork, not a Python start-up. The parent compiles the code first (compile
 errors are decided there), then sends a worker only the code and the test INPUTS; the worker
@@ -52,66 +63,32 @@ what comes back. Workers and threads live for one run_batch call and are gone wh
 a worker that fails to start is retried (its stderr is printed), one that dies is replaced.
 Cost per test (measured with perf on a 2-core VM): about 3 ms of CPU against about 10 ms for a
 fresh interpreter. Most of it is the kernel's copy-on-write work for the fork: copying the
-worker's page tables and ~700 page faults per test. The hardening below adds no fork or exec per
-test: a seccomp filter load (binary search, so the kernel's per-syscall pre-evaluation at load is
-short), reads of already-open cgroup files, and two tmpfs mounts only after a test that wrote
-something (an untouched tmpfs is reused). The interpreter-like exit steps run only when there is
-something to do (threads, atexit handlers, file objects), since each object touched after the
-fork costs a page copy.
+worker's page tables and ~700 page faults per test. The isolation adds no fork or exec per test.
+The interpreter-like exit steps run only when there is something to do (threads, atexit
+handlers, file objects), since each object touched after the fork costs a page copy.
 
-Threat model: what is enforced, how, and what remains
-------------------------------------------------------
-The program is hostile: it may write anything to any fd, fork, spin, fill memory and disk, call
-any syscall. isolation_report() says what this machine gives; as root (the training setup):
-* Result channel. The child reports observations only (return value as data, exception type,
-  covered lines) on fd 3; the parent decides every verdict. The parent treats that message as
-  hostile: JSON with a fixed set of keys, each typed and size-bounded (result: plain data, depth
-  <= 100; lines: ints that are executable lines of the compiled code; exception/result_error:
-  short strings); anything else makes that test a runtime_error. Compile errors are decided by
-  the parent, so a report cannot claim one. stdout is never parsed for markers. Any failure while
-  judging one job becomes that job's runtime_error; a worker that dies is replaced: run_batch
-  returns a verdict for every job whatever a program writes (run_batch raises only for invalid
-  jobs or when no worker can be started at all).
-* Per worker: own pid namespace (the fork server is its pid 1, /proc remounted: host processes
-  are invisible, and when the worker dies the kernel kills every process it left), network
-  namespace (no network, not even loopback; abstract unix sockets are per namespace), IPC
-  namespace, mount namespace in which every filesystem is remounted read-only, nosuid, nodev;
-  /tmp, /var/tmp, /run/lock, /dev/shm and the home/project directories (HIDDEN_DIRS) are
-  covered by empty tmpfs; the interpreter's prefix and sys.path directories are bound back
-  read-only (also when they live under /tmp or a 0700 home), so numpy etc. import.
-* Per test: uid/gid = UID_BASE + worker pid (no other live worker has it), own session, empty
-  environment, stdin a memfd; a fresh tmpfs as working directory and another as /dev/shm
-  (size-bounded, unmounted after the test: whatever tree the program leaves, it is gone);
-  PR_SET_NO_NEW_PRIVS (setuid binaries do not raise privileges) and a seccomp filter written here
-  in BPF (x86_64) that makes these calls fail with EPERM: unshare, setns, clone with namespace
-  flags (clone3 gets ENOSYS so libc falls back to clone), ptrace, process_vm_readv/writev, kcmp,
-  pidfd_getfd, keyctl/add_key/request_key (no keyring access), SysV IPC and POSIX message queues
-  (no IPC object can be created, so none crosses tests), socket(AF_UNIX) and datagram
-  socketpairs (host unix sockets are not reachable; stream socketpairs, which asyncio and
-  multiprocessing use, stay allowed), mount family, chroot, io_uring, bpf, perf_event_open,
-  userfaultfd, module/kexec/reboot/swap calls. Any other architecture is killed.
-  Without the filter (not x86_64), each test gets its own IPC namespace instead.
-* Limits: the worker and everything its tests start live in one cgroup (v2 where the memory
-  controller is delegated, else v1 memory+pids+cpuacct, as on this VM): memory of the whole
-  process tree of a test <= memory_mb (over the worker's own usage; OOM kill = memory_limit),
-  processes + threads <= NPROC_LIMIT (also RLIMIT_NPROC on the uid), CPU time of the tree read
-  from the cgroup. Per process as well: RLIMIT_AS = memory_mb, RLIMIT_CPU, NOFILE, FSIZE, core 0.
-* Cleanup after each test: kill(-1) as the test uid (one pass through the task list, so a fork
-  bomb cannot outrun it), reap until no child is left (pid 1 of the namespace and subreaper: no
-  child left means no process of the test lives), unmount the test's tmpfs.
-What remains: the program runs in the same process as the harness code, so it can write any
-message on fd 3 (all it can claim is "my function returned X", which returning X does anyway);
-it sees the inputs of the other tests of its job (they are in the worker's memory) and, for
-outputs over ~0.5 MB, an upper bound of the expected length (the output cap). It can read the
-world-readable files of the host (read-only) and /sys. A CPU hog still takes a core from its
-neighbours until it is stopped at `timeout` CPU seconds (verdicts do not depend on it, wall
-times do). Timing side channels and kernel bugs are out of scope.
-Without root (a laptop) the sandbox degrades: no uid drop, no namespaces, no cgroup; rlimits
-(memory per process, RLIMIT_NPROC = the user's process count + NPROC_LIMIT), CPU time of the
-main process, wall cap, session kill and the subreaper tree kill still apply, and so do
-no_new_privs and the seccomp filter (no ptrace of your processes, no keyrings, no SysV IPC). A
-program can then read your files and signal your processes. Use root (or a container) for
-training.
+The result channel: the parent trusts nothing the program can write
+---------------------------------------------------------------------
+The child reports observations only (return value as data, exception type, covered lines) on
+fd 3; the parent decides every verdict. The parent treats that message as hostile: JSON with a
+fixed set of keys, each typed and size-bounded (result: plain data, depth <= 100; lines: ints
+that are executable lines of the compiled code; exception/result_error: short strings); anything
+else makes that test a runtime_error. Compile errors are decided by the parent, so a report
+cannot claim one. stdout is never parsed for markers. Any failure while judging one job becomes
+that job's runtime_error; a worker that dies is replaced: run_batch returns a verdict for every
+job whatever a program writes (run_batch raises only for invalid jobs or when no worker can be
+started at all). The program runs in the same process as the harness code, so it can write any
+message on fd 3: all it can claim is "my function returned X", which returning X does anyway.
+
+Isolation
+---------
+isolation.py confines each worker and each test; its docstring holds the threat model. As root
+(the training setup) a test runs as a uid of its own, in the worker's pid, network, IPC and mount
+namespaces (no network, host processes and home directories invisible, the filesystem
+read-only but for a fresh tmpfs as working directory), under a seccomp filter, rlimits and a
+cgroup that bounds the memory and tasks of its whole process tree and measures its CPU time;
+every process it started is killed after the test. Without root it degrades to rlimits, the
+seccomp filter and the tree kill. isolation_report() says what this machine gives.
 
 Simplifications (documented choices)
 ------------------------------------
@@ -144,6 +121,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+import isolation
+
 PASS, WRONG_ANSWER, RUNTIME_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, COMPILE_ERROR = (
     "pass", "wrong_answer", "runtime_error", "timeout", "memory_limit", "output_limit",
     "compile_error")
@@ -152,12 +131,6 @@ FLOAT_TOL = 1e-6            # absolute for |e| <= 1, relative above
 OUTPUT_LIMIT_MIN = 1 << 20  # stdout cap per test: max(this, 2 * len(expected) + 64 KiB) bytes
 STDERR_TAIL = 2000          # characters of stderr kept per test
 SHOWN_OUTPUT = 1000         # characters of actual output kept in TestResult.output
-UID_BASE = 100_000          # test uid = UID_BASE + worker pid
-NPROC_LIMIT = 64            # processes + threads per test uid (a fork bomb stops here)
-NOFILE_LIMIT = 64
-FSIZE_LIMIT = 16 << 20      # largest file a program may write, bytes
-TMPFS_SIZE = "64m"          # all files one test may write in its working directory
-SHM_SIZE = "16m"            # the test's own /dev/shm
 WALL_FACTOR, WALL_SLACK = 3.0, 1.0   # wall cap per test = WALL_FACTOR * timeout + WALL_SLACK
 HARD_CAP_FACTOR = 4.0       # ... not counting time spent waiting for a CPU, up to 4x that
 WORKER_START_TRIES = 3
@@ -345,7 +318,9 @@ def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
                         if worker is not None:
                             worker.close()
                         worker = _start_worker()
-                    results[i] = worker.judge(jobs[i], prepared)
+                    sent = time.monotonic()
+                    report = worker.run(jobs[i], prepared)   # observations, never a verdict
+                    results[i] = _judge_job(jobs[i], prepared, report, time.monotonic() - sent)
                 except (RuntimeError, KeyboardInterrupt):
                     raise
                 except Exception as e:   # a sandbox bug must not lose the batch: this job only
@@ -371,6 +346,22 @@ def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
     return results
 
 
+def executable_lines(program: str) -> set[int]:
+    """1-based lines of `program` that hold bytecode: the lines its coverage can report (the
+    program compiled as the sandbox compiles it). Blank lines, comments, `else:`, `try:` hold
+    none. Empty when the program does not compile.
+
+    >>> sorted(executable_lines("def sign(x):\\n    if x >= 0:\\n        return 1\\n    else:\\n"
+    ...                         "        return -1\\n\\nprint(sign(3))\\n"))
+    [1, 2, 3, 5, 7]
+    """
+    try:
+        code = _compile_quietly(program)
+    except Exception:   # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
+        return set()
+    return _code_lines(code)
+
+
 def isolation_report() -> dict:
     """What isolation a worker gets on this machine (starts and stops one worker)."""
     worker = _start_worker()
@@ -380,278 +371,17 @@ def isolation_report() -> dict:
         worker.close()
 
 
-def _check_job(job: dict, index: int) -> dict:
-    job = dict(fn_name=None, timeout=4.0, memory_mb=1024, coverage=False) | dict(job)
-    tests = job.get("tests")
-    if not isinstance(job.get("code"), str):
-        raise ValueError(f"job {index}: 'code' must be a string of Python source.")
-    if not isinstance(tests, list) or not tests:
-        raise ValueError(f"job {index}: 'tests' must be a non-empty list of "
-                         "{'input': ..., 'output': ...} dicts (drop problems without tests).")
-    for t in tests:
-        if not isinstance(t, dict) or "input" not in t or "output" not in t:
-            raise ValueError(f"job {index}: every test needs an 'input' and an 'output' key.")
-        if job["fn_name"] is None and not (isinstance(t["input"], str)
-                                           and isinstance(t["output"], str)):
-            raise ValueError(f"job {index}: standard-I/O tests need string input and output "
-                             "(join lists of lines with '\\n'); pass fn_name for call-based tests.")
-        if job["fn_name"] is not None and not isinstance(t["input"], (list, tuple)):
-            raise ValueError(f"job {index}: call-based tests need 'input' as a list of arguments.")
-    if job["fn_name"] is not None and not isinstance(job["fn_name"], str):
-        raise ValueError(f"job {index}: 'fn_name' must be a string or None.")
-    if not (isinstance(job["timeout"], (int, float)) and 0 < job["timeout"] < 1e6):
-        raise ValueError(f"job {index}: 'timeout' must be a positive number of seconds.")
-    if not (isinstance(job["memory_mb"], int) and 0 < job["memory_mb"] < 1 << 30):
-        raise ValueError(f"job {index}: 'memory_mb' must be a positive integer.")
-    return job
+# ---------------------------------------------------------------------------------------------
+# Parent side: verdicts (the only place they are made)
+# ---------------------------------------------------------------------------------------------
 
-
-def _output_cap(job: dict, test: dict) -> int:
-    expected = test["output"]
-    if job["fn_name"] is not None:
-        expected = json.dumps(expected, default=str)
-    return max(OUTPUT_LIMIT_MIN, 2 * len(expected) + (64 << 10))
-
-
-@dataclass
-class _Prepared:
-    """What the parent knows about a job's code before any test runs."""
-    compile_error: str | None = None
-    code_object: object = None
-    binds_fn: bool = False          # the program itself binds fn_name (def/class/assign/import)
-    opens_files: bool = False       # it names open/fdopen/an io class: flush its file objects
-    _lines: frozenset | None = None
-
-    def executable_lines(self) -> frozenset:
-        """Every line number a line event of the compiled code can carry."""
-        if self._lines is None:
-            lines, todo = set(), [self.code_object]
-            while todo:
-                code = todo.pop()
-                lines.update(n for _, _, n in code.co_lines() if n)   # 0: no source line
-                todo.extend(c for c in code.co_consts if hasattr(c, "co_lines"))
-            self._lines = frozenset(lines)
-        return self._lines
-
-
-def _compile_quietly(source: str):
-    """compile() without its SyntaxWarnings ("invalid decimal literal", ...): they would go to
-    the trainer's stderr, once per sample; they never change a verdict."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return compile(source, SOLUTION_FILENAME, "exec", dont_inherit=True)
-
-
-def _prepare(job: dict) -> _Prepared:
-    try:
-        code = _compile_quietly(job["code"])
-    except Exception as e:   # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
-        return _Prepared(compile_error=f"{type(e).__name__}: {e}"[:STDERR_TAIL])
-    binds = False
-    if job["fn_name"] is not None and job["fn_name"] in _prelude_names():
-        binds = _binds_name(job["code"], job["fn_name"])
-    return _Prepared(code_object=code, binds_fn=binds, opens_files=_names_any(code, FILE_MAKERS))
-
-
-FILE_MAKERS = frozenset({"open", "fdopen", "FileIO", "BufferedWriter", "BufferedRandom",
-                         "TextIOWrapper", "BufferedRWPair"})
-
-
-def _names_any(code, names: frozenset) -> bool:
-    """Does the code (or a function in it) name any of `names`?"""
-    todo = [code]
-    while todo:
-        c = todo.pop()
-        if not names.isdisjoint(c.co_names):
-            return True
-        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
-    return False
-
-
-_PRELUDE_NAMES: set | None = None
-
-
-def _prelude_names() -> set:
-    global _PRELUDE_NAMES
-    if _PRELUDE_NAMES is None:
-        _PRELUDE_NAMES = set(_leetcode_prelude())
-    return _PRELUDE_NAMES
-
-
-def _binds_name(source: str, name: str) -> bool:
-    """Does the program bind `name` anywhere (def, class, assignment target, import)?"""
-    try:
-        tree = ast.parse(source)
-    except Exception:
-        return False
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if node.name == name:
-                return True
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            if node.id == name:
-                return True
-        elif isinstance(node, ast.alias) and (node.asname or node.name).split(".")[0] == name:
-            return True
-    return False
-
-
-def _start_worker() -> _Worker:
-    """A worker that fails to start (e.g. a slow start on a loaded machine) is tried again; each
-    failure is printed with the worker's own stderr."""
-    for attempt in range(1, WORKER_START_TRIES + 1):
-        try:
-            return _Worker()
-        except RuntimeError as e:
-            print(f"sandbox: worker start failed (try {attempt}/{WORKER_START_TRIES}): {e}",
-                  file=sys.stderr, flush=True)
-            if attempt == WORKER_START_TRIES:
-                raise
-            time.sleep(0.2 * attempt)
-
-
-class _Worker:
-    """One fork-server process (python -I sandbox.py --worker) and its framed pipe protocol."""
-    START_TIMEOUT = 60.0
-
-    def __init__(self):
-        import tempfile
-        self.errors = tempfile.TemporaryFile()   # the worker's stderr: shown when it fails
-        self.info = {}
-        self.proc = subprocess.Popen(
-            _worker_command(),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
-            # LD_BIND_NOW: the worker resolves every libc symbol once, so its children do not
-            # each write (copy-on-write fault) the GOT pages again on first calls.
-            env=_minimal_env("/") | {"LD_BIND_NOW": "1"},
-            close_fds=True, start_new_session=True, cwd="/")
-        hello = self._read(time.monotonic() + self.START_TIMEOUT)
-        if hello is None:
-            errors = self.stderr_tail()
-            self.close()
-            raise RuntimeError(f"the worker process did not start (exit status "
-                               f"{self.proc.returncode}); its stderr: {errors!r}")
-        self.info = json.loads(hello)
-
-    def stderr_tail(self, n: int = 2000) -> str:
-        try:
-            self.errors.seek(0)
-            return self.errors.read().decode("utf-8", "replace")[-n:]
-        except (OSError, ValueError):
-            return ""
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def judge(self, job: dict, prepared: _Prepared) -> Result:
-        """Send code + inputs (never outputs), wait for raw observations, judge them here."""
-        request = dict(code=job["code"], inputs=[t["input"] for t in job["tests"]],
-                       fn_name=job["fn_name"], timeout=float(job["timeout"]),
-                       memory_mb=int(job["memory_mb"]), coverage=bool(job["coverage"]),
-                       binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
-                       output_caps=[_output_cap(job, t) for t in job["tests"]])
-        start = time.monotonic()
-        deadline = start + len(job["tests"]) * (
-            HARD_CAP_FACTOR * _wall_cap(job["timeout"]) + 2.0) + 30.0
-        reply = None
-        try:
-            _write_frame(self.proc.stdin.fileno(), pickle.dumps(request))
-            reply = self._read(deadline)
-        except (BrokenPipeError, OSError):
-            pass
-        if reply is None:  # died (a bug, or the host killed it) or hung: replaced for the next job
-            self.close()
-            return Result(RUNTIME_ERROR, 0, len(job["tests"]), [], set(),
-                          time.monotonic() - start, "the sandbox worker died or hung on this job")
-        return _judge_job(job, prepared, pickle.loads(reply), time.monotonic() - start)
-
-    def _read(self, deadline: float) -> bytes | None:
-        return _read_frame(self.proc.stdout.fileno(), deadline)
-
-    def close(self):
-        clean = False
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()   # EOF: the worker exits
-                clean = self.proc.wait(timeout=5) == 0
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout, self.errors):
-            try:
-                f.close()
-            except OSError:
-                pass
-        if not clean and os.geteuid() == 0:   # killed mid-test: its uid's processes may live on
-            _kill_uid_from_parent(UID_BASE + self.proc.pid)
-        for path in self.info.get("cgroup_dirs", []):   # empty once its processes are gone
-            for _ in range(50):
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.01)
-
-
-def _worker_command() -> list[str]:
-    return [sys.executable, "-I", os.path.abspath(__file__), "--worker"]
-
-
-def _wall_cap(timeout: float) -> float:
-    return WALL_FACTOR * timeout + WALL_SLACK
-
-
-def _kill_uid_from_parent(uid: int, limit_s: float = 5.0):
-    """Kill every live process of `uid` after its worker died mid-test (quietly, never raises).
-
-    With a pid namespace the kernel already kills them when the worker's pid 1 dies; this is the
-    check, and the cleanup without one. First `kill -9 -1` as `uid` (procps kill: one atomic
-    pass, so a fork bomb cannot outrun it; setuid happens in C, the trainer is never forked).
-    Then, as a check and a fallback where that binary is missing, signal what is left from here
-    through pidfds (a pid reused in between is not touched). Zombies are already dead.
-    """
-    if _live_pids_of(uid):
-        try:
-            subprocess.run(["kill", "-9", "-1"], user=uid, group=uid, extra_groups=[],
-                           env=_minimal_env("/"), check=False, cwd="/",
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except (OSError, ValueError, subprocess.SubprocessError):
-            pass
-    deadline = time.monotonic() + limit_s
-    while (pids := _live_pids_of(uid)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                pidfd = os.pidfd_open(pid)
-            except OSError:
-                continue
-            try:
-                if os.stat(f"/proc/{pid}").st_uid == uid:   # still that process, pinned by pidfd
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            except OSError:
-                pass
-            finally:
-                os.close(pidfd)
-        time.sleep(0.005)
-
-
-def _live_pids_of(uid: int) -> list[int]:
-    pids = []
-    for name in os.listdir("/proc"):
-        if name.isdigit() and _owner(name) == uid:
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    state = f.read().rsplit(b")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if state not in (b"Z", b"X"):
-                pids.append(int(name))
-    return pids
-
-
-def _judge_job(job: dict, prepared: _Prepared, report: dict, wall_time: float) -> Result:
+def _judge_job(job: dict, prepared: _Prepared, report: dict | None, wall_time: float) -> Result:
+    """The program's verdict from the worker's report: each test judged by _judge_test, the
+    first failing verdict wins; tests not run after a timeout count as timeouts."""
     tests = job["tests"]
+    if report is None:
+        return Result(RUNTIME_ERROR, 0, len(tests), [], set(), wall_time,
+                      "the sandbox worker died or hung on this job")
     if report.get("error"):   # the worker could not run the job at all
         return Result(RUNTIME_ERROR, 0, len(tests), [], set(), wall_time, report["error"])
     judged = []
@@ -750,6 +480,234 @@ def _judge_test(raw: dict, expected, job: dict, prepared: _Prepared) -> TestResu
 
 
 # ---------------------------------------------------------------------------------------------
+# Parent side: jobs and workers
+# ---------------------------------------------------------------------------------------------
+
+def _check_job(job: dict, index: int) -> dict:
+    job = dict(fn_name=None, timeout=4.0, memory_mb=1024, coverage=False) | dict(job)
+    tests = job.get("tests")
+    if not isinstance(job.get("code"), str):
+        raise ValueError(f"job {index}: 'code' must be a string of Python source.")
+    if not isinstance(tests, list) or not tests:
+        raise ValueError(f"job {index}: 'tests' must be a non-empty list of "
+                         "{'input': ..., 'output': ...} dicts (drop problems without tests).")
+    for t in tests:
+        if not isinstance(t, dict) or "input" not in t or "output" not in t:
+            raise ValueError(f"job {index}: every test needs an 'input' and an 'output' key.")
+        if job["fn_name"] is None and not (isinstance(t["input"], str)
+                                           and isinstance(t["output"], str)):
+            raise ValueError(f"job {index}: standard-I/O tests need string input and output "
+                             "(join lists of lines with '\\n'); pass fn_name for call-based tests.")
+        if job["fn_name"] is not None and not isinstance(t["input"], (list, tuple)):
+            raise ValueError(f"job {index}: call-based tests need 'input' as a list of arguments.")
+    if job["fn_name"] is not None and not isinstance(job["fn_name"], str):
+        raise ValueError(f"job {index}: 'fn_name' must be a string or None.")
+    if not (isinstance(job["timeout"], (int, float)) and 0 < job["timeout"] < 1e6):
+        raise ValueError(f"job {index}: 'timeout' must be a positive number of seconds.")
+    if not (isinstance(job["memory_mb"], int) and 0 < job["memory_mb"] < 1 << 30):
+        raise ValueError(f"job {index}: 'memory_mb' must be a positive integer.")
+    return job
+
+
+def _output_cap(job: dict, test: dict) -> int:
+    expected = test["output"]
+    if job["fn_name"] is not None:
+        expected = json.dumps(expected, default=str)
+    return max(OUTPUT_LIMIT_MIN, 2 * len(expected) + (64 << 10))
+
+
+@dataclass
+class _Prepared:
+    """What the parent knows about a job's code before any test runs."""
+    compile_error: str | None = None
+    code_object: object = None
+    binds_fn: bool = False          # the program itself binds fn_name (def/class/assign/import)
+    opens_files: bool = False       # it names open/fdopen/an io class: flush its file objects
+    _lines: frozenset | None = None
+
+    def executable_lines(self) -> frozenset:
+        """Every line number a line event of the compiled code can carry."""
+        if self._lines is None:
+            self._lines = frozenset(_code_lines(self.code_object))
+        return self._lines
+
+
+def _code_lines(code) -> set[int]:
+    """Line numbers that hold bytecode in a code object and the functions and classes in it."""
+    lines, todo = set(), [code]
+    while todo:
+        c = todo.pop()
+        lines.update(n for _, _, n in c.co_lines() if n)   # 0 or None: no source line
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_lines"))
+    return lines
+
+
+def _compile_quietly(source: str):
+    """compile() without its SyntaxWarnings ("invalid decimal literal", ...): they would go to
+    the trainer's stderr, once per sample; they never change a verdict."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compile(source, SOLUTION_FILENAME, "exec", dont_inherit=True)
+
+
+def _prepare(job: dict) -> _Prepared:
+    try:
+        code = _compile_quietly(job["code"])
+    except Exception as e:   # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
+        return _Prepared(compile_error=f"{type(e).__name__}: {e}"[:STDERR_TAIL])
+    binds = False
+    if job["fn_name"] is not None and job["fn_name"] in _prelude_names():
+        binds = _binds_name(job["code"], job["fn_name"])
+    return _Prepared(code_object=code, binds_fn=binds, opens_files=_names_any(code, FILE_MAKERS))
+
+
+FILE_MAKERS = frozenset({"open", "fdopen", "FileIO", "BufferedWriter", "BufferedRandom",
+                         "TextIOWrapper", "BufferedRWPair"})
+
+
+def _names_any(code, names: frozenset) -> bool:
+    """Does the code (or a function in it) name any of `names`?"""
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        if not names.isdisjoint(c.co_names):
+            return True
+        todo.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return False
+
+
+_PRELUDE_NAMES: set | None = None
+
+
+def _prelude_names() -> set:
+    global _PRELUDE_NAMES
+    if _PRELUDE_NAMES is None:
+        _PRELUDE_NAMES = set(_leetcode_prelude())
+    return _PRELUDE_NAMES
+
+
+def _binds_name(source: str, name: str) -> bool:
+    """Does the program bind `name` anywhere (def, class, assignment target, import)?"""
+    try:
+        tree = ast.parse(source)
+    except Exception:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            if node.id == name:
+                return True
+        elif isinstance(node, ast.alias) and (node.asname or node.name).split(".")[0] == name:
+            return True
+    return False
+
+
+def _start_worker() -> _Worker:
+    """A worker that fails to start (e.g. a slow start on a loaded machine) is tried again; each
+    failure is printed with the worker's own stderr."""
+    for attempt in range(1, WORKER_START_TRIES + 1):
+        try:
+            return _Worker()
+        except RuntimeError as e:
+            print(f"sandbox: worker start failed (try {attempt}/{WORKER_START_TRIES}): {e}",
+                  file=sys.stderr, flush=True)
+            if attempt == WORKER_START_TRIES:
+                raise
+            time.sleep(0.2 * attempt)
+
+
+class _Worker:
+    """One fork-server process (_worker_command) and its framed pipe protocol."""
+    START_TIMEOUT = 60.0
+
+    def __init__(self):
+        import tempfile
+        self.errors = tempfile.TemporaryFile()   # the worker's stderr: shown when it fails
+        self.info = {}
+        self.proc = subprocess.Popen(
+            _worker_command(),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
+            # LD_BIND_NOW: the worker resolves every libc symbol once, so its children do not
+            # each write (copy-on-write fault) the GOT pages again on first calls.
+            env=isolation.minimal_env("/") | {"LD_BIND_NOW": "1"},
+            close_fds=True, start_new_session=True, cwd="/")
+        hello = self._read(time.monotonic() + self.START_TIMEOUT)
+        if hello is None:
+            errors = self.stderr_tail()
+            self.close()
+            raise RuntimeError(f"the worker process did not start (exit status "
+                               f"{self.proc.returncode}); its stderr: {errors!r}")
+        self.info = json.loads(hello)
+
+    def stderr_tail(self, n: int = 2000) -> str:
+        try:
+            self.errors.seek(0)
+            return self.errors.read().decode("utf-8", "replace")[-n:]
+        except (OSError, ValueError):
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, job: dict, prepared: _Prepared) -> dict | None:
+        """Send code + inputs (never outputs); the worker's raw observations of each test
+        (_run_job), or None when it died or hung (it is closed, and replaced for the next job)."""
+        request = dict(code=job["code"], inputs=[t["input"] for t in job["tests"]],
+                       fn_name=job["fn_name"], timeout=float(job["timeout"]),
+                       memory_mb=int(job["memory_mb"]), coverage=bool(job["coverage"]),
+                       binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
+                       output_caps=[_output_cap(job, t) for t in job["tests"]])
+        deadline = time.monotonic() + len(job["tests"]) * (
+            HARD_CAP_FACTOR * _wall_cap(job["timeout"]) + 2.0) + 30.0
+        reply = None
+        try:
+            _write_frame(self.proc.stdin.fileno(), pickle.dumps(request))
+            reply = self._read(deadline)
+        except (BrokenPipeError, OSError):
+            pass
+        if reply is None:  # died (a bug, or the host killed it) or hung
+            self.close()
+            return None
+        return pickle.loads(reply)
+
+    def _read(self, deadline: float) -> bytes | None:
+        return _read_frame(self.proc.stdout.fileno(), deadline)
+
+    def close(self):
+        clean = False
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()   # EOF: the worker exits
+                clean = self.proc.wait(timeout=5) == 0
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.errors):
+            try:
+                f.close()
+            except OSError:
+                pass
+        isolation.release_worker(self.proc.pid, self.info, clean)
+
+
+def _worker_command() -> list[str]:
+    """A fresh interpreter in isolated mode (-I: no environment variables, no user site, no
+    script folder on sys.path) running _worker_main. This folder is on its sys.path only while
+    sandbox and isolation import: a program cannot import either."""
+    boot = ("import sys; sys.path.insert(0, sys.argv[2]); import sandbox; "
+            "del sys.path[0], sys.modules['sandbox'], sys.modules['isolation']; "
+            "sandbox._worker_main()")
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [sys.executable, "-I", "-c", boot, "--worker", here]
+
+
+def _wall_cap(timeout: float) -> float:
+    return WALL_FACTOR * timeout + WALL_SLACK
+
+
+# ---------------------------------------------------------------------------------------------
 # Framed pipe protocol (8-byte length + payload)
 # ---------------------------------------------------------------------------------------------
 
@@ -780,44 +738,28 @@ def _read_frame(fd: int, deadline: float | None = None) -> bytes | None:
     return None if header is None else _read_exactly(fd, int.from_bytes(header, "big"), deadline)
 
 
-def _minimal_env(home: str) -> dict:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home,
-            "LANG": "C.UTF-8"}
-
-
 # ---------------------------------------------------------------------------------------------
-# Worker side: runs in `python -I sandbox.py --worker`
+# Worker side: the fork server (see _worker_command)
 # ---------------------------------------------------------------------------------------------
 
-_LIBC = None      # the worker's handle on libc (prctl, mount, unshare), inherited by children
-_SECCOMP = None   # the worker's seccomp program (ctypes sock_fprog), loaded by each test child
-_CGROUP = None    # the worker's _Cgroup, or None
-_REAL_EXIT = os._exit
+_REAL_EXIT = os._exit   # the program may replace os._exit; the harness's own exits use this
 _PRELUDE: dict = {}   # filled once per worker, shared copy-on-write by its children
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x8000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 32, 4096, 16384, 1 << 18, 2
-WORKDIR, SHMDIR = "/tmp/work", "/dev/shm"
 
 
 def _worker_main():
-    global _LIBC
     import atexit  # noqa: F401  (the children's imports are then dictionary look-ups)
-    import ctypes
+    import ctypes  # noqa: F401
     import io  # noqa: F401
     import resource  # noqa: F401
     import shutil  # noqa: F401
     import tempfile  # noqa: F401
     import types  # noqa: F401
-    libc = _LIBC = ctypes.CDLL(None, use_errno=True)
     # The protocol moves off fds 0/1 so that nothing printed by accident corrupts it.
     cmd_fd, reply_fd = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(2, 1)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)        # die with the parent
-    info = _isolate_worker(libc, (cmd_fd, reply_fd))   # from here on: the pid namespace's pid 1
+    info = isolation.confine_worker((cmd_fd, reply_fd))   # from here on: the pid namespace's pid 1
     for name in PRELOADED:               # warm imports, shared copy-on-write by every child
         try:
             __import__(name)
@@ -832,8 +774,7 @@ def _worker_main():
             report = _run_job(pickle.loads(payload), info)
             _write_frame(reply_fd, pickle.dumps(report, protocol=5))
     finally:
-        if info["workdir_root"] != "/tmp":
-            _remove_tree(info["workdir_root"])
+        isolation.leave_worker(info)
 
 
 def _leetcode_prelude() -> dict:
@@ -861,410 +802,6 @@ def _leetcode_prelude() -> dict:
     return names
 
 
-def _isolate_worker(libc, protocol_fds) -> dict:
-    """Cgroup, namespaces, filesystem, seccomp for this worker; returns what it got (see the
-    module docstring). With a pid namespace, this process forks the namespace's pid 1, which
-    returns from here and serves; this one stays behind only to wait for it."""
-    global _SECCOMP, _CGROUP
-    info = dict(root=os.geteuid() == 0, uid=None, network_namespace=False,
-                mount_namespace=False, pid_namespace=False, ipc_namespace_per_test=False,
-                seccomp=False, no_new_privs=True, cgroup=None, cgroup_dirs=[],
-                memory_limit="per process (RLIMIT_AS)", workdir_root=None)
-    if info["root"]:
-        info["uid"] = UID_BASE + os.getpid()
-        _CGROUP = _Cgroup.join(os.getpid())
-        if _CGROUP is not None:
-            info.update(cgroup=_CGROUP.version, cgroup_dirs=_CGROUP.dirs,
-                        memory_limit="per test process tree (cgroup) and per process")
-        if libc.unshare(CLONE_NEWNET | CLONE_NEWIPC) == 0:
-            info["network_namespace"] = True
-        mount_ns = libc.unshare(CLONE_NEWNS) == 0
-        if libc.unshare(CLONE_NEWPID) == 0:
-            host_pid = os.getpid()
-            server = os.fork()
-            if server:
-                _wait_for_server(server, protocol_fds)   # never returns
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() == 0 and not os.path.exists(f"/proc/{host_pid}"):
-                _REAL_EXIT(1)   # the parent died before PDEATHSIG was set
-            info["pid_namespace"] = True
-        if mount_ns and _private_filesystem(libc, new_proc=info["pid_namespace"]):
-            info["mount_namespace"] = True
-            info["workdir_root"] = "/tmp"
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1)   # orphans of tests come to us (pid 1 gets them anyway)
-    if info["workdir_root"] is None:
-        import tempfile
-        info["workdir_root"] = tempfile.mkdtemp(prefix="sandbox-")
-    _SECCOMP = _seccomp_program()
-    if _SECCOMP is not None and not _seccomp_works(libc):
-        _SECCOMP = None
-    info["seccomp"] = _SECCOMP is not None
-    info["ipc_namespace_per_test"] = info["root"] and _SECCOMP is None
-    return info
-
-
-def _wait_for_server(server: int, protocol_fds):
-    """Outside the pid namespace: wait for its pid 1; if this process dies (the parent killed
-    it), PDEATHSIG kills pid 1 and with it every process of the namespace."""
-    for fd in protocol_fds:
-        os.close(fd)
-    while True:
-        try:
-            _, status = os.waitpid(server, 0)
-            break
-        except InterruptedError:
-            continue
-    _REAL_EXIT(os.waitstatus_to_exitcode(status) & 0x7F)
-
-
-class _Cgroup:
-    """The worker's own cgroup (v2, or v1 memory + pids + cpuacct). The worker joins it at start
-    and every test inherits it; only one test runs at a time, so its usage over the worker's idle
-    usage is the test's process tree. Files are opened once and read with pread."""
-    V1 = {"memory": ("memory.limit_in_bytes", "memory.usage_in_bytes", "memory.oom_control"),
-          "pids": ("pids.max", "pids.current"), "cpuacct": ("cpuacct.usage",)}
-    V2 = ("memory.max", "memory.current", "memory.events", "pids.max", "pids.current", "cpu.stat")
-
-    def __init__(self, version: str, dirs: list[str], files: dict[str, str]):
-        self.version, self.dirs = version, dirs
-        self.fds = {name: os.open(path, os.O_RDWR if name.endswith(("max", "limit_in_bytes"))
-                                  else os.O_RDONLY) for name, path in files.items()}
-        self.limit = None
-
-    @classmethod
-    def join(cls, pid: int) -> _Cgroup | None:
-        made: list[str] = []
-        try:
-            mounts, member = _cgroup_mounts(), _cgroup_membership()
-            v2 = next((m for m in mounts if m[0] == "cgroup2"), None)
-            if v2 and "" in member:
-                base = _cgroup_dir(v2, member[""])
-                with open(os.path.join(base, "cgroup.subtree_control")) as f:
-                    enabled = f.read().split()
-                if {"memory", "pids"} <= set(enabled):
-                    made.append(_make_cgroup(base, pid))
-                    files = {n: os.path.join(made[0], n) for n in cls.V2}
-                    group = cls("v2", made, files)
-                    _write_file(os.path.join(made[0], "memory.swap.max"), "0", missing_ok=True)
-                    group._setup_and_enter(pid)
-                    return group
-            files = {}
-            for controller, names in cls.V1.items():
-                mount = next((m for m in mounts if m[0] == "cgroup" and controller in m[3]), None)
-                path = next((p for c, p in member.items() if controller in c.split(",")), None)
-                if mount is None or path is None:
-                    return cls._undo(made)
-                made.append(_make_cgroup(_cgroup_dir(mount, path), pid))
-                files.update({n: os.path.join(made[-1], n) for n in names})
-            group = cls("v1", made, files)
-            group._setup_and_enter(pid)
-            return group
-        except OSError:
-            return cls._undo(made)
-
-    @staticmethod
-    def _undo(made: list[str]) -> None:
-        for path in made:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-        return None
-
-    def _setup_and_enter(self, pid: int):
-        os.pwrite(self.fds["pids.max"], str(NPROC_LIMIT + 16).encode(), 0)
-        for path in self.dirs:
-            _write_file(os.path.join(path, "cgroup.procs"), str(pid))
-        try:   # OOM in the cgroup: a test dies, not the worker (needs CAP_SYS_RESOURCE)
-            _write_file("/proc/self/oom_score_adj", "-1000")
-        except OSError:
-            pass
-
-    def _read(self, name: str) -> str:
-        return os.pread(self.fds[name], 4096, 0).decode()
-
-    def _field(self, name: str, key: str) -> int:
-        for line in self._read(name).splitlines():
-            k, _, v = line.partition(" ")
-            if k == key:
-                return int(v)
-        return 0
-
-    def cpu(self) -> float:
-        if self.version == "v2":
-            return self._field("cpu.stat", "usage_usec") / 1e6
-        return int(self._read("cpuacct.usage")) / 1e9
-
-    def memory(self) -> int:
-        return int(self._read("memory.current" if self.version == "v2" else
-                              "memory.usage_in_bytes"))
-
-    def ooms(self) -> int:
-        return self._field("memory.events" if self.version == "v2" else "memory.oom_control",
-                           "oom_kill")
-
-    def tasks(self) -> int:
-        return int(self._read("pids.current"))
-
-    def set_memory_limit(self, test_bytes: int):
-        """Limit = the worker's usage now + what the test may use."""
-        limit = self.memory() + test_bytes
-        if self.limit is None or abs(limit - self.limit) > (4 << 20):
-            name = "memory.max" if self.version == "v2" else "memory.limit_in_bytes"
-            os.pwrite(self.fds[name], str(limit).encode(), 0)
-            self.limit = limit
-
-
-def _cgroup_mounts() -> list[tuple[str, str, str, list[str]]]:
-    """(fstype, root, mount point, super options) of every cgroup mount."""
-    out = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            sep = fields.index("-")
-            if fields[sep + 1] in ("cgroup", "cgroup2"):
-                out.append((fields[sep + 1], fields[3], fields[4], fields[sep + 3].split(",")))
-    return out
-
-
-def _cgroup_membership() -> dict[str, str]:
-    """{controllers ('' for v2): path} of this process."""
-    out = {}
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            out[controllers] = path
-    return out
-
-
-def _cgroup_dir(mount, path: str) -> str:
-    _, root, mount_point, _ = mount
-    if root != "/" and path.startswith(root):
-        path = path[len(root):]
-    return mount_point + path.rstrip("/")
-
-
-def _make_cgroup(base: str, pid: int) -> str:
-    for name in os.listdir(base):   # left by workers killed with their trainer: remove
-        if name.startswith("sandbox-") and not os.path.exists(f"/proc/{name[8:]}"):
-            try:
-                os.rmdir(os.path.join(base, name))
-            except OSError:
-                pass
-    path = os.path.join(base, f"sandbox-{pid}")
-    os.mkdir(path)
-    return path
-
-
-def _write_file(path: str, text: str, missing_ok: bool = False):
-    try:
-        fd = os.open(path, os.O_WRONLY)
-    except FileNotFoundError:
-        if missing_ok:
-            return
-        raise
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-# --- seccomp -----------------------------------------------------------------------------------
-# x86_64 numbers of the calls a test may not make (they fail with EPERM).
-SECCOMP_DENY_X86_64 = {
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
-    "pidfd_getfd": 438, "perf_event_open": 298, "bpf": 321, "userfaultfd": 323,
-    "keyctl": 250, "add_key": 248, "request_key": 249, "unshare": 272, "setns": 308,
-    "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "open_tree": 428,
-    "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-    "mount_setattr": 442, "open_by_handle_at": 304, "name_to_handle_at": 303,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "swapon": 167, "swapoff": 168, "reboot": 169, "sethostname": 170, "setdomainname": 171,
-    "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176, "finit_module": 313,
-    "kexec_load": 246, "kexec_file_load": 320, "acct": 163, "quotactl": 179, "syslog": 103,
-    "lookup_dcookie": 212, "vhangup": 153,
-    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
-    "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
-    "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
-    "mq_notify": 244, "mq_getsetattr": 245,
-}
-SECCOMP_CLONE, SECCOMP_CLONE3, SECCOMP_SOCKET, SECCOMP_SOCKETPAIR = 56, 435, 41, 53
-CLONE_NAMESPACE_FLAGS = 0x7E020000   # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
-AF_UNIX = 1
-
-
-def _seccomp_instructions() -> list[tuple[int, int, int, int]]:
-    """The filter as classic BPF (code, jt, jf, k) over struct seccomp_data {nr, arch, ip,
-    args[6]}: wrong arch -> kill; x32 numbers, denied calls, clone with namespace flags,
-    socket(AF_UNIX), socketpair(SOCK_DGRAM) -> EPERM; clone3 -> ENOSYS (libc then uses clone);
-    everything else allowed.
-    The syscall number is found by binary search (about 12 instructions for an allowed call):
-    the kernel emulates the filter once per syscall number when it is loaded, for each test."""
-    LD, JEQ, JGE, JSET, RET, AND = 0x20, 0x15, 0x35, 0x45, 0x06, 0x54
-    ALLOW, KILL, ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-    EPERM, ENOSYS = 1, 38
-    ARCH_X86_64, NR, ARCH, ARG0, ARG1 = 0xC000003E, 0, 4, 16, 24
-    SOCK_DGRAM, SOCK_TYPE_MASK = 2, 0xF
-    targets = {n: "eperm" for n in SECCOMP_DENY_X86_64.values()}
-    targets.update({SECCOMP_CLONE3: "enosys", SECCOMP_CLONE: "clone", SECCOMP_SOCKET: "socket",
-                    SECCOMP_SOCKETPAIR: "socketpair"})
-
-    def search(items):   # sorted [(nr, label)] -> instructions; every path ends in a return
-        if len(items) <= 4:
-            return [(JEQ, nr, label) for nr, label in items] + [(RET, 0, 0, ALLOW)]
-        mid = len(items) // 2
-        left, right = search(items[:mid]), search(items[mid:])
-        return [(JGE, len(left), 0, items[mid][0])] + left + right   # >= pivot: skip left
-
-    prog: list = [(LD, 0, 0, ARCH), (JEQ, 1, 0, ARCH_X86_64), (RET, 0, 0, KILL), (LD, 0, 0, NR),
-                  (JGE, 0x40000000, "eperm")]
-    prog += search(sorted(targets.items()))
-    labels = {"clone": len(prog)}
-    prog += [(LD, 0, 0, ARG0), (JSET, CLONE_NAMESPACE_FLAGS, "eperm"), (RET, 0, 0, ALLOW)]
-    labels["socket"] = len(prog)
-    prog += [(LD, 0, 0, ARG0), (JEQ, AF_UNIX, "eperm"), (RET, 0, 0, ALLOW)]
-    labels["socketpair"] = len(prog)   # a datagram pair could sendto() a host socket's path
-    prog += [(LD, 0, 0, ARG1), (AND, 0, 0, SOCK_TYPE_MASK), (JEQ, SOCK_DGRAM, "eperm"),
-             (RET, 0, 0, ALLOW)]
-    labels["eperm"] = len(prog)
-    prog += [(RET, 0, 0, ERRNO | EPERM)]
-    labels["enosys"] = len(prog)
-    prog += [(RET, 0, 0, ERRNO | ENOSYS)]
-    out = []
-    for i, ins in enumerate(prog):
-        if len(ins) == 3:   # a conditional jump to a label when true, else fall through
-            code, k, label = ins
-            ins = (code, labels[label] - i - 1, 0, k)
-        assert 0 <= ins[1] < 256 and 0 <= ins[2] < 256
-        out.append(ins)
-    return out
-
-
-def _seccomp_program():
-    """A ctypes struct sock_fprog for PR_SET_SECCOMP, or None where the filter does not apply."""
-    import ctypes
-    import platform
-    if platform.machine() != "x86_64" or sys.maxsize < 2 ** 32:
-        return None
-
-    class SockFilter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                    ("k", ctypes.c_uint)]
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
-
-    instructions = _seccomp_instructions()
-    array = (SockFilter * len(instructions))(*[SockFilter(*i) for i in instructions])
-    prog = SockFprog(len(instructions), array)
-    prog._keep = array   # the array must live as long as the program
-    return prog
-
-
-def _load_seccomp(libc) -> bool:
-    import ctypes
-    return (libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-            and (_SECCOMP is None or libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(_SECCOMP)) == 0))
-
-
-def _seccomp_works(libc) -> bool:
-    """Load the filter in a throw-away child and check that it denies unshare."""
-    pid = os.fork()
-    if pid == 0:
-        ok = _load_seccomp(libc) and libc.unshare(0x10000000) == -1   # CLONE_NEWUSER
-        _REAL_EXIT(0 if ok else 1)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
-
-
-# --- filesystem ---------------------------------------------------------------------------------
-HIDDEN_DIRS = ("/root", "/home", "/work", "/workspace", "/srv", "/data")
-COVERED_DIRS = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm") + HIDDEN_DIRS
-
-
-def _private_filesystem(libc, new_proc: bool) -> bool:
-    """In our mount namespace: every mount read-only, nosuid, nodev (except /dev's devices);
-    /proc of our pid namespace; empty tmpfs over COVERED_DIRS with the Python installation
-    bound back read-only."""
-
-    def mount(source, target, fstype, flags, data=None) -> bool:
-        args = [None if s is None else s.encode() for s in (source, target, fstype)]
-        return libc.mount(*args, flags, None if data is None else data.encode()) == 0
-
-    if not mount(None, "/", None, MS_REC | MS_PRIVATE):
-        return False   # without this, our mounts would leak into the host
-    if new_proc and not mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC):
-        return False
-    with open("/proc/self/mountinfo") as f:
-        mounts = [line.split() for line in f]
-    for fields in mounts:
-        target = fields[4].replace("\\040", " ")
-        options = fields[5].split(",")
-        if target.startswith(("/proc", "/sys")):
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID
-        flags |= MS_NOEXEC if "noexec" in options else 0
-        flags |= 0 if target.startswith("/dev") else MS_NODEV
-        mount(None, target, None, flags)
-    needed = _python_paths()
-    covers = _covers(needed)
-    # Handles first: each needed path stays reachable after its ancestor is covered.
-    handles = {p: os.open(p, os.O_PATH) for keep in covers.values() for p in keep}
-    ok = True
-    for cover, keep in covers.items():
-        if not mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755"):
-            ok = ok and cover != "/tmp"
-            continue
-        for path in keep:
-            os.makedirs(path, exist_ok=True)
-            mount(f"/proc/self/fd/{handles[path]}", path, None, MS_BIND | MS_REC)
-            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-        if cover == "/tmp":
-            os.makedirs(WORKDIR, exist_ok=True)
-        mount(None, cover, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    for handle in handles.values():
-        os.close(handle)
-    return ok and "/tmp" in covers and os.path.isdir(WORKDIR)
-
-
-def _outermost(paths) -> list[str]:
-    paths = set(paths)
-    return sorted(p for p in paths if not any(p.startswith(q + "/") for q in paths))
-
-
-def _python_paths() -> list[str]:
-    """The interpreter's directories, as written (a venv under /tmp is reached by that path)
-    and resolved (its symlinks point into the base installation)."""
-    literal = {os.path.abspath(p) for p in [sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                            os.path.dirname(sys.executable), *sys.path]
-               if p and os.path.isdir(p)}
-    return _outermost(literal | {os.path.realpath(p) for p in literal})
-
-
-def _covers(needed: list[str]) -> dict[str, list[str]]:
-    """{directory to cover with an empty tmpfs: needed paths under it to bind back}."""
-    covers = {d for d in COVERED_DIRS if os.path.isdir(d) and not os.path.islink(d)}
-    for path in needed:   # a 0700 ancestor would keep the test uid out of the interpreter
-        parts = path.split("/")
-        for i in range(2, len(parts)):
-            ancestor = "/".join(parts[:i])
-            if not os.stat(ancestor).st_mode & 0o001:
-                covers.add(ancestor)
-                break
-    covers = {c for c in _outermost(covers)
-              if not any(n == c or c.startswith(n + "/") for n in needed)}
-    return {c: [n for n in needed if n.startswith(c + "/")] for c in sorted(covers)}
-
-
-def _remove_tree(path: str):
-    """Remove a directory tree whatever the program did to it (depth, permissions)."""
-    import shutil
-    try:
-        shutil.rmtree(path)
-    except BaseException:   # RecursionError on deep trees, EACCES on chmod 0 directories
-        subprocess.run(["chmod", "-R", "u+rwx", path], stderr=subprocess.DEVNULL, check=False)
-        subprocess.run(["rm", "-rf", path], stderr=subprocess.DEVNULL, check=False)
-
-
 # --- jobs and tests -----------------------------------------------------------------------------
 
 def _run_job(job: dict, info: dict) -> dict:
@@ -1272,8 +809,9 @@ def _run_job(job: dict, info: dict) -> dict:
         compiled = _compile_quietly(job["code"])
     except Exception as e:   # the parent compiled it; only a resource failure gets here
         return {"tests": [], "error": f"the worker could not compile the code: {e}"[:500]}
-    if _CGROUP is not None:
-        _CGROUP.set_memory_limit(job["memory_mb"] << 20)
+    cg = isolation.cgroup()
+    if cg is not None:
+        cg.set_memory_limit(job["memory_mb"] << 20)
     tests = []
     for i, test_input in enumerate(job["inputs"]):
         raw = _run_one_test(job, compiled, test_input, job["output_caps"][i], info)
@@ -1285,16 +823,9 @@ def _run_job(job: dict, info: dict) -> dict:
 
 
 def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) -> dict:
+    """Fork a child that runs the program on one input; its raw observations (no verdict)."""
     uid = info["uid"]
-    if info["mount_namespace"]:   # a fresh tmpfs (see _test_tmpfs)
-        workdir = WORKDIR
-        _test_tmpfs(WORKDIR, f"size={TMPFS_SIZE},nr_inodes=16384,mode=0700,uid={uid},gid={uid}")
-        _test_tmpfs(SHMDIR, f"size={SHM_SIZE},nr_inodes=1024,mode=1777")
-    else:
-        import tempfile
-        workdir = tempfile.mkdtemp(dir=info["workdir_root"])
-        if uid is not None:
-            os.chown(workdir, uid, uid)
+    workdir = isolation.test_workdir(info)
     stdin_fd = os.memfd_create("stdin")
     if job["fn_name"] is None:
         _write_all(stdin_fd, test_input.encode())
@@ -1302,7 +833,7 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) 
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     msg_r, msg_w = os.pipe()
-    cg = _CGROUP
+    cg = isolation.cgroup()
     cpu0, oom0, tasks0 = (cg.cpu(), cg.ooms(), cg.tasks()) if cg else (0.0, 0, 0)
     start = time.monotonic()
     pid = os.fork()
@@ -1317,46 +848,8 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) 
     if cg:
         raw["cpu"] = round(cg.cpu() - cpu0, 4)   # the whole tree, now that it is gone
         raw["oom"] = cg.ooms() > oom0
-    if info["mount_namespace"]:
-        for path in (WORKDIR, SHMDIR):
-            if not _untouched(path):   # one unmount removes whatever tree the test left
-                _LIBC.umount2(path.encode(), MNT_DETACH)
-                del _TMPFS[path]
-    else:
-        _remove_tree(workdir)
+    isolation.clear_workdir(info, workdir)
     return raw
-
-
-_TMPFS: dict = {}   # path -> what os.stat said right after mounting it
-
-
-def _test_tmpfs(path: str, options: str):
-    """Mount a tmpfs on path unless the one there is untouched since it was mounted (most
-    programs write no file: unmounting costs an expedited RCU grace period each time)."""
-    if path in _TMPFS:
-        return
-    MS_NOATIME = 1024   # atime could carry a bit from one test to the next
-    if _LIBC.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOATIME,
-                   options.encode()) != 0:
-        raise OSError(f"cannot mount a tmpfs on {path}")
-    _TMPFS[path] = _stat_key(path)
-
-
-def _stat_key(path: str) -> tuple:
-    st = os.stat(path)
-    return (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_nlink,
-            st.st_mtime_ns, st.st_ctime_ns, st.st_atime_ns)
-
-
-def _untouched(path: str) -> bool:
-    """Empty, no extended attribute, and the same inode metadata as when mounted: any entry
-    made, chmod, utime or xattr changes ctime/mtime or shows up here (checked after the test's
-    processes are dead)."""
-    try:
-        return (_stat_key(path) == _TMPFS[path] and not os.listdir(path)
-                and not os.listxattr(path))
-    except OSError:
-        return False
 
 
 def _write_all(fd: int, data: bytes):
@@ -1390,7 +883,8 @@ def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) 
     the first look is at timeout / cores, then at (what is left) / cores."""
     timeout = job["timeout"]
     cores = max(1, len(os.sched_getaffinity(0)))
-    cpu_used = ((lambda: _CGROUP.cpu() - cpu0) if _CGROUP else (lambda: _process_cpu(pid)))
+    cg = isolation.cgroup()
+    cpu_used = (lambda: cg.cpu() - cpu0) if cg else (lambda: _process_cpu(pid))
     pidfd = os.pidfd_open(pid)
     sel = selectors.DefaultSelector()
     buffers = {out_r: bytearray(), err_r: bytearray(), msg_r: bytearray()}
@@ -1443,7 +937,7 @@ def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) 
         os.kill(pid, signal.SIGKILL)
     _, status, usage = os.wait4(pid, 0)
     os.close(pidfd)
-    _kill_leftovers(uid, tasks0)
+    isolation.kill_leftovers(uid, tasks0)
     if kind == "exited":   # every writer is dead now: read the rest up to EOF
         drain_until = time.monotonic() + 1.0
         for fd in list(buffers):
@@ -1461,96 +955,19 @@ def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) 
                 message=bytes(buffers[msg_r]) if kind == "exited" else b"")
 
 
-def _kill_leftovers(uid: int | None, tasks0: int = 0, limit_s: float = 10.0):
-    """Kill and reap every process the test started. We are the namespace's pid 1 (or a
-    subreaper), so once we have no child left, nothing the test started is alive. With a
-    cgroup, a task count back at its idle value says so without a scan."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            return
-        if _CGROUP is not None and _CGROUP.tasks() <= tasks0:
-            return
-        if uid is not None:
-            killer = os.fork()
-            if killer == 0:
-                try:
-                    os.setgroups([])
-                    os.setgid(uid)
-                    os.setuid(uid)
-                    os.kill(-1, signal.SIGKILL)   # everything this uid owns, except the killer
-                finally:
-                    _REAL_EXIT(0)
-            os.waitpid(killer, 0)
-        for pid in _descendants(os.getpid()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.001)
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-            children.setdefault(ppid, []).append(int(name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _child(job, compiled, test_input, workdir, uid, fds):
     """In the forked child: lock down, run the program, end as the interpreter ends, report
     observations on HARNESS_FD."""
     import atexit
     import builtins
     import io
-    import resource
     import types
     stdin_fd, out_w, err_w, msg_w = fds
-    os.setsid()
     os.dup2(stdin_fd, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     os.dup2(msg_w, HARNESS_FD)
-    top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]   # no fd of ours is at or above it
-    os.closerange(HARNESS_FD + 1, top if 0 < top < (1 << 20) else 1 << 20)   # close_range(2)
-    os.chdir(workdir)
-    cpu = math.ceil(job["timeout"]) + 1   # a backstop: the worker judges the tree's CPU time
-    limits = [(resource.RLIMIT_AS, job["memory_mb"] << 20), (resource.RLIMIT_CPU, cpu),
-              (resource.RLIMIT_NOFILE, NOFILE_LIMIT), (resource.RLIMIT_FSIZE, FSIZE_LIMIT),
-              (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, _nproc_limit(uid))]
-    for which, value in limits:
-        hard = value + 1 if which == resource.RLIMIT_CPU else value
-        resource.setrlimit(which, (value, hard))
-    if uid is not None:
-        try:
-            _write_file("/proc/self/oom_score_adj", "1000")   # the test first, not the worker
-        except OSError:
-            pass
-        if _SECCOMP is None:
-            _LIBC.unshare(CLONE_NEWIPC)   # no filter to deny IPC: a fresh namespace per test
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)   # after setuid, which clears it
-    if not _load_seccomp(_LIBC):
-        _REAL_EXIT(112)
-    os.environ.clear()
-    os.environ.update(_minimal_env(workdir))
+    isolation.confine_test(workdir, uid, job["memory_mb"], job["timeout"], HARNESS_FD + 1)
     import tempfile
     tempfile.tempdir = None
     sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
@@ -1641,21 +1058,6 @@ def _finish_like_the_interpreter(module, exit_code: int, io, opens_files: bool) 
         except BaseException:
             pass
     return exit_code
-
-
-def _nproc_limit(uid: int | None) -> int:
-    if uid is not None:
-        return NPROC_LIMIT    # this uid is ours alone
-    me = os.getuid()          # shared with the user's other processes: leave them room
-    count = sum(1 for p in os.listdir("/proc") if p.isdigit() and _owner(p) == me)
-    return count + NPROC_LIMIT
-
-
-def _owner(pid: str) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return None
 
 
 def _make_sender(fd, dumps, write):
@@ -1830,7 +1232,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
-        _worker_main()
-    else:
-        sys.exit(main())
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Benchmark and real-data check of sandbox.py.
 
-1. Every canonical solution of APPS+ (../shared/data/apps_plus_valid_500.json) through
+1. Every canonical solution of APPS+ (apps_plus_valid_500.json in --data-dir) through
    sandbox.run_batch, and through a baseline that starts a fresh Python process per test (what
    several public graders do), same worker count, same comparison rules, in the same run.
    Prints tests/s of both (wall clock, and CPU seconds of all processes, which stays meaningful
@@ -12,7 +12,7 @@
 3. The three LiveCodeBench samples, whose "canonical_solution" is `import sys; sys.exit(0)`:
    it must fail every test.
 
-    python bench/bench_sandbox.py [--data-dir ../shared/data] [--workers N] [--limit N]
+    python bench/bench_sandbox.py [--data-dir DIR] [--workers N] [--limit N]
                                   [--trivial N]
 """
 import argparse

@@ -1,7 +1,8 @@
-"""Hostile and honest programs for tests/test_sandbox.py, one group per class of issue 12.
+"""Hostile and honest programs for tests/test_sandbox.py and tests/test_isolation.py, one group
+per class of attack.
 
-Each entry is a job for sandbox.run_batch plus what a correct sandbox must say about it. They are
-written to fail on the sandbox of commit dfbe632 (before the hardening); `python
+Each entry is a job for sandbox.run_batch plus what a correct sandbox must say about it; each
+hostile one gets another verdict from a sandbox without the defence its class tests. `python
 tests/sandbox_programs.py` runs them all and prints, per program, what the sandbox said.
 """
 import textwrap
@@ -87,7 +88,7 @@ os.write(3, b'{"lines": [1, 2, 3, 4, 999999]}')
 os._exit(0)
 """, coverage=True)
 
-# ---- class 3: comparison cost (parent side; see test_sandbox) ----------------------------------
+# ---- class 3: comparison cost (parent side; see test_sandbox) ---------------------------------
 ADVERSARIAL_LINE = "1" * (1 << 20) + "x"          # against an expected decimal like "0.5"
 
 # ---- class 4: state across tests ---------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Tests for sandbox.py: comparison rules, every verdict, every limit, hostile programs."""
+"""Tests for sandbox.py: comparison rules, every verdict, every limit, coverage, hostile
+reports, the command line. What confines a test is tested in tests/test_isolation.py."""
 import json
 import os
 import subprocess
@@ -12,10 +13,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sandbox_programs as P  # noqa: E402
 
+import isolation  # noqa: E402
 import sandbox as sb  # noqa: E402
 
 ROOT = os.geteuid() == 0
-needs_root = pytest.mark.skipif(not ROOT, reason="uid/namespace isolation needs root")
 T = 1.0   # small per-test timeout keeps the file fast
 ADD = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5\n", "output": "10"}]
 
@@ -23,14 +24,6 @@ ADD = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 5\n", "output": "10"}]
 def run(code, tests=ADD, **kw):
     kw.setdefault("timeout", T)
     return sb.run_tests(textwrap.dedent(code), tests, **kw)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # --- comparison rules -------------------------------------------------------------------------
@@ -183,97 +176,6 @@ def test_stdin_ends_after_input():
     assert r.status == "runtime_error" and "EOFError" in r.tests[0].stderr
 
 
-def test_file_size_and_workdir_and_env():
-    code = """
-        import os
-        open('small.txt', 'w').write('x' * 1000)
-        print(os.path.getsize('small.txt'), sorted(k for k in os.environ if k not in
-              ('PATH', 'HOME', 'TMPDIR', 'LANG')))
-        open('big.bin', 'wb').write(b'x' * (64 << 20))
-    """
-    os.environ["SANDBOX_TEST_SECRET"] = "hunter2"
-    try:
-        r = run(code, [{"input": "", "output": "1000 []"}], memory_mb=512)
-    finally:
-        del os.environ["SANDBOX_TEST_SECRET"]
-    assert r.tests[0].output.startswith("1000 []")     # no inherited variables
-    assert r.status == "runtime_error"                  # the 64 MiB file hits RLIMIT_FSIZE
-    r = run("import os\nprint(len(os.listdir('.')))", [{"input": "", "output": "0"}] * 2)
-    assert r.status == "pass"                           # a fresh empty directory per test
-
-
-@needs_root
-def test_fork_bomb_is_contained_and_cleaned_up():
-    code = """
-        import os
-        print(os.getuid(), flush=True)
-        while True:
-            try:
-                os.fork()
-            except OSError:
-                pass
-    """
-    r = run(code, [{"input": "", "output": "x"}], timeout=0.5)
-    assert r.status in ("timeout", "wrong_answer", "runtime_error")
-    ok = run("print(sum(range(10)))", [{"input": "", "output": "45"}])
-    assert ok.status == "pass"                          # the machine still works
-    assert sb._live_pids_of(int(r.tests[0].output.split()[0])) == []
-
-
-def test_escaped_children_are_dead_after_return(tmp_path):
-    code = """
-        import os, time
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                print(os.getuid(), flush=True)
-                time.sleep(60)
-            os._exit(0)
-        time.sleep(0.3)
-    """
-    r = run(code, [{"input": "", "output": "x"}])
-    assert r.tests[0].output.strip()
-    if ROOT:   # a uid of its own: none of its processes lives on
-        assert sb._live_pids_of(int(r.tests[0].output.split()[0])) == []
-
-
-@needs_root
-def test_worker_killed_mid_test_is_cleaned_up_quietly(monkeypatch, capfd):
-    """The parent's fallback cleanup (pidfds, no `kill` binary on PATH) kills the test's
-    processes, and nothing is printed (no traceback from the pool's threads)."""
-    import signal
-    import threading
-    monkeypatch.setattr(sb, "_minimal_env", lambda home: {"PATH": "/nonexistent", "HOME": home})
-    workers: list[int] = []
-
-    def kill_worker():
-        deadline = time.monotonic() + 20
-        while not workers and time.monotonic() < deadline:
-            workers.extend(p for p in _children() if b"--worker" in _cmdline(p))
-            time.sleep(0.05)
-        time.sleep(0.5)                                  # the test is running by now
-        for pid in workers:
-            os.kill(pid, signal.SIGKILL)
-
-    killer = threading.Thread(target=kill_worker)
-    killer.start()
-    code = "import os, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(30)\n"
-    r = run(code, [{"input": "", "output": ""}], timeout=20)
-    killer.join()
-    assert workers and r.status == "runtime_error" and "worker died" in r.error
-    assert all(sb._live_pids_of(sb.UID_BASE + w) == [] for w in workers)
-    out, err = capfd.readouterr()
-    assert out == "" and err == ""
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
 # --- tamper resistance --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("code", [
@@ -352,48 +254,6 @@ def test_expected_outputs_are_not_in_child_memory_or_files(tmp_path):
     assert r.status == "wrong_answer" and r.tests[0].output.strip() == "hidden"
 
 
-@needs_root
-def test_killing_the_parent_fails_only_the_program():
-    code = """
-        import os, signal
-        for pid in (os.getppid(), os.getpgid(os.getppid())):
-            try:
-                if pid > 0:   # 0 would be its own process group
-                    os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
-        print(3)
-    """
-    tests = [{"input": "", "output": "3"}]
-    hostile, good = sb.run_batch([dict(code=textwrap.dedent(code), tests=tests, timeout=T),
-                                  dict(code="print(3)", tests=tests, timeout=T)], workers=1)
-    assert hostile.status == "pass" and hostile.error == ""   # the worker survived; kill(-1)
-    # spares its caller, so the program itself lives on and prints the right answer
-    assert good.status == "pass"
-
-
-@needs_root
-def test_no_network_no_writes_outside_workdir():
-    code = """
-        import socket, os
-        for path in ('/tmp/x', '/var/tmp/x', '/x', '/usr/x', os.path.expanduser('~/../x')):
-            try:
-                open(path, 'w'); print('wrote', path)
-            except OSError:
-                pass
-        try:
-            socket.create_connection(('127.0.0.1', 22), timeout=0.5); print('net')
-        except OSError:
-            print('no net')
-    """
-    r = run(code, [{"input": "", "output": "no net"}])
-    assert r.status == "pass", r.tests[0].output
-
-
 def test_hostile_program_does_not_change_its_neighbours_verdicts():
     hostile = "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n" \
               "    pass\nwhile True:\n    print('x' * 1000)"
@@ -419,6 +279,18 @@ def test_coverage_lines_per_test_and_union():
     assert run(code, tests, fn_name="f").executed_lines == set()
 
 
+def test_executable_lines_are_the_lines_coverage_can_report():
+    # Every line of this program runs, so its coverage names every executable line: also the
+    # lines of a multi-line annotation and of a class body; never a comment or a blank line.
+    code = ("def f(\n    x: int,\n    y: list[\n        int] = (),\n) -> int:\n"
+            "    # a comment\n\n    return x\n\n\nclass A:\n    z: (\n        int\n    ) = 3\n"
+            "print(f(3))\n")
+    assert sb.executable_lines(code) == {1, 2, 3, 4, 5, 8, 11, 12, 13, 14, 15}
+    r = run(code, [{"input": "", "output": "3"}], coverage=True)
+    assert r.status == "pass" and r.executed_lines == sb.executable_lines(code)
+    assert sb.executable_lines("def f(:\n") == set() == sb.executable_lines("x = 1\0")
+
+
 def test_coverage_standard_io():
     code = "n = int(input())\nif n:\n    print(n)\nelse:\n    print('zero')\n"
     r = run(code, [{"input": "3", "output": "3"}], coverage=True)
@@ -439,7 +311,7 @@ def test_run_batch_order_and_no_leaks():
 
 
 def _children() -> set[int]:
-    return set(sb._descendants(os.getpid()))
+    return set(isolation._descendants(os.getpid()))
 
 
 def test_cli_prints_json(tmp_path):
@@ -454,15 +326,15 @@ def test_cli_prints_json(tmp_path):
     assert (data["status"], data["passed"], data["total"]) == ("wrong_answer", 1, 2)
 
 
-# --- issue 12: one test (at least) per class of attack; programs in tests/sandbox_programs.py ---
+# --- one test (at least) per class of attack; programs in tests/sandbox_programs.py -----------
 
 def _batch(jobs, workers=1):
     return sb.run_batch(jobs, workers=workers)
 
 
-def test_class1_malformed_reports_are_that_tests_runtime_error():
+def test_malformed_reports_are_that_tests_runtime_error():
     jobs = [P.malformed_message(m, c) for m in P.MALFORMED_MESSAGES for c in (False, True)]
-    results = _batch(jobs, workers=2)               # before: ValueError, TypeError, RecursionError
+    results = _batch(jobs, workers=2)               # never ValueError, TypeError, RecursionError
     assert [r.status for r in results] == ["runtime_error"] * len(jobs)
     for job, r in zip(jobs, results):
         assert r.error == "" and "malformed" in r.tests[0].stderr
@@ -470,18 +342,11 @@ def test_class1_malformed_reports_are_that_tests_runtime_error():
             assert r.tests[0].output == "3\n"       # judged on its report, not its output
 
 
-def test_class1_workdir_leftovers_and_a_lost_worker_do_not_lose_jobs():
-    honest = P.HONEST[0]
-    results = _batch([P.DEEP_TREE, P.FILL_WORKDIR, honest, P.DEEP_TREE, honest])
-    assert [r.status for r in results] == ["pass"] * 5      # before: the worker died on cleanup
-    assert all(r.error == "" for r in results)
-
-
-def test_class2_parent_decides_compile_errors_and_checks_lines(monkeypatch):
+def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
     r = _batch([P.FORGED_COMPILE_ERROR])[0]
-    assert r.status == "runtime_error"                      # before: compile_error
+    assert r.status == "runtime_error"                      # not the compile_error it claims
     r = _batch([P.FORGED_LINES])[0]
-    assert r.status == "runtime_error" and r.executed_lines == set()   # before: pass, 999999
+    assert r.status == "runtime_error" and r.executed_lines == set()   # not pass, line 999999
 
     def no_worker():
         raise AssertionError("a compile error needs no worker")
@@ -500,14 +365,14 @@ def test_class2_parent_decides_compile_errors_and_checks_lines(monkeypatch):
     (b'{"result": ' + b"[" * 200 + b"]" * 200 + b'}', False),
     (b'{"result": 1}{"result": 2}', False), (b'\xff', False), (b'{"result": NaN}', True),
 ])
-def test_class2_report_fields_are_typed_and_bounded(message, ok):
+def test_report_fields_are_typed_and_bounded(message, ok):
     job = dict(fn_name="f", coverage=True, code="def f():\n    return 1\n")
     prepared = sb._prepare(job)
     assert prepared.executable_lines() == {1, 2}
     assert (sb._parse_message(message, job, prepared) is not None) is ok
 
 
-def test_class3_comparison_is_linear_no_regex_on_program_output():
+def test_comparison_is_linear_no_regex_on_program_output():
     import re
     import signal
     assert not hasattr(sb, "re") and not any(isinstance(v, re.Pattern) for v in vars(sb).values())
@@ -516,7 +381,7 @@ def test_class3_comparison_is_linear_no_regex_on_program_output():
         raise AssertionError("comparison of 1 MiB took more than 20 s: not linear")
     old = signal.signal(signal.SIGALRM, too_slow)
     signal.setitimer(signal.ITIMER_REAL, 20)   # a guard against hanging, not a timing assert
-    try:            # before: hours (backtracking regex on the actual token)
+    try:            # a backtracking regex on the actual token would take hours
         assert not sb.outputs_match("0.5", P.ADVERSARIAL_LINE)
         assert not sb.outputs_match("0.5", "1" * (1 << 20) + "e+")
         assert not sb.outputs_match("0.5 " * 1000, ("1" * 1000 + "x ") * 1000)
@@ -531,87 +396,8 @@ def test_class3_comparison_is_linear_no_regex_on_program_output():
     ("0.5", "\u0660.5", False), ("0.5", "0x1p-1", False), ("0.5", "inf", False),
     ("0.5", "0.5e", False), ("0.5", "1_0", False), ("2.", "2", True), ("0.5", ".", False),
 ])
-def test_class3_number_tokens(expected, actual, ok):
+def test_number_tokens(expected, actual, ok):
     assert sb.outputs_match(expected, actual) is ok
-
-
-@needs_root
-def test_class4_no_ipc_object_or_key_crosses_tests(worker_uids):
-    results = _batch([P.SHM_CREATE, P.SHM_PROBE, P.KEY_ADD, P.KEY_PROBE])
-    assert [r.status for r in results] == ["pass"] * 4      # before: both probes found a leak
-    uids = worker_uids["uids"]
-    assert uids and _test_uid_keys(uids) == [] and _test_uid_ipc(uids) == []
-
-
-def _test_uid_keys(uids) -> list[str]:
-    """Key users among uids (before the fix, keyrings of test uids outlived the sandbox)."""
-    with open("/proc/key-users") as f:
-        return [line for line in f if int(line.split(":")[0]) in uids]
-
-
-def _test_uid_ipc(uids) -> list[str]:
-    found = []
-    for kind in ("shm", "sem", "msg"):
-        with open(f"/proc/sysvipc/{kind}") as f:
-            header, *rows = [line.split() for line in f]
-        cols = [header.index(c) for c in ("uid", "cuid")]
-        found += [r for r in rows if any(int(r[c]) in uids for c in cols)]
-    return found
-
-
-@pytest.fixture
-def host_bait(tmp_path):
-    """A unix socket anyone may connect to, a setuid copy of `id`, a host process with a marker."""
-    import shutil
-    import socket
-    bait = f"/run/sandbox-test-{os.getpid()}"
-    os.makedirs(bait, mode=0o755, exist_ok=True)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(f"{bait}/s")
-    server.listen(8)
-    os.chmod(f"{bait}/s", 0o777)
-    dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    dgram.bind(f"{bait}/d")
-    os.chmod(f"{bait}/d", 0o777)
-    shutil.copy("/usr/bin/id", f"{bait}/id")
-    os.chmod(f"{bait}/id", 0o4755)
-    marker = f"sandbox-marker-{os.getpid()}"
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
-    try:
-        yield dict(socket_path=f"{bait}/s", setuid_binary=f"{bait}/id", marker=marker,
-                   dgram_path=f"{bait}/d")
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-        server.close()
-        dgram.close()
-        shutil.rmtree(bait, ignore_errors=True)
-
-
-@needs_root
-def test_class5_host_is_unreachable(host_bait):
-    b = host_bait
-    jobs = [P.unix_socket_probe(b["socket_path"]), P.dgram_socket_probe(b["dgram_path"]),
-            P.setuid_probe(b["setuid_binary"]),
-            P.host_cmdline_probe(b["marker"]), P.USER_NAMESPACE, P.PTRACE, P.NO_NEW_PRIVS]
-    results = _batch(jobs, workers=2)    # before: each printed what it reached instead of a + b
-    assert [r.status for r in results] == ["pass"] * len(jobs), [r.tests[0].output for r in results]
-    report = sb.isolation_report()
-    assert report["pid_namespace"] and report["seccomp"] and report["no_new_privs"]
-
-
-def _cgroup():
-    return sb.isolation_report()["cgroup"] if ROOT else None
-
-
-@pytest.mark.skipif(not ROOT, reason="a limit per process tree needs a cgroup (root)")
-def test_class6_memory_is_limited_per_process_tree():
-    if _cgroup() is None:
-        pytest.skip("no usable cgroup here: RLIMIT_AS per process only (documented fallback)")
-    r = _batch([P.TREE_MEMORY])[0]
-    assert r.status == "memory_limit"        # before: pass (4 x 120 MiB under 200 MiB each)
-    ok = _batch([dict(P.TREE_MEMORY, code=P.TREE_MEMORY["code"].replace("120 << 20", "20 << 20"))])
-    assert ok[0].status == "pass"            # 4 x 20 MiB fit
 
 
 def _iterations_for(cpu_seconds: float) -> int:
@@ -628,16 +414,16 @@ def _iterations_for(cpu_seconds: float) -> int:
     return int(n * cpu_seconds / max(max(rounds), 1e-4))
 
 
-def test_class6_and_issue19_a_cpu_hog_does_not_time_out_its_neighbour():
+def test_a_cpu_hog_does_not_time_out_its_neighbour():
     hog = dict(P.CPU_HOG, timeout=2.0)          # 9 busy processes for 2 s of CPU in all
     honest = P.cpu_work(_iterations_for(0.25), timeout=1.25)
     results = _batch([hog, honest, honest], workers=2)
-    assert [r.status for r in results] == ["timeout", "pass", "pass"]   # before: 3 timeouts
+    assert [r.status for r in results] == ["timeout", "pass", "pass"]   # not 3 timeouts
 
 
-def test_issue19_same_verdicts_idle_and_with_two_busy_processes():
-    # ~0.3 s of loop against a 1.5 s CPU limit: the 5x headroom of _iterations_for (in session
-    # 5 a job calibrated at 0.45 s took 1.5 s of CPU). Two busy processes beside the two
+def test_same_verdicts_idle_and_with_two_busy_processes():
+    # ~0.3 s of loop against a 1.5 s CPU limit: the 5x headroom of _iterations_for (a job
+    # calibrated at 0.45 s has taken 1.5 s of CPU here). Two busy processes beside the two
     # workers stretch each job's wall time; the verdicts must not move.
     n = _iterations_for(0.3)
     jobs = [P.cpu_work(n, timeout=1.5) for _ in range(2)]
@@ -654,10 +440,10 @@ def test_issue19_same_verdicts_idle_and_with_two_busy_processes():
     idle, loaded = ([r.status for r in rs] for rs in (idle_results, loaded_results))
     seen = [[(t.status, round(t.time, 2), round(t.cpu_time, 2)) for r in rs for t in r.tests]
             for rs in (idle_results, loaded_results)]   # (verdict, wall s, CPU s) per test
-    assert idle == loaded == expected, (n, seen)  # before: cpu_work jobs timed out when loaded
+    assert idle == loaded == expected, (n, seen)  # wall-clock limits would time out when loaded
 
 
-def test_issue19_worker_that_fails_to_start_is_retried_and_its_error_printed(monkeypatch, capfd):
+def test_worker_that_fails_to_start_is_retried_and_its_error_printed(monkeypatch, capfd):
     real, calls = sb._worker_command, []
 
     def flaky():
@@ -674,28 +460,16 @@ def test_issue19_worker_that_fails_to_start_is_retried_and_its_error_printed(mon
 
 @pytest.mark.parametrize("name", ["HONEST_THREAD_MAIN", "HONEST_ATEXIT", "HONEST_CLOSES_STDOUT",
                                   "HONEST_RAW_FD", "HONEST_MULTIPROCESSING"])
-def test_class7_honest_programs_pass(name):
-    assert _batch([getattr(P, name)])[0].status == "pass"   # before: wrong_answer/runtime_error
+def test_honest_programs_pass(name):
+    assert _batch([getattr(P, name)])[0].status == "pass"   # as CPython runs them
 
 
-def test_class7_numpy_imports_from_a_python_under_tmp(tmp_path):
-    pytest.importorskip("numpy")
-    venv = tmp_path / "venv"        # a symlinked venv under /tmp, like a snapshot clone's
-    venv.symlink_to(sys.prefix)
-    (tmp_path / "p.py").write_text(P.HONEST_NUMPY["code"])
-    (tmp_path / "t.json").write_text(json.dumps(ADD))
-    proc = subprocess.run([str(venv / "bin" / "python"), sb.__file__, str(tmp_path / "p.py"),
-                           str(tmp_path / "t.json")], capture_output=True, text=True)
-    assert json.loads(proc.stdout)["status"] == "pass", proc.stdout[-500:]   # before: No module
-    assert proc.returncode == 0                                            # named 'numpy'
-
-
-def test_class8_call_based_ints_exact_and_function_defined_by_the_program():
+def test_call_based_ints_exact_and_function_defined_by_the_program():
     r = _batch([P.FLOAT_FOR_INT])[0]
-    assert r.status == "wrong_answer"                    # before: pass (1e12 for 10**12 + 7)
+    assert r.status == "wrong_answer"                    # 1e12 for 10**12 + 7
     assert sb.values_match(2, 2.0) and not sb.values_match(10**12 + 7, 1e12)
     r = _batch([P.PRELUDE_MENTION])[0]
-    assert r.status == "runtime_error"                   # before: pass (math.factorial)
+    assert r.status == "runtime_error"                   # not the prelude's math.factorial
     for code in ("from math import factorial\n", "factorial = lambda n: 120 if n == 5 else 0\n",
                  "def factorial(n):\n    return 120\n"):
         assert _batch([dict(P.PRELUDE_MENTION, code=code)])[0].status == "pass", code
@@ -704,49 +478,13 @@ def test_class8_call_based_ints_exact_and_function_defined_by_the_program():
 @pytest.mark.parametrize("ending,lines", [
     ("sys.stdout.flush()\nos._exit(0)\n", {1, 2, 3, 4, 5}), ("sys.exit(0)\n", {1, 2, 3, 4}),
     ("raise SystemExit\n", {1, 2, 3, 4})])
-def test_class9_coverage_survives_the_usual_exits(ending, lines):
+def test_coverage_survives_the_usual_exits(ending, lines):
     code = "import os, sys\na, b = map(int, input().split())\nprint(a + b)\n" + ending
     r = _batch([dict(code=code, tests=ADD, coverage=True)])[0]
-    assert r.status == "pass" and r.executed_lines == lines   # before: os._exit reported none
+    assert r.status == "pass" and r.executed_lines == lines   # os._exit reports lines too
 
 
-# --- the whole zoo at once ----------------------------------------------------------------------
-
-@pytest.fixture
-def worker_uids(monkeypatch):
-    """uids and cgroup directories of every worker started while the test runs."""
-    seen, real_init = dict(uids=[], dirs=[]), sb._Worker.__init__
-
-    def recording_init(self):
-        real_init(self)
-        seen["uids"].append(self.info["uid"])
-        seen["dirs"].extend(self.info["cgroup_dirs"])
-    monkeypatch.setattr(sb._Worker, "__init__", recording_init)
-    return seen
-
-
-@pytest.mark.skipif(not ROOT, reason="uids, namespaces and cgroups need root")
-def test_200_jobs_hostile_and_honest_mixed(host_bait, worker_uids):
-    pairs = P.hostile(**host_bait, cgroup=_cgroup() is not None)
-    jobs, expected = [], []
-    for i in range(100):   # every hostile program at least twice, each followed by an honest one
-        job, status = pairs[i % len(pairs)]
-        jobs += [job, P.HONEST[i % len(P.HONEST)]]
-        expected += [status, "pass"]
-    results = sb.run_batch(jobs, workers=2)
-    assert [r.status for r in results] == expected      # every verdict, in order
-    assert all(r.total == len(j["tests"]) for j, r in zip(jobs, results))
-    uids = worker_uids["uids"]
-    assert uids and all(sb._live_pids_of(u) == [] for u in uids)
-    assert _test_uid_keys(uids) == [] and _test_uid_ipc(uids) == []
-    assert not any(os.path.exists(d) for d in worker_uids["dirs"])   # cgroups removed
-    args = [a for u in uids for a in ("-uid", str(u), "-o")][:-1]
-    found = subprocess.run(["find", "/tmp", "/var/tmp", "/dev/shm", "/run", "-xdev", "(", *args,
-                            ")", "-print", "-quit"], capture_output=True, text=True).stdout
-    assert found == ""                                       # no file of a test uid
-
-
-# --- issue 18: the CLI's exit status and usage errors -------------------------------------------
+# --- the command line's exit status and usage errors -------------------------------------------
 
 def _cli(*args, cwd=None):
     return subprocess.run([sys.executable, sb.__file__, *map(str, args)], capture_output=True,
@@ -758,7 +496,7 @@ def test_cli_exit_status_pass_and_fail(tmp_path):
     (tmp_path / "t.json").write_text(json.dumps([{"input": "2", "output": "4"}]))
     (tmp_path / "w.json").write_text(json.dumps([{"input": "2", "output": "5"}]))
     assert _cli(tmp_path / "p.py", tmp_path / "t.json").returncode == 0
-    assert _cli(tmp_path / "p.py", tmp_path / "w.json").returncode == 1   # before: 0
+    assert _cli(tmp_path / "p.py", tmp_path / "w.json").returncode == 1
 
 
 @pytest.mark.parametrize("args,named", [
@@ -795,55 +533,6 @@ def test_cli_usage_errors_are_one_line_exit_2(tmp_path, args, named):
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and 1 <= len(lines) <= 2, proc.stderr
     assert named in proc.stderr and proc.stdout == ""
-
-
-def _seccomp_decision(prog, nr, arch=0xC000003E, arg0=0, arg1=0):
-    """Run the classic-BPF filter on one seccomp_data, as the kernel does."""
-    pc, acc = 0, 0
-    while True:
-        code, jt, jf, k = prog[pc]
-        if code == 0x20:
-            acc, pc = {0: nr, 4: arch, 16: arg0, 24: arg1}[k], pc + 1
-        elif code == 0x06:
-            return k
-        elif code == 0x54:
-            acc, pc = acc & k, pc + 1
-        else:
-            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
-            pc += 1 + (jt if taken else jf)
-
-
-def test_seccomp_filter_decisions():
-    prog = sb._seccomp_instructions()
-    allow, eperm, enosys, kill = 0x7FFF0000, 0x50001, 0x50026, 0x80000000
-    deny = set(sb.SECCOMP_DENY_X86_64.values())
-    for nr in range(512):
-        expected = eperm if nr in deny else enosys if nr == 435 else allow
-        assert _seccomp_decision(prog, nr) == expected, nr
-    assert _seccomp_decision(prog, 56, arg0=0x10000000 | 17) == eperm   # clone(CLONE_NEWUSER)
-    assert _seccomp_decision(prog, 56, arg0=0x003D0F00) == allow        # a thread's clone
-    assert _seccomp_decision(prog, 41, arg0=1) == eperm                 # socket(AF_UNIX)
-    assert _seccomp_decision(prog, 41, arg0=2) == allow                 # socket(AF_INET)
-    assert _seccomp_decision(prog, 53, 0xC000003E, 1, 2 | 0x80000) == eperm   # dgram pair
-    assert _seccomp_decision(prog, 53, 0xC000003E, 1, 1 | 0x80000) == allow   # stream pair
-    assert _seccomp_decision(prog, 0x40000000 + 1) == eperm             # x32 ABI
-    assert _seccomp_decision(prog, 1, arch=0x40000003) == kill          # i386 ABI
-
-
-@needs_root
-def test_workdir_and_shm_are_fresh_for_every_test():
-    code = """
-        import os
-        print(sorted(os.listdir('.')), sorted(os.listdir('/dev/shm')), oct(os.stat('.').st_mode))
-        open('left', 'w').write('x')
-        open('/dev/shm/left', 'w').write('x')
-        os.chmod('.', 0o755)
-    """
-    r = run(code, [{"input": "", "output": "[] [] 0o40700"}] * 3)
-    assert r.status == "pass", [t.output for t in r.tests]
-    quiet = "import os\nprint(sorted(os.listdir('.')))\n"
-    r = run(quiet, [{"input": "", "output": "[]"}] * 3)   # an untouched tmpfs is reused
-    assert r.status == "pass"
 
 
 def test_syntax_warnings_of_a_program_stay_out_of_the_callers_stderr():
