@@ -431,20 +431,6 @@ def trivial_flags(valid, dup, candidates_passed, any_wrong):
             for t, (v, d) in enumerate(zip(valid, dup))]
 
 
-def static_lines(code):
-    """Line numbers that hold bytecode in `code` and its nested functions/classes (the lines a
-    line tracer can report); empty when it does not compile."""
-    try:
-        stack, lines = [compile(code, "<reference>", "exec")], set()
-    except (SyntaxError, ValueError):
-        return set()
-    while stack:
-        co = stack.pop()
-        lines |= {line for _, _, line in co.co_lines() if line}
-        stack += [c for c in co.co_consts if hasattr(c, "co_lines")]
-    return lines
-
-
 def coverage_share(ref_result, counted, n_lines):
     """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts)."""
     if ref_result is None or not n_lines:
@@ -607,7 +593,7 @@ def score_testers(state, test_sets, results, cfg):
     docstring for the terms). Each branch is a deep copy holding its candidate's own tests."""
     p = state.problem
     reference = reference_of(p)
-    n_lines = len(static_lines(reference)) if reference is not None else 0
+    n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
     shown_wrong = state.program is not None and state.gt_pass_rate < 1.0
     with_code = [(c, g) for c, g in state.coder_candidates if c is not None]
     any_wrong = any(g < 1.0 for _, g in with_code)

@@ -70,13 +70,13 @@ import argparse
 import ast
 import dataclasses
 import json
-import types
 
 import torch
 
 import trainer
 from grpo import policy_loss, sampler_correction
 from model import critic_like, reference_like
+from sandbox import executable_lines
 from trainer import Sample, aggregate
 
 # ----------------------------------------------------------------------------- PPO math
@@ -200,23 +200,6 @@ def stepcoder_reward(status: str | None, table: dict | None = None) -> float:
 
 
 # ----------------------------------------------------------------------------- FGO: lines
-
-
-def executable_lines(program: str) -> set[int]:
-    """1-based lines of `program` that have bytecode: the lines a line tracer can report.
-
-    Empty set if the program does not compile.
-    """
-    try:
-        code = compile(program, "<program>", "exec")
-    except (SyntaxError, ValueError):
-        return set()
-    lines, stack = set(), [code]
-    while stack:
-        c = stack.pop()
-        lines.update(line for _, _, line in c.co_lines() if line)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return lines
 
 
 def _statement_units(tree: ast.AST) -> list[range]:

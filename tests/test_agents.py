@@ -221,8 +221,8 @@ def test_a_tester_bonus_that_is_an_affine_map_of_the_group_changes_nothing():
 
 
 def test_coverage_is_the_reference_line_share_under_valid_tests():
-    from sandbox import run_tests
-    assert agents.static_lines(ABS) == {1, 2, 3, 5} and agents.static_lines("def (") == set()
+    from sandbox import executable_lines, run_tests
+    assert executable_lines(ABS) == {1, 2, 3, 5}       # the coverage share's denominator
     res = run_tests(
         ABS, [{"input": "5\n", "output": "5"}, {"input": "-3\n", "output": "3"}], coverage=True
     )

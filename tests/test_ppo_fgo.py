@@ -10,7 +10,6 @@ import ppo_fgo
 import trainer
 from model import ValueModel
 from ppo_fgo import (
-    executable_lines,
     fgo_line_mask,
     fgo_token_mask,
     gae,
@@ -20,6 +19,7 @@ from ppo_fgo import (
     value_loss,
     whiten,
 )
+from sandbox import executable_lines
 
 # ----------------------------------------------------------------------------- GAE
 
