@@ -292,30 +292,23 @@ def code_char_span(response_text: str, code: str | None) -> tuple[int, int] | No
 
 
 def fgo_token_mask(response_text: str, token_char_spans: list[tuple[int, int]],
-                   code_span: tuple[int, int] | None, executed_lines: set[int] | None,
-                   line_offset: int = 0, program: str | None = None) -> list[int]:
+                   code_span: tuple[int, int] | None, executed_lines: set[int] | None) -> list[int]:
     """0/1 FGO mask over the response tokens (one entry per span).
 
-    code_span: (start, end) of the code inside response_text (None: keep everything).
-    executed_lines: 1-based lines of the rewarded program that ran (None: no coverage, keep).
-    The rewarded program is `program` (default: the code itself). For CCCS it is prefix +
-    completion: line k of the response's code is program line k + line_offset, where
-    line_offset is the number of lines of the prefix; prefix lines have no response tokens.
+    code_span: (start, end) of the rewarded program inside response_text (None: keep
+    everything); executed_lines: its 1-based lines that ran (None: no coverage, keep). For a
+    CCCS prefix, response_text starts with the prefix (completion_fgo_mask), and the spans
+    cover the completion only: prefix lines have no tokens to mask.
     """
     keep = [1] * len(token_char_spans)
     if code_span is None or executed_lines is None:
         return keep
     cs, ce = code_span
     code = response_text[cs:ce]
-    line_mask = fgo_line_mask(code if program is None else program, executed_lines)
+    line_mask = fgo_line_mask(code, executed_lines)
     line_of_char = []                       # 1-based code line of each code character
     for k, text in enumerate(code.splitlines(keepends=True), start=1):
         line_of_char += [k] * len(text)
-
-    def masked(k):
-        i = k + line_offset - 1
-        return 0 <= i < len(line_mask) and line_mask[i] == 0
-
     for t, (s, e) in enumerate(token_char_spans):
         chars = range(max(s, cs) - cs, min(e, ce) - cs)
         if not chars:
@@ -323,7 +316,7 @@ def fgo_token_mask(response_text: str, token_char_spans: list[tuple[int, int]],
         # Whitespace belongs to whichever line it sits on only if the token has nothing else.
         touched = {line_of_char[c] for c in chars if not code[c].isspace()} or \
                   {line_of_char[c] for c in chars}
-        if all(masked(k) for k in touched):
+        if all(line_mask[k - 1] == 0 for k in touched):
             keep[t] = 0
     return keep
 

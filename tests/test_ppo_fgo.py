@@ -197,16 +197,17 @@ def test_fgo_token_mask_char_tokens_and_straddling_token():
     assert set(fgo_token_mask(response, char_spans(response), None, set())) == {1}
 
 
-def test_fgo_token_mask_line_offset_for_a_completion():
-    # CCCS: the prompt holds the prefix (3 lines), the response completes the program.
+def test_fgo_token_mask_for_a_completion_of_a_prefix():
+    # CCCS: the prompt holds the prefix (3 lines), the response completes the program. As in
+    # completion_fgo_mask, the text starts with the prefix and only the completion has tokens.
     prefix = "def sign(x):\n    if x >= 0:\n        return 1\n"
     completion = "    else:\n        return -1\nprint(sign(3))\n"
-    response = "```python\n" + completion + "```"
     program = prefix + completion          # run by the sandbox; executed in its line numbers
-    span = (10, 10 + len(completion))
-    keep = fgo_token_mask(response, char_spans(response), span, {1, 2, 3, 6}, line_offset=3,
-                          program=program)
-    assert "".join(c for c, k in zip(response, keep) if k == 0) == \
+    text = "```python\n" + program + "```"
+    head = len("```python\n" + prefix)
+    spans = [(head + i, head + i + 1) for i in range(len(completion) + 3)]
+    keep = fgo_token_mask(text, spans, ppo_fgo.code_char_span(text, program), {1, 2, 3, 6})
+    assert "".join(text[s] for (s, _), k in zip(spans, keep) if k == 0) == \
         "    else:\n        return -1\n"
 
 
