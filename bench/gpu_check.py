@@ -1,4 +1,4 @@
-"""The prepared GPU check (issue 17): the CUDA path of the trainer measured in one short run.
+"""The prepared GPU check: the CUDA path of the trainer measured in one short run.
 
     python bench/gpu_check.py                      # on a lent GPU, <= 8 min (--budget 420 s)
     python bench/gpu_check.py --cpu-smoke          # the same code path on the CPU, tiny sizes
@@ -25,9 +25,10 @@ For each size, one process, one rank (FSDP2 world of 1: NCCL on CUDA, gloo on th
               difference, and each one's peak memory above its inputs (CUDA only).
   4. grpo     --steps GRPO steps per engine (transformers' generate; vLLM too when it imports):
               generate P prompts x G samples -> reward (sandbox) -> grpo.group_advantages ->
-              policy update (chunked log-probs, grpo.policy_loss token-mean with the global
-              denominator, backward per micro-batch, clip, AdamW) -> weight sync into the
-              engine. Per-phase seconds, generation tokens/s, update tokens/s and MFU, peak
+              the trainer's own trainer.update (chunked log-probs, grpo.policy_loss
+              token-mean with the global denominator, backward per micro-batch, clip, AdamW)
+              -> weight sync into the engine (model.iter_full_params, as the trainer's
+              sync). Per-phase seconds, generation tokens/s, update tokens/s and MFU, peak
               memory per phase. After the last sync: the engine's and the trainer's log-probs
               of a fixed probe sequence (sync_max_abs_diff) and how far the engine's moved
               since before the first step (sync_engine_shift): a sync that does nothing gives
@@ -140,18 +141,6 @@ def mfu(n_params: int, tokens: float, seconds: float, peak: float | None) -> flo
     if not peak or seconds <= 0:
         return None
     return 6.0 * n_params * tokens / seconds / peak
-
-
-def pad_rows(rows: list[list[int]], pad_id: int):
-    """Right-pad token rows -> input_ids, attention_mask [B, L] (L >= 2)."""
-    import torch
-    L = max(2, max(len(r) for r in rows))
-    ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(rows), L), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-        attn[i, :len(r)] = 1
-    return ids, attn
 
 
 def predict_seconds(name: str, measured: dict, cpu: bool) -> float:
@@ -293,14 +282,6 @@ def make_engine(kind: str, path: str, dev: Device, args):
                                    max_model_len=args.max_model_len)
     except SystemExit as e:        # no vLLM for this device: not a failure of the check
         raise Skip(str(e)) from None
-
-
-def full_params(policy):
-    """(HF name, full tensor) per LM parameter of the FSDP policy, one all-gather at a time."""
-    for name, p in policy.named_parameters():
-        if name.startswith("lm."):
-            t = p.full_tensor() if hasattr(p, "full_tensor") else p
-            yield name.removeprefix("lm."), t.detach()
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -454,35 +435,22 @@ def sandbox_reference(problems, args) -> dict:
 
 
 def update_phase(policy, optimizer, prompt_ids, comps, adv, pad_id, dev: Device, args) -> dict:
-    """One GRPO optimizer step on the P*G samples, in micro-batches, global token-mean."""
-    import torch
-
+    """One GRPO optimizer step on the P*G samples: the trainer's own trainer.update (collate,
+    micro-batches, global token-mean, clip, AdamW) with grpo.policy_loss, on-policy (old
+    log-probs = logp.detach()). tokens: prompt + response tokens through the forward+backward."""
     import grpo
-    import model
-    rows = [prompt_ids[i // args.group] + c.token_ids for i, c in enumerate(comps)]
-    p_lens = [len(prompt_ids[i // args.group]) for i in range(len(comps))]
-    r_lens = [len(c.token_ids) for c in comps]
-    denom = float(sum(r_lens)) or 1.0
-    optimizer.zero_grad(set_to_none=True)
-    tokens, loss_sum, clip = 0, 0.0, 0.0
-    for s in range(0, len(rows), args.micro_batch):
-        sl = slice(s, s + args.micro_batch)
-        ids, attn = pad_rows(rows[sl], pad_id)
-        mask = model.response_mask(torch.tensor(p_lens[sl]), torch.tensor(r_lens[sl]),
-                                   ids.shape[1]).to(dev.device)
-        a = adv[sl].to(dev.device, torch.float32)[:, None].expand_as(mask)
-        logp = policy(ids.to(dev.device), attn.to(dev.device), temperature=args.temperature)
-        loss, st = grpo.policy_loss(logp, logp.detach(), a, mask, agg="token-mean",
-                                    denom=denom)
-        loss.backward()
-        tokens += int(attn.sum())
-        loss_sum += float(loss.detach())
-        clip += st["clip_frac"] * float(mask.sum())
-    norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return {"tokens": tokens, "loss": loss_sum, "clip_frac": clip / denom,
-            "grad_norm": float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)}
+    import trainer
+    samples = [trainer.Sample(prompt_ids[i // args.group], c.token_ids, advantage=float(adv[i]))
+               for i, c in enumerate(comps)]
+
+    def loss_fn(out, batch, denom):
+        return grpo.policy_loss(out.logp, out.logp.detach(), batch.advantages, batch.mask,
+                                agg="token-mean", denom=denom.mask)
+    st = trainer.update(policy, optimizer, samples, loss_fn, micro_batch=args.micro_batch,
+                        agg="token-mean", max_len=None, pad_id=pad_id, device=dev.device,
+                        max_grad_norm=args.max_grad_norm, temperature=args.temperature)
+    return {"tokens": sum(len(s.prompt_ids) + len(s.response_ids) for s in samples),
+            "loss": st["loss"], "clip_frac": st["clip_frac"], "grad_norm": st["grad_norm"]}
 
 
 def grpo_steps(kind: str, path: str, policy, optimizer, tokenizer, problems, n_params: int,
@@ -494,6 +462,7 @@ def grpo_steps(kind: str, path: str, policy, optimizer, tokenizer, problems, n_p
 
     import data
     import grpo
+    import model
     t = dev.now()
     engine = make_engine(kind, path, dev, args)
     out = {"status": "ok", "engine": kind, "engine_start_s": dev.now() - t, "steps": []}
@@ -544,7 +513,7 @@ def grpo_steps(kind: str, path: str, policy, optimizer, tokenizer, problems, n_p
             st["update_peak_gib"] = dev.peak_gib()
 
             t = dev.now()
-            engine.load_weights(full_params(policy))
+            engine.load_weights(model.iter_full_params(policy, dev.device))
             st["sync_s"] = dev.now() - t
             st["step_s"] = dev.now() - t_step
             last = st["step_s"]

@@ -67,20 +67,34 @@ def test_mfu_formula():
     assert gpu_check.mfu(10**9, 1e4, 1.0, None) is None
 
 
-def test_response_mask_positions():
-    # The update phase's mask is model.response_mask, the trainer's.
-    # Row 0: prompt of 2, response of 3 -> log-prob positions 1, 2, 3 (they score tokens 2-4).
+def test_update_phase_is_the_trainers_update(monkeypatch):
+    # The measured update is trainer.update itself on the step's samples (prompt + completion,
+    # its group's advantage) with the GRPO loss on-policy; tokens count prompt and response.
     import torch
 
-    import model
-    m = model.response_mask(torch.tensor([2, 3]), torch.tensor([3, 1]), 6)
-    assert m.tolist() == [[0, 1, 1, 1, 0], [0, 0, 1, 0, 0]]
+    import trainer
+    calls = []
 
-
-def test_pad_rows():
-    ids, attn = gpu_check.pad_rows([[5, 6, 7], [8]], pad_id=0)
-    assert ids.tolist() == [[5, 6, 7], [8, 0, 0]]
-    assert attn.tolist() == [[1, 1, 1], [1, 0, 0]]
+    def recording_update(policy, optimizer, samples, loss_fn, **kw):
+        calls.append((samples, loss_fn, kw))
+        return {"loss": 0.5, "clip_frac": 0.25, "grad_norm": 1.5, "entropy": 3.0}
+    monkeypatch.setattr(trainer, "update", recording_update)
+    args = gpu_check.parse_args(["--cpu-smoke"])               # group 2
+    comps = [types.SimpleNamespace(token_ids=t) for t in ([7, 8], [9], [4, 5, 6], [])]
+    out = gpu_check.update_phase("policy", "optimizer", [[1, 2], [3]], comps,
+                                 torch.tensor([1.0, -1.0, 0.5, -0.5]), 0,
+                                 types.SimpleNamespace(device="cpu"), args)
+    (samples, loss_fn, kw), = calls
+    assert [(s.prompt_ids, s.response_ids, s.advantage) for s in samples] == [
+        ([1, 2], [7, 8], 1.0), ([1, 2], [9], -1.0), ([3], [4, 5, 6], 0.5), ([3], [], -0.5)]
+    assert kw["agg"] == "token-mean" and kw["micro_batch"] == args.micro_batch
+    assert out == {"tokens": 4 + 3 + 4 + 1, "loss": 0.5, "clip_frac": 0.25, "grad_norm": 1.5}
+    # On-policy the ratio is 1: loss = -sum(mask * A) / the global denominator = -(2 + 2) / 4.
+    batch = types.SimpleNamespace(advantages=torch.tensor([[5.0, 2.0, 2.0]]),
+                                  mask=torch.tensor([[0.0, 1.0, 1.0]]))
+    loss, _ = loss_fn(types.SimpleNamespace(logp=torch.zeros(1, 3)), batch,
+                      types.SimpleNamespace(mask=4.0))
+    assert float(loss) == pytest.approx(-1.0)
 
 
 def test_prediction_rescales_by_the_measured_size():
