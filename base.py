@@ -227,6 +227,8 @@ def train(args) -> None:
         first = state.pop("step")
         state.pop("world", None)
         say(d, f"resumed from {ckpt} at step {first}")
+    if "seconds" not in state:   # a checkpoint that predates the count: the log's clock
+        state["seconds"] = wall_at(args.out, first)
     t_start, seconds_before = time.time(), state["seconds"]   # training time over resumes
     bar = trainer.progress(range(first, args.steps), "base", args.steps, first, enabled=d.main)
     for step in bar:
@@ -383,6 +385,15 @@ def export(args) -> None:
         f.write(model_card(card))
     write_sums(args.export)
     say(d, f"step {row['step']} (meets the rule: {ok}) -> {args.export}")
+
+
+def wall_at(out: str, step: int) -> float:
+    """The seconds metrics.jsonl's validation row of `step` was logged at (0 if none)."""
+    for line in open(os.path.join(out, "metrics.jsonl")):
+        row = json.loads(line)
+        if row.get("phase") == "eval" and row.get("step") == step:
+            return row.get("wall", 0.0)
+    return 0.0
 
 
 def last_wall(out: str) -> float | None:
