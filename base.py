@@ -306,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="checkpoints kept (the rule may pick an early one)")
     g.add_argument("--max-new-tokens", type=trainer.POSITIVE_INT, default=112)
     g.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"])
+    g.add_argument("--card-note", default="",
+                   help="--export: a paragraph for the card on how the run went (stops, "
+                        "resumes, changes)")
     g.add_argument("--sandbox-workers", type=trainer.POSITIVE_INT, default=None)
     return p
 
@@ -378,7 +381,7 @@ def export(args) -> None:
             "config": {k: cfg[k] for k in ("num_hidden_layers", "hidden_size",
                                            "intermediate_size", "num_attention_heads",
                                            "num_key_value_heads", "vocab_size")},
-            "eval_n": args.eval_n, **figures}
+            "eval_n": args.eval_n, "note": args.card_note, **figures}
     with open(os.path.join(args.export, "card.json"), "w") as f:
         json.dump(card, f, indent=1)
     with open(os.path.join(args.export, "README.md"), "w") as f:
@@ -438,8 +441,8 @@ A {num_hidden_layers}-layer Qwen2-architecture decoder (hidden {hidden_size}, ML
 {intermediate_size}, {num_attention_heads} heads / {num_key_value_heads} KV heads, \
 {parameters:,} parameters, byte-level BPE vocabulary of {vocab_size} trained on its corpus), \
 trained by supervised learning on the procedural generator's corpus and shipped here so that \
-every CPU run starts RL from it (`--model base`, the CPU default of grpo.py, ppo_fgo.py, \
-agents.py and the ablation grids). Load it with `AutoModelForCausalLM.from_pretrained` or vLLM.
+every CPU run starts RL from it (`--model base`, the CPU default of grpo.py, ppo_fgo.py and \
+agents.py). Load it with `AutoModelForCausalLM.from_pretrained` or vLLM.
 
 ## How it was made
     python base.py --out runs/base     # {steps_total} steps; --resume continues a stopped run
@@ -447,19 +450,22 @@ agents.py and the ablation grids). Load it with `AutoModelForCausalLM.from_pretr
 
 - Corpus: `tasks.generate_base({corpus_seed})["corpus"]` (instances whose parameters are in the \
 train split, none of the rl or eval splits), sha256 {corpus_sha256}: {corpus_examples}.
-- Training: {minutes:.0f} CPU minutes (one process, 1 torch thread, 2-core machine), batch 32, \
-AdamW lr 1e-3, warm-up then cosine; checkpoint and validation every 250 steps.
+- Training: {minutes:.0f} minutes of wall time to the last checkpoint (one process, 1 torch \
+thread, on a 2-core machine shared with other runs), batch 32, AdamW lr 1e-3, warm-up then \
+cosine over 3000 steps; checkpoint and validation every 250 steps.
 - Stopping rule, written before the run (base.py `RULE`): the last checkpoint whose validation \
 pass@1 (T = 1, 8 samples, 24 unseen instances of each family of the rl split) is in \
-[0.2, 0.5] with pass@8 >= 1.6 x pass@1 and two or more families in 0.05-0.6. Step {step} \
+[0.2, 0.5] with pass@8 >= 1.6 x pass@1 and two or more families in 0.05-0.6; when none \
+does, the checkpoint in the pass@1 band with the most room, pass@8 - pass@1. Step {step} \
 {rule_text} it.
+{note_text}
 
 | step | validation pass@1 | pass@8 | meets the rule |
 |---|---|---|---|
 {val_rows}
 
 ## What it scores (T = 1, {n} samples a problem)
-Held out (`tasks:eval`, {hp} problems whose parameters are in the test split; piecewise is \
+Held out (`tasks:eval`, {hp} problems whose parameters are in the test split; {rl_only} is \
 the RL-only family, never in the corpus): pass@1 **{h1:.3f} +- {hse:.3f}**, pass@{n} {hk:.3f}. \
 Train ({tp} corpus instances it trained on): pass@1 {t1:.3f} +- {tse:.3f}, pass@{n} {tk:.3f}.
 
@@ -483,8 +489,9 @@ def model_card(card: dict) -> str:
 
     def fam_rows(name):
         fig = card[name]
-        return "\n".join(f"| {f} | {fig['pass@1_by_family'].get(f, float('nan')):.3f} | "
-                         f"{fig['family_pass_at_k'].get(f, float('nan')):.3f} |" for f in fams)
+        return "\n".join(f"| {f} | {fig['pass@1_by_family'][f]:.3f} | "
+                         f"{fig['family_pass_at_k'][f]:.3f} |" for f in fams
+                         if f in fig["pass@1_by_family"])
     val = "\n".join(f"| {e['step']} | {e['pass@1']:.3f} | {e['pass@' + str(e['k'])]:.3f} | "
                     f"{'yes' if e['rule'] else 'no'} |" for e in card["validation"])
     h, t = card["held_out"], card["train"]
@@ -494,6 +501,8 @@ def model_card(card: dict) -> str:
                        train_rows=fam_rows("train"), val_rows=val,
                        minutes=(card["train_seconds"] or 0) / 60,
                        rule_text=("meets" if card["meets_rule"] else "breaks"),
+                       rl_only=tasks.RL_ONLY_FAMILY,
+                       note_text=("\n" + card["note"] + "\n") if card.get("note") else "",
                        steps_total=card["validation"][-1]["step"])
 
 

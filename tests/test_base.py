@@ -17,7 +17,15 @@ import model
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = model.BASE_DIR
 CLEAN_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-PROMPT = "### User\nRead an integer n and print n + 3.\n### Assistant\n```python\n"
+
+
+def prompt() -> str:
+    """The coder prompt of the first held-out arith problem, as the trainers render it."""
+    import data
+    import trainer
+    p = next(p for p in data.load_problems("tasks", split="eval")
+             if p.metadata["family"] == "arith")
+    return trainer.prompt_text(model.load_tokenizer(SHIPPED), p)
 
 
 def test_shipped_files_match_their_digests():
@@ -35,10 +43,10 @@ def test_shipped_base_loads_in_transformers_and_is_the_default():
     assert model.resolve_model("base") == SHIPPED
     lm = AutoModelForCausalLM.from_pretrained(SHIPPED)
     tok = AutoTokenizer.from_pretrained(SHIPPED)
-    ids = tok(PROMPT, return_tensors="pt")["input_ids"]
-    out = lm.generate(ids, max_new_tokens=24, do_sample=False)
+    ids = tok(prompt(), return_tensors="pt")["input_ids"]
+    out = lm.generate(ids, max_new_tokens=48, do_sample=False)
     text = tok.decode(out[0, ids.shape[1]:])
-    assert "print(" in text or "input()" in text    # it writes code, not noise
+    assert "```python" in text and ("print(" in text or "return" in text), text  # code
     card = json.load(open(os.path.join(SHIPPED, "card.json")))
     assert card["parameters"] == sum(t.numel() for t in load_file(
         os.path.join(SHIPPED, "model.safetensors")).values())
@@ -48,11 +56,12 @@ def test_shipped_base_loads_in_vllm_and_agrees_with_transformers():
     pytest.importorskip("vllm")
     code = f"""
 import torch, engines, model
+prompt = {prompt()!r}
 model.init_distributed()
 v = engines.VLLMEngine(model.BASE_DIR, torch.device("cpu"), seed=0, kv_cache_gib=0.25)
 h = engines.HFEngine(model.BASE_DIR, torch.device("cpu"))
-a = v.generate([{PROMPT!r}], temperature=0, max_new_tokens=24)[0][0].text
-b = h.generate([{PROMPT!r}], temperature=0, max_new_tokens=24)[0][0].text
+a = v.generate([prompt], temperature=0, max_new_tokens=48)[0][0].text
+b = h.generate([prompt], temperature=0, max_new_tokens=48)[0][0].text
 print("SAME" if a == b else "DIFF", repr(a), repr(b))
 v.close()
 """
