@@ -136,16 +136,21 @@ def corpus_digest(pairs) -> str:
     return h.hexdigest()
 
 
-def validation_problems(seed: int = 0) -> list:
-    """The stopping rule's sample: the first VALID_PER_FAMILY of each family of the rl split."""
+def first_per_family(rows: list[dict], k: int) -> list:
+    """The first k rows of each family, in the rows' order, as data.Problems."""
     taken: dict[str, int] = {}
     out = []
-    for row in tasks.generate_base(seed)["rl"]:
+    for row in rows:
         f = row["metadata"]["family"]
-        if taken.get(f, 0) < VALID_PER_FAMILY:
+        if taken.get(f, 0) < k:
             taken[f] = taken.get(f, 0) + 1
             out.append(data.Problem(**row))
     return out
+
+
+def validation_problems(seed: int = 0) -> list:
+    """The stopping rule's sample: the first VALID_PER_FAMILY of each family of the rl split."""
+    return first_per_family(tasks.generate_base(seed)["rl"], VALID_PER_FAMILY)
 
 
 # ----------------------------------------------------------------------------- the rule
@@ -351,13 +356,7 @@ def export(args) -> None:
     tokenizer = load_tokenizer(args.export)
     world = tasks.generate_base(args.corpus_seed)
     held = [data.Problem(**r) for r in world["eval"]]
-    taken: dict[str, int] = {}
-    train = []
-    for r in world["corpus"]:
-        f = r["metadata"]["family"]
-        if taken.get(f, 0) < TRAIN_SAMPLE_PER_FAMILY:
-            taken[f] = taken.get(f, 0) + 1
-            train.append(data.Problem(**r))
+    train = first_per_family(world["corpus"], TRAIN_SAMPLE_PER_FAMILY)
     figures = {}
     for name, problems in (("held_out", held), ("train", train)):
         t = time.time()
