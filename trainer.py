@@ -1563,8 +1563,8 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="SFT examples per step over all ranks")
     g.add_argument("--eval-n", type=COUNT, default=8,
                    help="samples per problem for pass@1/pass@n (0 = no evaluation)")
-    g.add_argument("--eval-temperature", type=POSITIVE, default=1.0,
-                   help="evaluation temperature (AT-GRPO 0.6)")
+    g.add_argument("--eval-temperature", type=NON_NEGATIVE, default=1.0,
+                   help="evaluation temperature (AT-GRPO 0.6; 0 = greedy, with --eval-n 1)")
     g.add_argument("--eval-only", action="store_true",
                    help="evaluate (after --sft-steps, if any) and stop")
     g.add_argument("--eval-every", type=COUNT, default=0,
