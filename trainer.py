@@ -1226,6 +1226,11 @@ def finish(r: Run) -> dict:
     if r.d.main:
         with open(os.path.join(a.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
+        # Per-problem solved shares {when: {problem id: share}}: paired comparisons between
+        # runs, and pass@k for every k <= --eval-n (from share * n solved samples).
+        with open(os.path.join(a.out, "rates.json"), "w") as f:
+            json.dump({k: v for k, v in r.state.items()
+                       if k.startswith(("rates_", "train_rates_"))}, f)
         for prefix, name in (("", "held out"), ("train_", "train")):
             line = before_after_line(summary, prefix)
             if line:

@@ -495,3 +495,11 @@ def test_held_out_curve_and_train_figures_reach_metrics_and_summary(tmp_path):
                 "hard_pass_at_1_after_rl", "hard_pass_at_k_before_rl"):
         assert 0.0 <= summary[key] <= 1.0, key
     assert summary["eval_k"] == 1
+    # rates.json: each evaluated problem's solved share, whose mean is the summary's pass@1
+    rates = json.load(open(os.path.join(out, "rates.json")))
+    assert set(rates) == {"rates_before_rl", "rates_after_rl", "train_rates_before_rl",
+                          "train_rates_after_rl"}
+    for when in ("before_rl", "after_rl"):
+        shares = list(rates[f"rates_{when}"].values())
+        assert len(shares) == 6
+        assert abs(sum(shares) / 6 - summary[f"pass_at_1_{when}"]) < 1e-12
