@@ -1,0 +1,313 @@
+"""The seeds' claims on the shipped base: paired differences between cells of the claims grid.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/ablate.py --grid claims --out runs/claims --jobs 2
+    .venv/bin/python bench/claims.py --grid-out runs/claims --out bench/results/claims
+
+Every arm of the grid starts from the same policy (models/base) and RL seed S of one arm is
+compared with seed S of the other on the same held-out problems, so each claim is a paired
+difference. For one seed, over the N held-out problems with solved shares a_i (arm A) and
+b_i (arm B):
+
+    d = mean_i (a_i - b_i),    se(d) = standard error of the a_i - b_i within families
+
+(trainer.standard_error: the set's family mix is fixed). Over seeds s = 1..S:
+
+    D = mean_s d_s,            se(D) = sd_s(d_s) / sqrt(S)
+
+which holds the RL seed's noise as well as the evaluation's. A claim is "shown" when D has
+the seed's sign and |D| > 2 se(D), "reversed" when it has the other sign and |D| > 2 se(D),
+else "not shown".
+
+pass@k for every k <= n comes from each problem's c = share * n solved samples
+(trainer.pass_at_k, unbiased); the hardest quarter is trainer.hardest_quarter's (tasks.py's
+difficulty score). Reads <cell>/summary.json, rates.json and metrics.jsonl; writes
+claims.json (every per-seed number), claims.md (the table) and claims.png (pass@k to 64 and
+the paired differences) under --out.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import data  # noqa: E402
+import trainer  # noqa: E402
+
+SEEDS = (0, 1, 2)
+
+
+# ----------------------------------------------------------------------------- pure helpers
+
+def counts(rates: dict, n: int) -> dict:
+    """{problem id: solved share} -> {problem id: solved samples of n}."""
+    return {pid: round(share * n) for pid, share in rates.items()}
+
+
+def pass_at_k_curve(solved: dict, n: int, ks) -> dict:
+    """{k: mean over problems of the unbiased pass@k} from {problem id: solved of n}."""
+    return {k: sum(trainer.pass_at_k(n, c, k) for c in solved.values()) / len(solved)
+            for k in ks}
+
+
+def per_problem(rates: dict, n: int, k: int) -> dict:
+    """{problem id: pass@k of that problem} (k = 1: the solved share)."""
+    return {pid: trainer.pass_at_k(n, c, k) for pid, c in counts(rates, n).items()}
+
+
+def paired(a: dict, b: dict, labels: dict) -> tuple[float, float]:
+    """(mean of a_i - b_i, its standard error within families) over the problems in both."""
+    ids = [i for i in a if i in b]
+    diffs = [a[i] - b[i] for i in ids]
+    strata = [labels[i] for i in ids] if all(i in labels for i in ids) else None
+    return sum(diffs) / len(diffs), trainer.standard_error(diffs, strata)
+
+
+def over_seeds(values: list[float]) -> dict:
+    """{"mean", "se" (sd / sqrt(S); None for one seed), "seeds"}."""
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
+    return {"mean": statistics.fmean(values), "se": se, "seeds": values}
+
+
+def verdict(stat: dict, sign: int) -> str:
+    """shown / reversed / not shown: |mean| > 2 se, with the seed's sign (+1 or -1)."""
+    if stat["se"] is None:
+        return "one seed"
+    if abs(stat["mean"]) <= 2 * stat["se"]:
+        return "not shown"
+    return "shown" if stat["mean"] * sign > 0 else "reversed"
+
+
+# ----------------------------------------------------------------------------- cells
+
+class Grid:
+    """The finished cells of one grid folder: summary, rates and metrics rows per (name, seed)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def cell(self, name: str, seed: int) -> str:
+        return os.path.join(self.root, "cells", name, f"seed{seed}")
+
+    def summary(self, name: str, seed: int) -> dict | None:
+        path = os.path.join(self.cell(name, seed), "summary.json")
+        return json.load(open(path)) if os.path.isfile(path) else None
+
+    def rates(self, name: str, seed: int, when: str) -> dict | None:
+        path = os.path.join(self.cell(name, seed), "rates.json")
+        if not os.path.isfile(path):
+            return None
+        return json.load(open(path)).get(f"rates_{when}")
+
+    def rows(self, name: str, seed: int) -> list[dict]:
+        path = os.path.join(self.cell(name, seed), "metrics.jsonl")
+        if not os.path.isfile(path):
+            return []
+        return [json.loads(line) for line in open(path) if line.strip()]
+
+    def rl_mean(self, name: str, seed: int, key: str) -> float | None:
+        vals = [r[key] for r in self.rows(name, seed) if r.get("phase") == "rl" and key in r]
+        return statistics.fmean(vals) if vals else None
+
+    def seeds(self, *names: str) -> list[int]:
+        """The seeds every named cell has finished."""
+        return [s for s in SEEDS if all(self.summary(n, s) for n in names)]
+
+
+def hardest_ids(problems: list, ids) -> set:
+    """The hardest quarter (tasks.py difficulty score) of the evaluated problems."""
+    scored = [p for p in problems if p.id in ids]
+    hard = sorted(scored, key=lambda p: -p.metadata["score"])[:max(1, len(scored) // 4)]
+    return {p.id for p in hard}
+
+
+# ----------------------------------------------------------------------------- the claims
+
+def measure(grid: Grid) -> list[dict]:
+    """One record per claim: arms, the seed's figure, per-seed paired differences, verdict."""
+    problems = data.load_problems("tasks", split="eval")
+    labels = {p.id: p.metadata.get("family") for p in problems}
+    out = []
+
+    def compare(claim, seed_figure, sign, a, b, when_a="after_rl", when_b="after_rl", n=4, k=1,
+                subset=None, note=""):
+        seeds = grid.seeds(a, b)
+        per_seed, within = [], []
+        for s in seeds:
+            ra, rb = grid.rates(a, s, when_a), grid.rates(b, s, when_b)
+            if ra is None or rb is None:
+                continue
+            if subset is not None:
+                keep = subset(ra)
+                ra = {i: v for i, v in ra.items() if i in keep}
+                rb = {i: v for i, v in rb.items() if i in keep}
+            d, se = paired(per_problem(ra, n, k), per_problem(rb, n, k), labels)
+            per_seed.append(d)
+            within.append(se)
+        if not per_seed:
+            return
+        stat = over_seeds(per_seed)
+        out.append({"claim": claim, "seed": seed_figure, "a": f"{a} ({when_a})",
+                    "b": f"{b} ({when_b})", "metric": f"pass@{k}", **stat,
+                    "within_seed_se": within, "verdict": verdict(stat, sign), "note": note})
+
+    hard = lambda rates: hardest_ids(problems, rates)  # noqa: E731
+    compare("RL raises held-out pass@1 (GRPO)", "+", 1, "grpo", "grpo", when_b="before_rl")
+    compare("PPO + GAE + critic raises held-out pass@1", "+", 1, "ppo", "ppo",
+            when_b="before_rl")
+    compare("StepCoder: CCCS + FGO > PPO", "+4.4 (36.1 vs 31.7, APPS+)", 1, "ppo-cccs-fgo",
+            "ppo")
+    compare("StepCoder: FGO > PPO", "+0.6 (36.1 vs 35.5 without FGO)", 1, "ppo-fgo", "ppo")
+    compare("StepCoder: CCCS > PPO", "+1.5 (36.1 vs 34.6 without CCCS)", 1, "ppo-cccs", "ppo")
+    compare("GRPO vs PPO at equal rollouts", "-", 1, "grpo", "ppo")
+    compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@1",
+            "+7.0 (LCB v5 .627 -> .697)", 1, "drive-hard", "drive-continue", subset=hard)
+    compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@4", "+", 1,
+            "drive-hard", "drive-continue", subset=hard, k=4)
+    compare("DRIVE: stage 2 vs continuing stage 1, all held out", "+", 1, "drive-hard",
+            "drive-continue")
+    compare("Off-policy: 4 updates a batch vs 1", "+ (DAPO 16 a batch)", 1, "grpo-mb4", "grpo")
+    compare("Clip-higher keeps exploration: pass@4, 4 updates a batch, eps_high .28 vs .2",
+            "+", 1, "grpo-mb4", "grpo-mb4-eps0.2", k=4)
+    compare("DAPO dynamic sampling + overlong filter vs plain", "+", 1, "grpo-dyn-overlong",
+            "grpo")
+    compare("RL-only family: GRPO raises arith_long", "+", 1, "rl-only-grpo", "rl-only-grpo",
+            when_b="before_rl", n=8)
+    compare("RL-only family: PPO raises arith_long", "+", 1, "rl-only-ppo", "rl-only-ppo",
+            when_b="before_rl", n=8)
+    compare("RL-only family: GRPO vs PPO", "-", 1, "rl-only-grpo", "rl-only-ppo", n=8)
+    # sharpening: the RL arm at T = 1 against the base at each lower temperature
+    for name, n in (("base-t0.7", 4), ("base-t0.5", 4), ("base-t0.3", 4), ("base-greedy", 1)):
+        seeds = grid.seeds("grpo", name)
+        per_seed = []
+        for s in seeds:
+            ra, rb = grid.rates("grpo", s, "after_rl"), grid.rates(name, s, "before_rl")
+            if ra and rb:
+                per_seed.append(paired(ra, per_problem(rb, n, 1), labels)[0])
+        if per_seed:
+            stat = over_seeds(per_seed)
+            out.append({"claim": f"RL beats the base sampled at {name[5:]}", "seed": "+",
+                        "a": "grpo (after_rl, T 1)", "b": f"{name} (T {name[6:] or 0})",
+                        "metric": "pass@1", **stat, "verdict": verdict(stat, 1), "note": ""})
+    for k in (1, 4, 16, 64):
+        compare(f"pass@{k} after RL vs the base (140 held out x 64)",
+                "- at large k (Yue et al.)" if k >= 16 else "+", 1 if k < 16 else -1,
+                "grpo-pass64", "base-pass64", when_a="before_rl", when_b="before_rl", n=64, k=k)
+    return out
+
+
+def temperatures(grid: Grid) -> list[dict]:
+    """The base's held-out pass@1 at each evaluation temperature (mean over seeds)."""
+    rows = []
+    for name, label, key in (("grpo", "1.0", "pass_at_1_before_rl"),
+                             ("base-t0.7", "0.7", "pass_at_1_before_rl"),
+                             ("base-t0.5", "0.5", "pass_at_1_before_rl"),
+                             ("base-t0.3", "0.3", "pass_at_1_before_rl"),
+                             ("base-greedy", "0 (greedy)", "pass_at_1_before_rl"),
+                             ("grpo", "1.0 after RL", "pass_at_1_after_rl")):
+        vals = [grid.summary(name, s)[key] for s in grid.seeds(name)]
+        if vals:
+            rows.append({"temperature": label, **over_seeds(vals)})
+    return rows
+
+
+def pass_curves(grid: Grid, ks) -> dict:
+    """{"base-pass64" / "grpo-pass64": {k: mean over seeds of pass@k}}."""
+    curves = {}
+    for name in ("base-pass64", "grpo-pass64"):
+        per = [pass_at_k_curve(counts(r, 64), 64, ks)
+               for s in grid.seeds(name) if (r := grid.rates(name, s, "before_rl"))]
+        if per:
+            curves[name] = {k: statistics.fmean(c[k] for c in per) for k in ks}
+    return curves
+
+
+def fmt(x, signed=True, scale=100.0) -> str:
+    return "-" if x is None else (f"{x * scale:+.1f}" if signed else f"{x * scale:.1f}")
+
+
+def markdown(claims: list[dict], temps: list[dict], curves: dict) -> str:
+    lines = ["| claim | seed's figure | ours (points, mean ± se over seeds) | per seed | verdict |",
+             "|---|---|---|---|---|"]
+    for c in claims:
+        per = " / ".join(fmt(v) for v in c["seeds"])
+        lines.append(f"| {c['claim']}: {c['a']} - {c['b']}, {c['metric']} | {c['seed']} | "
+                     f"{fmt(c['mean'])} ± {fmt(c['se'], signed=False)} | {per} | "
+                     f"{c['verdict']} |")
+    lines += ["", "| evaluation temperature | held-out pass@1 (mean ± se over seeds) |",
+              "|---|---|"]
+    lines += [f"| {t['temperature']} | {t['mean']:.3f} ± {t['se'] or 0:.3f} |" for t in temps]
+    if curves:
+        ks = sorted(next(iter(curves.values())))
+        lines += ["", "| k | " + " | ".join(curves) + " |", "|---" * (len(curves) + 1) + "|"]
+        lines += [f"| {k} | " + " | ".join(f"{c[k]:.3f}" for c in curves.values()) + " |"
+                  for k in ks]
+    return "\n".join(lines) + "\n"
+
+
+def picture(claims: list[dict], curves: dict, path: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[claims] matplotlib is not installed (requirements-bench.txt): no picture")
+        return False
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5.5),
+                                      gridspec_kw={"width_ratios": [1, 1.6]})
+    for name, curve in curves.items():
+        ks = sorted(curve)
+        left.plot(ks, [curve[k] for k in ks], marker="o", label=name.replace("-pass64", ""))
+    left.set_xscale("log", base=2)
+    left.set_xlabel("k")
+    left.set_ylabel("held-out pass@k (140 problems x 64 samples)")
+    left.set_title("pass@k before (base) and after GRPO")
+    if curves:
+        left.legend()
+    shown = [c for c in claims if c["se"] is not None]
+    y = range(len(shown))
+    colors = {"shown": "tab:green", "not shown": "tab:gray", "reversed": "tab:red"}
+    right.barh(list(y), [c["mean"] * 100 for c in shown],
+               xerr=[2 * c["se"] * 100 for c in shown],
+               color=[colors.get(c["verdict"], "tab:gray") for c in shown])
+    right.set_yticks(list(y), [f"{c['a'].split(' ')[0]} - {c['b'].split(' ')[0]}, "
+                               f"{c['metric']}" for c in shown], fontsize=7)
+    right.axvline(0, color="black", lw=0.8)
+    right.invert_yaxis()
+    right.set_xlabel("paired difference, points (bars: 2 se over seeds)")
+    right.set_title("each claim (green: shown, red: reversed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--grid-out", default="runs/claims",
+                   help="the --out folder of `bench/ablate.py --grid claims`")
+    p.add_argument("--out", default="bench/results/claims",
+                   help="where claims.json, claims.md and claims.png go")
+    a = p.parse_args(argv)
+    if not os.path.isdir(os.path.join(a.grid_out, "cells")):
+        p.error(f"{a.grid_out}/cells does not exist: run bench/ablate.py --grid claims first")
+    grid = Grid(a.grid_out)
+    claims, temps = measure(grid), temperatures(grid)
+    curves = pass_curves(grid, [1, 2, 4, 8, 16, 32, 64])
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "claims.json"), "w") as f:
+        json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves}, f, indent=1)
+    md = markdown(claims, temps, curves)
+    with open(os.path.join(a.out, "claims.md"), "w") as f:
+        f.write(md)
+    picture(claims, curves, os.path.join(a.out, "claims.png"))
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""bench/claims.py: paired differences between grid cells, pass@k from solved counts, verdicts."""
+import itertools
+import json
+import math
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import claims  # noqa: E402
+
+import data  # noqa: E402
+
+
+def test_pass_at_k_curve_matches_counting_subsets():
+    """pass@k from c of n solved = the share of k-subsets of the n samples holding a success."""
+    solved = {"a": 2, "b": 0, "c": 5}
+    n = 6
+    curve = claims.pass_at_k_curve(solved, n, [1, 2, 3])
+    for k in (1, 2, 3):
+        brute = []
+        for c in solved.values():
+            samples = [1] * c + [0] * (n - c)
+            subsets = list(itertools.combinations(samples, k))
+            brute.append(sum(any(s) for s in subsets) / len(subsets))
+        assert math.isclose(curve[k], sum(brute) / 3)
+
+
+def test_paired_difference_and_verdict():
+    a = {"p1": 1.0, "p2": 0.5, "p3": 0.25, "p4": 0.0}
+    b = {"p1": 0.5, "p2": 0.5, "p3": 0.0, "p4": 0.0, "only_b": 1.0}   # only shared ids count
+    d, se = claims.paired(a, b, {})
+    assert math.isclose(d, (0.5 + 0 + 0.25 + 0) / 4)
+    diffs = [0.5, 0.0, 0.25, 0.0]
+    m = sum(diffs) / 4
+    assert math.isclose(se, math.sqrt(sum((x - m) ** 2 for x in diffs) / 3 / 4))
+    assert claims.verdict({"mean": 0.05, "se": 0.01}, +1) == "shown"
+    assert claims.verdict({"mean": -0.05, "se": 0.01}, +1) == "reversed"
+    assert claims.verdict({"mean": 0.015, "se": 0.01}, +1) == "not shown"
+    assert claims.verdict({"mean": -0.05, "se": 0.01}, -1) == "shown"
+    assert claims.verdict({"mean": 0.05, "se": None}, +1) == "one seed"
+
+
+def _cell(root, name, seed, before, after, n=4):
+    cell = root / "cells" / name / f"seed{seed}"
+    cell.mkdir(parents=True)
+    summary = {"pass_at_1_before_rl": sum(before.values()) / len(before)}
+    rates = {"rates_before_rl": before}
+    if after is not None:
+        summary["pass_at_1_after_rl"] = sum(after.values()) / len(after)
+        rates["rates_after_rl"] = after
+    (cell / "summary.json").write_text(json.dumps(summary))
+    (cell / "rates.json").write_text(json.dumps(rates))
+
+
+def test_measure_pairs_each_seed_on_the_same_problems(tmp_path, capsys):
+    """Three seeds of grpo, each +0.25 on every problem after RL: the claim "RL raises held-out
+    pass@1" is +25 points with se 0 over seeds... and the table and json are written."""
+    ids = [p.id for p in data.load_problems("tasks", split="eval")[:8]]
+    for seed in range(3):
+        before = {i: 0.25 * (j % 3) for j, i in enumerate(ids)}
+        after = {i: v + 0.25 + 0.25 * (seed == 2 and j == 0) for j, (i, v)
+                 in enumerate(before.items())}
+        _cell(tmp_path, "grpo", seed, before, after)
+    rows = {c["claim"]: c for c in claims.measure(claims.Grid(str(tmp_path)))}
+    rl = rows["RL raises held-out pass@1 (GRPO)"]
+    assert rl["seeds"] == pytest.approx([0.25, 0.25, 0.25 + 0.25 / 8])
+    assert rl["mean"] == pytest.approx(0.25 + 0.25 / 24)
+    assert rl["se"] == pytest.approx(0.25 / 8 / math.sqrt(3) / math.sqrt(3))
+    assert rl["verdict"] == "shown"
+    assert "PPO + GAE + critic raises held-out pass@1" not in rows   # no ppo cells: no row
+    out = tmp_path / "report"
+    assert claims.main(["--grid-out", str(tmp_path), "--out", str(out)]) == 0
+    assert "RL raises held-out pass@1" in (out / "claims.md").read_text()
+    assert json.loads((out / "claims.json").read_text())["claims"][0]["verdict"] == "shown"
+
+
+def test_missing_grid_folder_is_one_line_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        claims.main(["--grid-out", str(tmp_path / "nope")])
+    assert e.value.code == 2 and "run bench/ablate.py --grid claims first" in (
+        capsys.readouterr().err)
