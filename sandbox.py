@@ -93,7 +93,10 @@ seccomp filter and the tree kill. isolation_report() says what this machine give
 Simplifications (documented choices)
 ------------------------------------
 * After the first test that times out, the program's remaining tests are not run and count as
-  timeout: a program that loops forever costs one timeout, not one per test.
+  timeout: a program that loops forever costs one timeout, not one per test. A job with
+  stop_after_timeout=False runs every test instead (each costs at most its own timeout): then
+  each test's verdict is its own, whatever tests come before it in the list (a pass rate that
+  must not depend on the order of the tests needs it; pass/fail of the whole job does not).
 * A job with zero tests is an error (ValueError): "pass with 0 tests" would be a free reward.
 * Coverage (sys.settrace/threading.settrace, lines of code objects named "<solution>") is
   reported by the child when it ends, also through sys.exit and os._exit; a test that times
@@ -286,7 +289,9 @@ def run_tests(code: str, tests: list[dict], fn_name: str | None = None, timeout:
 def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
     """Judge many programs on a pool of warm workers; results in the order of jobs.
 
-    Each job is a dict with code, tests and optionally fn_name, timeout, memory_mb, coverage.
+    Each job is a dict with code, tests and optionally fn_name, timeout, memory_mb, coverage,
+    stop_after_timeout (default True: the tests after a timeout are not run and count as timeouts;
+    False: every test is run and judged on its own).
     Raises ValueError for a malformed job, RuntimeError when no worker starts; whatever the
     programs do, every job gets a Result.
     """
@@ -377,7 +382,8 @@ def isolation_report() -> dict:
 
 def _judge_job(job: dict, prepared: _Prepared, report: dict | None, wall_time: float) -> Result:
     """The program's verdict from the worker's report: each test judged by _judge_test, the
-    first failing verdict wins; tests not run after a timeout count as timeouts."""
+    first failing verdict wins; tests not run after a timeout (stop_after_timeout) count as
+    timeouts."""
     tests = job["tests"]
     if report is None:
         return Result(RUNTIME_ERROR, 0, len(tests), [], set(), wall_time,
@@ -484,7 +490,8 @@ def _judge_test(raw: dict, expected, job: dict, prepared: _Prepared) -> TestResu
 # ---------------------------------------------------------------------------------------------
 
 def _check_job(job: dict, index: int) -> dict:
-    job = dict(fn_name=None, timeout=4.0, memory_mb=1024, coverage=False) | dict(job)
+    job = dict(fn_name=None, timeout=4.0, memory_mb=1024, coverage=False,
+               stop_after_timeout=True) | dict(job)
     tests = job.get("tests")
     if not isinstance(job.get("code"), str):
         raise ValueError(f"job {index}: 'code' must be a string of Python source.")
@@ -657,6 +664,7 @@ class _Worker:
         request = dict(code=job["code"], inputs=[t["input"] for t in job["tests"]],
                        fn_name=job["fn_name"], timeout=float(job["timeout"]),
                        memory_mb=int(job["memory_mb"]), coverage=bool(job["coverage"]),
+                       stop_after_timeout=bool(job["stop_after_timeout"]),
                        binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
                        output_caps=[_output_cap(job, t) for t in job["tests"]])
         deadline = time.monotonic() + len(job["tests"]) * (
@@ -816,8 +824,9 @@ def _run_job(job: dict, info: dict) -> dict:
     for i, test_input in enumerate(job["inputs"]):
         raw = _run_one_test(job, compiled, test_input, job["output_caps"][i], info)
         tests.append(raw)
-        if raw["kind"] == "timeout" or raw["signal"] == signal.SIGXCPU or (
-                raw["cpu"] > job["timeout"]):
+        timed_out = (raw["kind"] == "timeout" or raw["signal"] == signal.SIGXCPU
+                     or raw["cpu"] > job["timeout"])
+        if timed_out and job["stop_after_timeout"]:
             break
     return {"tests": tests}
 
