@@ -20,19 +20,24 @@ Rewards of one candidate (every term logged; defaults in GameConfig and the flag
   tester, for its n tests (n = 0: l_T = 0), judged against P = the program it was shown
   (the chosen program of the coder step before it; none at turn 0 in tester-first) and the
   K coder candidates of that step:
-          valid_t = the reference solution passes test t
+          valid_t = the reference solution passes test t (a plain run under the normal limits,
+                     never the coverage-traced one, which is ~3x slower)
           dup_t   = test t repeats the input of an earlier test of the same reply
           caught_t = valid_t and not dup_t and P fails t, counted only when P has code and is
                      wrong on the ground truth (g(P) < 1): the test found a real bug
           trivial_t = dup_t, or (valid_t and every coder candidate with code passes t while one
                      of them is wrong on the ground truth): the test tells no program apart
           cov     = |U_{t valid, not dup} lines(ref, t)| / |executable lines of ref|: the
-                     reference's line coverage under the valid tests (sandbox coverage), so
-                     tests that reach more of its branches earn more
+                     reference's line coverage under the valid tests (sandbox coverage, a traced
+                     run with COVERAGE_TIMEOUT_FACTOR x the limit), so tests that reach more of
+                     its branches earn more
           l_T    = valid/n + catch_bonus * caught/n + coverage_weight * cov
                    - trivial_penalty * trivial/n
           r_T    = alpha * g(P) + l_T  (g(P) is one number for all K candidates of a group, so
                    it moves neither advantages nor the branch choice; kept for the seed's form)
+  Every test is judged on its own: each program runs every test of a set, also after one timed
+  out (run_jobs), so no verdict, share or pass rate depends on which other tests are in the set
+  or their order (the ground truth too, except under --reward binary, which needs pass/fail).
   Defaults catch_bonus 1.0, trivial_penalty 0.5, coverage_weight 0.5: per test, for a buggy
   program, a catching test earns 1 + 1 = 2, a valid trivial one 1 - 0.5 = 0.5, an invalid one 0
   (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
@@ -408,7 +413,11 @@ def tester_messages(state, max_tests=8):
 
 def validity(ref_result, n_tests):
     """Per test, True when the reference solution passes it (a test that disagrees is wrong).
-    Tests without a result (none after a compile error or past a timeout) are not valid."""
+    ref_result: the reference's PLAIN run (no coverage tracer, the run's normal limits; every
+    test run on its own, see run_jobs), never the traced one: the tracer makes the reference
+    about 3x slower, so a traced run would call a test invalid whose input takes the reference
+    a third of the time limit. Tests without a result (none after a compile error) are not
+    valid."""
     if ref_result is None:
         return [False] * n_tests
     got = [t.status == "pass" for t in ref_result.tests][:n_tests]
@@ -432,7 +441,10 @@ def trivial_flags(valid, dup, candidates_passed, any_wrong):
 
 
 def coverage_share(ref_result, counted, n_lines):
-    """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts)."""
+    """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts).
+    ref_result: the reference's traced run (coverage=True, COVERAGE_TIMEOUT_FACTOR times the
+    limit); a counted test whose traced run still timed out adds no lines (validity is not
+    read from this run)."""
     if ref_result is None or not n_lines:
         return 0.0
     lines = set()
@@ -486,37 +498,53 @@ def final_reward(global_reward, local_reward, alpha=0.7):
 # Sandbox jobs: every (program, tests) pair a step needs, run once
 
 
-def job_key(code, tests, fn_name=None, coverage=False):
+# The line tracer makes a program about 3x slower (3.1x measured on a tight loop in the
+# sandbox): a traced run gets this many times the limit, so a test the reference passes under
+# the normal limit still reports its lines. Only coverage reads traced runs, never a verdict.
+COVERAGE_TIMEOUT_FACTOR = 4.0
+
+
+def job_key(code, tests, fn_name=None, coverage=False, every_test=True):
     """A hashable name of one sandbox job (repr keeps tuples and lists apart)."""
-    return code, fn_name, repr(tests), coverage
+    return code, fn_name, repr(tests), coverage, every_test
 
 
 def run_jobs(jobs, run_batch, timeout, memory_mb):
-    """jobs: (code, tests, fn_name, coverage) tuples -> {job_key: Result}, ONE run_batch call
-    for the unique ones (none when there is nothing to run)."""
+    """jobs: (code, tests, fn_name, coverage[, every_test]) tuples -> {job_key: Result}, ONE
+    run_batch call for the unique ones (none when there is nothing to run).
+
+    every_test (default True): the sandbox runs every test of the job, also after one timed out
+    (stop_after_timeout=False), so each test's verdict is its own: it does not depend on which
+    other tests share the job or their order. False lets the sandbox stop at the first timeout
+    (the rest count as timeouts): only for jobs whose pass/fail alone counts. A looping program
+    costs up to one timeout per test this way: the price of per-test verdicts.
+    coverage=True: a traced run, with COVERAGE_TIMEOUT_FACTOR times the limit."""
     unique = {}
-    for code, tests, fn_name, cov in jobs:
+    for job in jobs:
+        code, tests, fn_name, cov, every = (*job, True) if len(job) == 4 else job
         if code is not None and tests:
-            unique.setdefault(job_key(code, tests, fn_name, cov), (code, tests, fn_name, cov))
+            key = job_key(code, tests, fn_name, cov, every)
+            unique.setdefault(key, (code, tests, fn_name, cov, every))
     batch = [
         {
             "code": c,
             "tests": t,
             "fn_name": f,
-            "timeout": timeout,
+            "timeout": timeout * COVERAGE_TIMEOUT_FACTOR if cov else timeout,
             "memory_mb": memory_mb,
             "coverage": cov,
+            "stop_after_timeout": not every,
         }
-        for c, t, f, cov in unique.values()
+        for c, t, f, cov, every in unique.values()
     ]
     results = run_batch(batch) if batch else []
     return dict(zip(unique, results))
 
 
-def _result(results, code, tests, fn_name, coverage=False):
+def _result(results, code, tests, fn_name, coverage=False, every_test=True):
     if code is None or not tests:
         return None
-    return results.get(job_key(code, tests, fn_name, coverage))
+    return results.get(job_key(code, tests, fn_name, coverage, every_test))
 
 
 def _passed_and_mismatches(result, tests, fn_name):
@@ -568,23 +596,34 @@ def reference_of(problem):
 
 
 def tester_jobs(state, test_sets):
-    """Reference (with coverage), shown program and every coder candidate x each test set."""
+    """Per test set: the reference plainly (validity) and traced (coverage), the shown program
+    and every coder candidate; every test of a set run and judged on its own (run_jobs)."""
     p = state.problem
     programs = list(dict.fromkeys([state.program] + [c for c, _ in state.coder_candidates]))
     out = []
     for ts in test_sets:
-        out.append((reference_of(p), ts, p.fn_name, True))
+        out += [(reference_of(p), ts, p.fn_name, False), (reference_of(p), ts, p.fn_name, True)]
         out += [(c, ts, p.fn_name, False) for c in programs]
     return out
 
 
-def coder_jobs(state, codes):
-    """Every candidate program x the ground truth and x the tester's current tests."""
+def gt_every_test(cfg):
+    """Whether the ground truth runs every test: the "fraction" reward is the pass rate, which
+    must not depend on the order of the tests; "binary" needs pass/fail only, so there the
+    sandbox may stop at the first timeout (the pass rate logged then counts the tests after
+    it as failed)."""
+    return cfg.reward != "binary"
+
+
+def coder_jobs(state, codes, every_gt_test=True):
+    """Every candidate program x the ground truth and x the tester's current tests (every test
+    of these run on its own; the ground truth too unless every_gt_test is False)."""
     p = state.problem
     return [
         job
         for c in codes
-        for job in ((c, p.tests, p.fn_name, False), (c, state.tests, p.fn_name, False))
+        for job in ((c, p.tests, p.fn_name, False, every_gt_test),
+                    (c, state.tests, p.fn_name, False, True))
     ]
 
 
@@ -601,8 +640,7 @@ def score_testers(state, test_sets, results, cfg):
     for ts in test_sets:
         b = branch_of(state)
         b.tests, b.tester_acted = copy.deepcopy(ts), True
-        ref = _result(results, reference, ts, p.fn_name, True)
-        b.valid = validity(ref, len(ts))
+        b.valid = validity(_result(results, reference, ts, p.fn_name), len(ts))
         dup = duplicates(ts)
         b.passed, b.mismatches = _passed_and_mismatches(
             _result(results, state.program, ts, p.fn_name), ts, p.fn_name
@@ -613,7 +651,8 @@ def score_testers(state, test_sets, results, cfg):
             for c, _ in with_code
         ]
         trivial = trivial_flags(b.valid, dup, cands, any_wrong)
-        cov = coverage_share(ref, [v and not d for v, d in zip(b.valid, dup)], n_lines)
+        traced = _result(results, reference, ts, p.fn_name, coverage=True)
+        cov = coverage_share(traced, [v and not d for v, d in zip(b.valid, dup)], n_lines)
         terms = tester_local(
             b.valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
         )
@@ -638,7 +677,7 @@ def score_coders(state, codes, results, cfg):
     for code in codes:
         b = branch_of(state)
         b.program, b.coder_acted = code, True
-        gt = _result(results, code, p.tests, p.fn_name)
+        gt = _result(results, code, p.tests, p.fn_name, every_test=gt_every_test(cfg))
         b.gt_pass_rate = gt.pass_rate if gt is not None else 0.0
         b.passed, b.mismatches = _passed_and_mismatches(
             _result(results, code, b.tests, p.fn_name), b.tests, p.fn_name
@@ -771,7 +810,8 @@ def role_step(role, states, generate, cfg, stats, run_batch):
     else:
         extracted = [[data.extract_code(response_text(o)) for o in outs] for outs in outputs]
         stats["coder_replies_without_code"] += sum(c is None for codes in extracted for c in codes)
-        jobs = [j for s, codes in zip(states, extracted) for j in coder_jobs(s, codes)]
+        every_gt = gt_every_test(cfg)
+        jobs = [j for s, codes in zip(states, extracted) for j in coder_jobs(s, codes, every_gt)]
     results = run_jobs(jobs, run_batch, cfg.timeout, cfg.memory_mb)
     stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
@@ -925,7 +965,7 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
                     p, len(cases), turn=1, tests=tests, valid=[True] * len(tests), tester_acted=True
                 )
                 cases.append((state, code, p.solutions[0], gt))
-    jobs = [j for state, code, _, _ in cases for j in coder_jobs(state, [code])]
+    jobs = [j for state, code, _, _ in cases for j in coder_jobs(state, [code], gt_every_test(cfg))]
     results = run_jobs(jobs, run_batch or sandbox.run_batch, timeout, memory_mb)
     out = []
     for state, code, right_code, right_tests in cases:
