@@ -22,7 +22,6 @@ GT = [
 CATCH = ("0 1", "1")  # LOOPS_ON_ZERO times out: a valid test that catches it
 PASS = ("2 3", "5")  # LOOPS_ON_ZERO passes: a valid test that tells no candidate apart
 TIMEOUT = 0.5
-TESTER_TERMS = ("valid_share", "catch_share", "trivial_share", "coverage", "local", "reward")
 
 
 def make_problem(reference=REF, tests=GT, pid="add"):
@@ -66,12 +65,13 @@ def test_tester_terms_do_not_depend_on_the_order_of_the_tests():
                                  max_turns=1, k=2, turn_order="coder-first", timeout=TIMEOUT)
     (coder,) = {s.terms["global"] for s in samples if s.role == "coder"}
     first, second = (s.terms for s in samples if s.role == "tester")
-    assert coder == pytest.approx(2 / 3)  # every ground-truth test judged: 2 of 3 pass
     # valid 1, caught 1/2, trivial 1/2, coverage 1 (REF's 2 lines): l = 1 + 0.5 + 0.5 - 0.25
     expected = {"valid_share": 1.0, "catch_share": 0.5, "trivial_share": 0.5, "coverage": 1.0,
-                "local": 1.75, "reward": 0.7 * 2 / 3 + 1.75}
-    assert {k: first[k] for k in TESTER_TERMS} == pytest.approx(expected)
-    assert {k: second[k] for k in TESTER_TERMS} == pytest.approx(expected)
+                "local": 1.75}
+    assert {k: first[k] for k in expected} == pytest.approx(expected)
+    assert {k: second[k] for k in expected} == pytest.approx(expected)
+    assert coder == pytest.approx(2 / 3)  # every ground-truth test judged: 2 of 3 pass
+    assert first["reward"] == second["reward"] == pytest.approx(0.7 * 2 / 3 + 1.75)
 
 
 @pytest.mark.parametrize("reward", ["fraction", "binary"])
