@@ -13,7 +13,7 @@ sampled responses o_1..o_G and rewards r_i from running each program on the test
 
 and the per-token losses are aggregated by token-mean (DAPO), seq-mean-token-mean (GRPO) or
 seq-mean-token-sum-norm (Dr. GRPO), always with the GLOBAL normaliser of the step (all
-micro-batches on all ranks: trainer.aggregate), so that the gradient does not depend on how
+micro-batches on all ranks: losses.aggregate), so that the gradient does not depend on how
 the batch is split.
 
 Simplifications, stated up front:
@@ -37,9 +37,11 @@ Simplifications, stated up front:
   share is logged as zero_adv_frac: 8% of the samples in the CPU default, where groups of 16
   rarely agree; with small groups or easy/hard problems it is much more).
 
-One step (grpo_step): generate -> reward -> advantages -> (reference log-probs) -> policy
-update -> weight sync into the engine. Around it trainer.run: SFT warm start, pass@k before
-and after, checkpoints, metrics.
+The loop (train): trainer.start_run (SFT warm start, pass@k before, build) -> for each step
+grpo_step: draw -> generate -> reward -> advantages (rollout_step) -> (old / reference
+log-probs) -> policy update -> weight sync into the engine; trainer.end_step logs the row and
+checkpoints -> trainer.end_run (pass@k after, summary.json). The math (advantages, the
+clipped surrogate, TIS, aggregation) is in losses.py, on tensors and keyword arguments.
 """
 from __future__ import annotations
 
@@ -47,114 +49,15 @@ import argparse
 
 import torch
 
+import losses
 import trainer
+from losses import dynamic_sampling_keep, group_advantages
 from model import reference_like
-from trainer import Sample, aggregate
+from trainer import Sample
 
-# ----------------------------------------------------------------------------- the math
-
-
-def group_advantages(rewards: torch.Tensor, group_size: int | None = None,
-                     scale: str = "group", group_ids: list | None = None,
-                     eps: float = 1e-6) -> torch.Tensor:
-    """One advantage per response from its group's rewards.
-
-    rewards [N] -> advantages [N]. Groups are consecutive blocks of `group_size`, or given by
-    `group_ids` (any hashable per response, e.g. (problem, turn, agent) in agents.py).
-    A group whose rewards are all equal gets advantage 0 (it carries no signal).
-
-    >>> group_advantages(torch.tensor([1., 0., 0., 0.]), 2, "none")
-    tensor([ 0.5000, -0.5000,  0.0000,  0.0000])
-    """
-    if scale not in ("group", "batch", "none"):
-        raise ValueError(f"scale must be group, batch or none, not {scale!r}")
-    r = rewards.double()
-    if group_ids is None:
-        if group_size is None or len(r) % group_size:
-            raise ValueError(f"{len(r)} rewards do not split into groups of {group_size}")
-        group_ids = [i // group_size for i in range(len(r))]
-    keys = {k: i for i, k in enumerate(dict.fromkeys(group_ids))}
-    idx = torch.tensor([keys[k] for k in group_ids])
-    count = torch.zeros(len(keys), dtype=r.dtype).index_add_(0, idx, torch.ones_like(r))
-    mean = torch.zeros(len(keys), dtype=r.dtype).index_add_(0, idx, r) / count
-    centred = r - mean[idx]
-    if scale == "group":
-        var = torch.zeros(len(keys), dtype=r.dtype).index_add_(0, idx, centred ** 2)
-        std = (var / (count - 1).clamp(min=1)).sqrt()           # unbiased, like torch.std
-        adv = centred / (std[idx] + eps)
-    elif scale == "batch":
-        adv = centred / (r.std() + eps) if len(r) > 1 else centred
-    else:
-        adv = centred
-    # Exactly zero for constant groups, whatever the rounding.
-    adv[(centred.abs() < 1e-12)] = 0.0
-    return adv.to(rewards.dtype)
-
-def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Per-token KL(pi || ref) estimate k3 = exp(ref - logp) - (ref - logp) - 1 >= 0."""
-    d = ref_logp - logp
-    return torch.exp(d) - d - 1
-
-
-def policy_loss(logp, old_logp, advantages, mask, *, eps_low: float = 0.2,
-                eps_high: float = 0.28, ref_logp=None, beta: float = 0.0,
-                agg: str = "token-mean", denom: float | None = None, weights=None):
-    """Clipped surrogate loss (PPO / GRPO) with separate low/high clip and optional k3 KL.
-
-    logp, old_logp, mask [B, T]; advantages [B, T] (GRPO: the sequence's scalar broadcast);
-    weights [B, T] (no grad): per-token importance weights of the surrogate (tis_weights).
-    Returns (loss scalar, stats dict of floats: clip_frac, kl, ratio_mean, approx_kl).
-    """
-    ratio = torch.exp(logp - old_logp)
-    unclipped = ratio * advantages
-    clipped = torch.clamp(ratio, 1 - eps_low, 1 + eps_high) * advantages
-    loss_t = -torch.min(unclipped, clipped)
-    if weights is not None:
-        loss_t = loss_t * weights
-    kl = torch.zeros_like(logp)
-    if ref_logp is not None and beta > 0:
-        kl = k3_kl(logp, ref_logp)
-        loss_t = loss_t + beta * kl
-    loss = aggregate(loss_t, mask, agg, denom)
-    with torch.no_grad():
-        n = mask.sum().clamp(min=1)
-        # Share of tokens where the clipped branch is the active one (zero gradient).
-        stats = {"clip_frac": float(((clipped < unclipped).float() * mask).sum() / n),
-                 "kl": float((kl * mask).sum() / n),
-                 "ratio_mean": float((ratio * mask).sum() / n),
-                 # k3 estimate of KL(old || new) on the old policy's samples: >= 0
-                 "approx_kl": float(((ratio - 1 - (logp - old_logp)) * mask).sum() / n)}
-    return loss, stats
-
-
-def tis_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, cap: float) -> torch.Tensor:
-    """Truncated importance weights min(exp(old - sampler), cap), [B, T] -> [B, T], no grad:
-    the trainer's old policy over the engine's sampling distribution, capped so that a token
-    the sampler found much less likely than the trainer does not dominate the step.
-
-    >>> tis_weights(torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -1.0]), 1.5)
-    tensor([1.5000, 0.3679])
-    """
-    return torch.exp(old_logp - sampler_logp).clamp(max=cap).detach()
-
-
-def sampler_correction(old_logp, batch: trainer.Batch,
-                       tis_cap: float) -> tuple[torch.Tensor | None, dict]:
-    """TIS weights (tis_cap > 0) and the logged sampler/trainer mismatch, from the engine's
-    log-probs (batch.extras["sampler_logp"], present when the engine returned them)."""
-    if "sampler_logp" not in batch.extras:
-        return None, {}
-    sampler, m = batch.extras["sampler_logp"], batch.mask
-    diff = float(((old_logp.detach() - sampler).abs() * m).sum() / m.sum().clamp(min=1))
-    weights = tis_weights(old_logp, sampler, tis_cap) if tis_cap > 0 else None
-    return weights, {"sampler_logp_diff": diff}
-
-
-def dynamic_sampling_keep(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """DAPO's filter: a bool per group [N // group_size], True when its rewards differ."""
-    g = rewards.view(-1, group_size)
-    return (g.max(dim=1).values - g.min(dim=1).values) > 1e-9
-
+# The math lives in losses.py; these names stay importable from here (tests, agents.py, bench).
+aggregate, k3_kl, policy_loss, tis_weights = (losses.aggregate, losses.k3_kl,
+                                              losses.policy_loss, losses.tis_weights)
 
 # ----------------------------------------------------------------------------- rollouts
 
@@ -196,7 +99,7 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
                 samples.append(Sample(ro.prompt_ids[g], c.token_ids, float(adv[j]),
                                       [0] * len(c.token_ids) if cut else None,
                                       ro.rewards[j], key=(problem.id, j),
-                                      extras=trainer.sampler_extras(c, args)))
+                                      **trainer.sampler_extras(c, args)))
         sums["groups_seen"] += len(batch)
         sums["groups_kept"] += int(keep.sum())
         for k, v in trainer.rollout_sums(ro).items():
@@ -214,20 +117,26 @@ def rollout_log(sums: dict) -> dict:
 # ----------------------------------------------------------------------------- the step
 
 
-def grpo_loss(args, *, off_policy: bool = False, tis_cap: float = 0.0):
-    """The loss trainer.update calls on each micro-batch: the clipped surrogate (args.eps_low,
-    eps_high, agg) against old = batch.extras["old_logp"] (off_policy: several updates per
-    batch) or logp.detach() (one on-policy update), TIS weights when tis_cap > 0, plus
-    args.beta * k3 against batch.extras["ref_logp"]."""
+def update_loss(*, eps_low: float, eps_high: float, beta: float, agg: str,
+                off_policy: bool = False, tis_cap: float = 0.0):
+    """The loss trainer.update calls on each micro-batch: losses.grpo_loss on the batch's
+    tensors (the clipped surrogate against batch.old_logp when off_policy, several updates per
+    batch, else logp.detach(); TIS weights against batch.sampler_logp when tis_cap > 0; beta
+    * k3 against batch.ref_logp)."""
     def loss(out: trainer.Forward, batch: trainer.Batch, denom: trainer.Denominators):
-        old = batch.extras["old_logp"] if off_policy else out.logp.detach()
-        weights, stats = sampler_correction(old, batch, tis_cap)
-        ref_logp = batch.extras["ref_logp"] if args.beta > 0 else None
-        loss, pl = policy_loss(out.logp, old, batch.advantages, batch.mask,
-                               eps_low=args.eps_low, eps_high=args.eps_high, ref_logp=ref_logp,
-                               beta=args.beta, agg=args.agg, denom=denom.mask, weights=weights)
-        return loss, {**pl, **stats}
+        return losses.grpo_loss(out.logp, batch.advantages, batch.mask,
+                                old_logp=batch.old_logp if off_policy else None,
+                                sampler_logp=batch.sampler_logp, ref_logp=batch.ref_logp,
+                                eps_low=eps_low, eps_high=eps_high, beta=beta, agg=agg,
+                                denom=denom.mask, tis_cap=tis_cap)
     return loss
+
+
+def grpo_loss(args, *, off_policy: bool = False, tis_cap: float = 0.0):
+    """update_loss from a flags namespace (args.eps_low, eps_high, beta, agg): the former
+    interface, kept for agents.py."""
+    return update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
+                       agg=args.agg, off_policy=off_policy, tis_cap=tis_cap)
 
 
 def zero_advantage_is_inert(args) -> bool:
@@ -244,9 +153,9 @@ def build(r: trainer.Run) -> None:
 
 
 def grpo_step(r: trainer.Run, step: int) -> dict:
-    """One GRPO step; returns its metrics (trainer.run adds lr, timings, curriculum)."""
+    """One GRPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
-    # --- generate, reward, advantages ---------------------------------------------------------
+    # --- draw -> generate -> reward -> advantages (rollout_step) -----------------------------
     with r.timer("generate+reward"):
         samples, sums = rollout_step(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
                                      r.curriculum, step)
@@ -258,12 +167,13 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
         with r.timer("score"):
             scores = r.score(samples, policy=r.policy if old else None, ref=r.ref)
         if old:
-            samples = trainer.with_extras(samples, old_logp=scores.logp)
+            samples = trainer.with_scores(samples, old_logp=scores.logp)
         if r.ref is not None:
-            samples = trainer.with_extras(samples, ref_logp=scores.ref_logp)
+            samples = trainer.with_scores(samples, ref_logp=scores.ref_logp)
     # --- policy update: --epochs x --mini-batches optimizer steps -----------------------------
     with r.timer("update"):
-        loss = grpo_loss(args, off_policy=old, tis_cap=args.tis_cap)
+        loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
+                           agg=args.agg, off_policy=old, tis_cap=args.tis_cap)
         stats = trainer.updates(r.policy, r.optimizer, samples, loss,
                                 skip_zero_advantage=zero_advantage_is_inert(args),
                                 **r.update_settings())
@@ -275,8 +185,12 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
 
 
 def train(args) -> dict:
-    """SFT warm start -> eval -> GRPO steps -> eval, with checkpoints and metrics."""
-    return trainer.run(args, "grpo", grpo_step, build)
+    """The run: SFT warm start -> eval -> GRPO steps -> eval, with checkpoints and metrics."""
+    r = trainer.start_run(args, "grpo", build)   # warm start, pass@k before, build, resume
+    for step in trainer.rl_steps(r):
+        metrics = grpo_step(r, step)              # rollouts -> update -> weight sync
+        trainer.end_step(r, step, metrics)        # metrics row, --eval-every, --save-every
+    return trainer.end_run(r)                     # pass@k after, summary.json
 
 
 # ----------------------------------------------------------------------------- flags
@@ -322,7 +236,8 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    trainer.run_entry_point(train, parse_args, argv)
+    with trainer.entry_point():      # one-line errors for the user's mistakes, clean exit
+        train(parse_args(argv))
 
 
 if __name__ == "__main__":

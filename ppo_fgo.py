@@ -14,7 +14,7 @@ The equations (per response; t runs over its response tokens, m_t the 0/1 respon
                   A_t     = delta_t + gamma * lambda * A_{t+1}        (backwards, valid t only)
                   ret_t   = A_t + V_t
     whitening     A <- (A - mean(A)) / (std(A) + 1e-8)   over the valid tokens of the batch
-    policy loss   grpo.policy_loss (clipped surrogate), with per-token A_t and mask m_t * f_t
+    policy loss   losses.policy_loss (clipped surrogate), with per-token A_t and mask m_t * f_t
     value loss    0.5 * max((V - ret)^2, (clip(V, V_old - c, V_old + c) - ret)^2)
     FGO           f_t = 0 if token t lies on a code line that no unit test executed, else 1
 
@@ -53,7 +53,9 @@ Simplifications and choices (the paper leaves these open):
   policy's learning rate. The head alone gets --critic-lr (its own AdamW param group,
   constant); the gradient clip covers body and head together. Either way the value loss is
   not FGO-masked (above).
-- The step (ppo_step, on trainer.run's skeleton): the reference and the critic start from the
+- The loop (train: trainer.start_run, then ppo_step per step: rollout -> StepCoder reward
+  table -> no-grad log-probs and values -> KL-in-reward, GAE -> policy + critic update ->
+  weight sync; the math in losses.py): the reference and the critic start from the
   policy after the SFT warm start (StepCoder's SFT model) and are saved with every checkpoint
   (ref.pt, critic.pt); advantages are whitened over the tokens the policy loss sees
   (FGO-kept); the critic's learning rate is constant; one PPO epoch by default (--epochs,
@@ -73,106 +75,15 @@ import json
 
 import torch
 
+import losses
 import trainer
-from grpo import policy_loss, sampler_correction
+from losses import gae, kl_in_reward, whiten
 from model import critic_like, reference_like
 from sandbox import executable_lines
-from trainer import Sample, aggregate
+from trainer import Sample
 
-# ----------------------------------------------------------------------------- PPO math
-
-
-def gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-        gamma: float = 1.0, lam: float = 0.95) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalized advantage estimation over the valid positions of each row.
-
-    rewards, values, mask [B, T] -> advantages, returns [B, T] (0 where mask is 0).
-    Runs from the end backwards; a masked position is skipped: it contributes neither its
-    reward nor its value, and the next valid position's value and advantage carry over it.
-    The last valid token of a row bootstraps from V = 0 (the episode ends there).
-
-    Example (gamma 0.9, lam 0.5): rewards [0, 0, 1], values [0.5, 0.4, 0.8], mask [1, 1, 1]
-      t=2: delta = 1 - 0.8 = 0.2                    A = 0.2
-      t=1: delta = 0.9*0.8 - 0.4 = 0.32             A = 0.32 + 0.45*0.2  = 0.41
-      t=0: delta = 0.9*0.4 - 0.5 = -0.14            A = -0.14 + 0.45*0.41 = 0.0445
-    """
-    mask = mask.to(values.dtype)
-    next_value = torch.zeros_like(values[:, 0])   # [B]
-    next_adv = torch.zeros_like(values[:, 0])     # [B]
-    advantages = torch.zeros_like(values)
-    for t in reversed(range(values.shape[1])):
-        m = mask[:, t]
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        adv_t = delta + gamma * lam * next_adv
-        advantages[:, t] = adv_t * m
-        # Only valid positions move the carried state: masked ones are transparent.
-        next_value = torch.where(m > 0, values[:, t], next_value)
-        next_adv = torch.where(m > 0, adv_t, next_adv)
-    returns = (advantages + values) * mask
-    return advantages, returns
-
-
-def whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True,
-           eps: float = 1e-8) -> torch.Tensor:
-    """Normalise x [B, T] to mean 0, std 1 over its valid tokens (mask [B, T]); 0 elsewhere.
-
-    Population variance (divide by the number of valid tokens). shift_mean=False adds the
-    mean back (only the scale changes). Statistics are over this batch: with data parallelism
-    each rank whitens its own part.
-    """
-    mask = mask.to(x.dtype)
-    n = mask.sum().clamp(min=1)
-    mean = (x * mask).sum() / n
-    var = (((x - mean) ** 2) * mask).sum() / n
-    out = (x - mean) / torch.sqrt(var + eps)
-    if not shift_mean:
-        out = out + mean
-    return out * mask
-
-
-def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
-               mask: torch.Tensor, clip: float = 0.2, agg: str = "token-mean",
-               denom: float | None = None) -> tuple[torch.Tensor, dict]:
-    """Clipped value loss: 0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2).
-
-    values, old_values, returns, mask [B, T] -> (scalar loss, stats). Aggregated like the
-    policy loss (grpo.aggregate; `denom` = the step's global normaliser). The clip keeps one
-    update from moving a value estimate more than `clip` away from the one that made the
-    advantages. stats: clip_frac (share of valid tokens where the clipped term is larger).
-    """
-    clipped_v = old_values + torch.clamp(values - old_values, -clip, clip)
-    unclipped_err = (values - returns) ** 2
-    clipped_err = (clipped_v - returns) ** 2
-    loss_t = 0.5 * torch.maximum(unclipped_err, clipped_err)
-    loss = aggregate(loss_t, mask, agg, denom)
-    with torch.no_grad():
-        n = mask.sum().clamp(min=1)
-        clip_frac = float(((clipped_err > unclipped_err).to(mask.dtype) * mask).sum() / n)
-    return loss, {"vf_clip_frac": clip_frac}
-
-
-def last_valid_index(mask: torch.Tensor) -> torch.Tensor:
-    """mask [B, T] -> [B] index of the last 1 in each row (-1 for an empty row)."""
-    T = mask.shape[1]
-    pos = torch.arange(T, device=mask.device).expand_as(mask)
-    return torch.where(mask > 0, pos, torch.full_like(pos, -1)).max(dim=1).values
-
-
-def kl_in_reward(score: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor,
-                 mask: torch.Tensor, beta: float) -> torch.Tensor:
-    """Per-token rewards [B, T]: -beta * (logp - ref) on valid tokens, score [B] added on the
-    last valid token of each row (a row with no valid token gets nothing).
-
-    logp - ref is the k1 estimate of KL(policy || ref) for the sampled token: its sum over a
-    response is an unbiased estimate of the sequence KL, which is what the return penalises.
-    """
-    mask = mask.to(logp.dtype)
-    rewards = -beta * (logp - ref_logp) * mask
-    last = last_valid_index(mask)                                  # [B]
-    rows = torch.nonzero(last >= 0).squeeze(1)
-    rewards[rows, last[rows]] += score.to(rewards.dtype)[rows]
-    return rewards
-
+# The PPO math lives in losses.py; these names stay importable from here (tests, bench).
+last_valid_index, value_loss = losses.last_valid_index, losses.value_loss
 
 # ----------------------------------------------------------------------------- rewards
 
@@ -386,7 +297,7 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
             sums["fgo_samples"] += mask is not None
             sums["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
         samples.append(Sample(ro.prompt_ids[g], c.token_ids, 0.0, mask, scores[j],
-                              key=(batch[g].id, j), extras=trainer.sampler_extras(c, args)))
+                              key=(batch[g].id, j), **trainer.sampler_extras(c, args)))
         status = "no_code" if res is None else res.status
         sums[f"status/{status}"] = sums.get(f"status/{status}", 0) + 1
     # The curricula see --reward (binary / fraction), not the StepCoder score.
@@ -405,7 +316,7 @@ def _padded(rows: list[list[float]]) -> torch.Tensor:
 def ppo_advantages(samples: list[Sample], scores: trainer.Scores, args):
     """KL-in-reward, GAE and whitening from the no-grad scores of the samples (response
     tokens only, right padded to [N, T]; no reference: KL 0). Returns (new Samples with their
-    per-token advantage and extras old_logp, old_values, returns; sums for the log: kl,
+    per-token advantage, old_logp, old_values and returns; sums for the log: kl,
     values, returns, explained-variance inputs)."""
     lens = torch.tensor([len(s.response_ids) for s in samples])
     T = max(int(lens.max()) if len(samples) else 1, 1)
@@ -422,9 +333,9 @@ def ppo_advantages(samples: list[Sample], scores: trainer.Scores, args):
     out = []
     for i, s in enumerate(samples):
         n = len(s.response_ids)
-        out.append(dataclasses.replace(s, advantage=adv[i, :n].tolist(), extras={
-            **s.extras, "old_logp": scores.logp[i], "old_values": scores.values[i],
-            "returns": ret[i, :n].tolist()}))
+        out.append(dataclasses.replace(s, advantage=adv[i, :n].tolist(), old_logp=scores.logp[i],
+                                       old_values=scores.values[i],
+                                       returns=ret[i, :n].tolist()))
     m = resp
     return out, {"tok": float(m.sum()), "kl_sum": float(((logp - ref) * m).sum()),
                  "value_sum": float((values * m).sum()), "ret_sum": float((ret * m).sum()),
@@ -452,21 +363,21 @@ def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
 # ----------------------------------------------------------------------------- the PPO step
 
 
-def ppo_loss(args):
-    """Clipped policy loss (grpo.policy_loss, FGO mask in batch.mask) + vf_coef * clipped
-    value loss over all response tokens (batch.response_mask, its own global normaliser).
-    One backward trains the policy and the critic (separate, or the policy's value head)."""
+def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: float, agg: str,
+                tis_cap: float = 0.0):
+    """The loss trainer.update calls on each micro-batch: losses.ppo_loss on the batch's
+    tensors: the clipped policy loss over batch.mask (FGO-kept tokens) against
+    batch.old_logp + vf_coef * the clipped value loss over every response token
+    (batch.response_mask, its own global normaliser) against batch.old_values and
+    batch.returns. One backward trains the policy and the critic (separate, or the policy's
+    value head)."""
     def loss(out: trainer.Forward, batch: trainer.Batch, denom: trainer.Denominators):
-        old = batch.extras["old_logp"]
-        weights, sampler_st = sampler_correction(old, batch, args.tis_cap)
-        pl, st = policy_loss(out.logp, old, batch.advantages, batch.mask, eps_low=args.eps_low,
-                             eps_high=args.eps_high, agg=args.agg, denom=denom.mask,
-                             weights=weights)
-        vl, vst = value_loss(out.values, batch.extras["old_values"], batch.extras["returns"],
-                             batch.response_mask, clip=args.vf_clip, agg=args.agg,
-                             denom=denom.response)
-        st.pop("kl")      # grpo's k3 term is off here; the KL is in the reward
-        return pl + args.vf_coef * vl, {**st, **vst, **sampler_st}
+        return losses.ppo_loss(out.logp, out.values, batch.advantages, batch.mask,
+                               batch.response_mask, old_logp=batch.old_logp,
+                               old_values=batch.old_values, returns=batch.returns,
+                               sampler_logp=batch.sampler_logp, eps_low=eps_low,
+                               eps_high=eps_high, vf_clip=vf_clip, vf_coef=vf_coef, agg=agg,
+                               denom=denom.mask, value_denom=denom.response, tis_cap=tis_cap)
     return loss
 
 
@@ -484,7 +395,7 @@ def build(r: trainer.Run) -> None:
 
 
 def ppo_step(r: trainer.Run, step: int) -> dict:
-    """One PPO step; returns its metrics (trainer.run adds lr, timings, curriculum)."""
+    """One PPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
     head = r.critic is None           # --critic shared: the values come from the policy's head
     # --- generate, reward, FGO masks ------------------------------------------------------------
@@ -498,8 +409,10 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
         samples, adv_sums = ppo_advantages(samples, scores, args)
     # --- PPO update: policy + critic, --epochs x --mini-batches optimizer steps --------------
     with r.timer("update"):
-        stats = trainer.updates(r.policy, r.optimizer, samples, ppo_loss(args),
-                                with_values=head, **r.update_settings())
+        loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, vf_clip=args.vf_clip,
+                           vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap)
+        stats = trainer.updates(r.policy, r.optimizer, samples, loss, with_values=head,
+                                **r.update_settings())
         r.scheduler.step()
     # --- weight sync ----------------------------------------------------------------------------
     with r.timer("sync"):
@@ -509,8 +422,13 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
 
 
 def train(args) -> dict:
-    """SFT warm start -> eval -> PPO steps (StepCoder reward, optional FGO) -> eval."""
-    return trainer.run(args, "ppo", ppo_step, build, value_head=args.critic == "shared")
+    """The run: SFT warm start -> eval -> PPO steps (StepCoder reward, optional FGO) -> eval."""
+    # warm start, pass@k before, build (critic, reference, optimizers), resume
+    r = trainer.start_run(args, "ppo", build, value_head=args.critic == "shared")
+    for step in trainer.rl_steps(r):
+        metrics = ppo_step(r, step)               # rollouts -> GAE -> update -> weight sync
+        trainer.end_step(r, step, metrics)        # metrics row, --eval-every, --save-every
+    return trainer.end_run(r)                     # pass@k after, summary.json
 
 
 # ----------------------------------------------------------------------------- flags
@@ -573,7 +491,8 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    trainer.run_entry_point(train, parse_args, argv)
+    with trainer.entry_point():      # one-line errors for the user's mistakes, clean exit
+        train(parse_args(argv))
 
 
 if __name__ == "__main__":

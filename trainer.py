@@ -1,19 +1,21 @@
 """The machinery every trainer shares, written once: grpo.py and ppo_fgo.py (and agents.py)
-hold their method's math and step; everything around the step lives here.
+hold their method's loop and step, losses.py their math; the pieces the loops call live here.
 
-A run (run()), in order:
+A method's train() (grpo.train, ppo_fgo.train), in order:
 
     flags        add_common_flags(parser) + the method's own group; parse_flags() merges the
                  presets (merge_presets) and lets explicit flags override them
-    set-up       start(): process group, seeds, problems, the FSDP2 policy and its engine
-    warm start   warm_start(): SFT on the reference solutions, pass@k before RL, the offline
-                 filter; then the curriculum (CCCS / DRIVE's hard focus) and build(run): the
-                 optimizer (and reference, critic) from the warm-started policy -- or a resume
-    the steps    step(run, i) -> metrics row, the method's own function; it calls
+    start_run()  process group, seeds, problems, the FSDP2 policy and its engine (start());
+                 SFT warm start (warm_start), pass@k before RL, the offline filter, the
+                 curriculum (CCCS / DRIVE's hard focus) and build(run): the optimizer (and
+                 reference, critic) from the warm-started policy -- or a resume
+    the steps    for i in rl_steps(run): the method's own step, calling draw_batch,
                  generate_and_score (rollouts + sandbox rewards), score (no-grad log-probs,
-                 reference, values), update (one optimizer step) and sync_weights
-    after        a checkpoint every --save-every steps, metrics.jsonl (and tensorboard / wandb),
-                 pass@k after RL, summary.json
+                 reference, values), updates / update (optimizer steps) and sync_weights;
+                 end_step(run, i, metrics): the metrics row, --eval-every, --save-every
+    end_run()    pass@k after RL, summary.json
+main() is `with trainer.entry_point(): train(parse_args(argv))`; run() is the same skeleton
+around one step function (agents.py).
 
 The update protocol (update(), one optimizer step over a rank's samples):
 
@@ -21,12 +23,14 @@ The update protocol (update(), one optimizer step over a rank's samples):
     loss_fn(out: Forward, batch: Batch, denom: Denominators) -> (scalar loss, stats of floats)
 
 The loss sees only its arguments: the forward's tensors, the batch's per-token tensors
-(advantages, mask, response_mask and the extras the method put on its Samples, e.g. old_logp,
-returns), and the global normalisers of the step for batch.mask and batch.response_mask (every
-micro-batch on every rank), so that the summed micro-batch losses are the loss of the unsplit
-batch and the gradient does not depend on the split. skip_zero_advantage=True (the caller says
-when it is exact: a zero advantage and no other term, as in GRPO without KL) leaves those
-samples out of the forward/backward; they still count in the normalisers.
+(advantages, mask, response_mask and the typed per-token fields the method put on its
+Samples: old_logp, ref_logp, sampler_logp, old_values, returns), and the global normalisers
+of the step for batch.mask and batch.response_mask (every micro-batch on every rank), so that
+the summed micro-batch losses are the loss of the unsplit batch and the gradient does not
+depend on the split. The methods' loss_fn unpack these into losses.py's functions.
+skip_zero_advantage=True (the caller says when it is exact: a zero advantage and no other
+term, as in GRPO without KL) leaves those samples out of the forward/backward; they still
+count in the normalisers.
 
 Sequence layout (model.py): each row is prompt + response, right-padded to L; log-prob
 position t scores token t+1, so per-token tensors are [B, L-1].
@@ -34,6 +38,7 @@ position t scores token t+1, so per-token tensors are [B, L-1].
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -54,6 +59,7 @@ import data
 import drive
 import sandbox
 from engines import close_open_engines, make_engine
+from losses import AGGREGATIONS, aggregate, local_denominator
 from model import (
     Dist,
     PolicyLogprobs,
@@ -76,43 +82,12 @@ from model import (
     warmup_cosine,
 )
 
-# ----------------------------------------------------------------------------- loss aggregation
-
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
-
-
-def aggregate(loss_t: torch.Tensor, mask: torch.Tensor, agg: str = "token-mean",
-              denom: float | None = None) -> torch.Tensor:
-    """Reduce per-token losses [B, T] to a scalar.
-
-    token-mean               sum(m * l) / sum(m)
-    seq-mean-token-mean      sum_i [sum_t(m * l) / sum_t(m)] / B
-    seq-mean-token-sum-norm  sum(m * l) / (B * T)          (T = max length, Dr. GRPO)
-    `denom` replaces the divisor (sum(m), B or B*T) by the global one of the whole step, so
-    that summing the results of micro-batches and ranks equals the unsplit loss.
-    """
-    if agg == "token-mean":
-        return (loss_t * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1))
-    if agg == "seq-mean-token-mean":
-        per_seq = (loss_t * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        return per_seq.sum() / (denom if denom is not None else loss_t.shape[0])
-    if agg == "seq-mean-token-sum-norm":
-        return (loss_t * mask).sum() / (denom if denom is not None else mask.numel())
-    raise ValueError(f"agg must be one of {AGGREGATIONS}, not {agg!r}")
-
+# ----------------------------------------------------------------------------- loss normalisers
 
 def global_denominator(masks: list[torch.Tensor], agg: str, max_len: int | None = None) -> float:
     """The divisor `aggregate` would use on the concatenation of `masks` (all micro-batches of
-    this rank), summed over ranks. For seq-mean-token-sum-norm, T is `max_len` (the response
-    budget) so every rank agrees on it."""
-    if agg == "token-mean":
-        local = sum(float(m.sum()) for m in masks)
-    elif agg == "seq-mean-token-mean":
-        local = sum(m.shape[0] for m in masks)
-    else:
-        local = sum(m.shape[0] for m in masks) * (max_len or max((m.shape[1] for m in masks),
-                                                                 default=1))
-    return max(all_reduce_sum(local), 1.0)
+    this rank), summed over ranks (losses.local_denominator, all-reduced)."""
+    return max(all_reduce_sum(local_denominator(masks, agg, max_len)), 1.0)
 
 
 @dataclass(frozen=True)
@@ -124,15 +99,21 @@ class Denominators:
 
 # ----------------------------------------------------------------------------- samples, batches
 
+# What a Sample / Batch may carry per response token beside its advantage (None: absent).
+PER_TOKEN = ("old_logp", "ref_logp", "sampler_logp", "old_values", "returns")
+
+
 @dataclass
 class Sample:
     """One trained response: token ids, its advantage and an optional per-token loss mask.
 
     advantage: a float (GRPO, broadcast over tokens) or a list per response token (PPO).
     token_mask: 1/0 per response token (FGO, overlong filtering); None keeps every token.
-    extras: per-response-token lists (e.g. PPO's old_logp, old_values, returns), collated
-    like `advantage` into [B, L-1] tensors under the same names (Batch.extras).
-    Functions that add to a Sample return a new one (with_extras, dataclasses.replace).
+    old_logp, ref_logp, sampler_logp, old_values, returns: optional lists per response token
+    (the sampling policy's log-probs from a no-grad pass, the reference's, the engine's, the
+    critic's values, PPO's value targets), collated like `advantage` into [B, L-1] tensors
+    of the same names on the Batch.
+    Functions that add to a Sample return a new one (with_scores, dataclasses.replace).
     """
     prompt_ids: list[int]
     response_ids: list[int]
@@ -140,29 +121,45 @@ class Sample:
     token_mask: list[int] | None = None
     reward: float = 0.0
     key: object = None
-    extras: dict[str, list[float]] = field(default_factory=dict)
+    old_logp: list[float] | None = None
+    ref_logp: list[float] | None = None
+    sampler_logp: list[float] | None = None
+    old_values: list[float] | None = None
+    returns: list[float] | None = None
 
     def __post_init__(self):
         self.prompt_ids, self.response_ids = list(self.prompt_ids), list(self.response_ids)
 
 
-def with_extras(samples: list[Sample], **per_sample: list[list[float]]) -> list[Sample]:
-    """New Samples with per-token extras added, e.g. with_extras(s, ref_logp=scores.ref_logp)."""
-    return [dataclasses.replace(s, extras={**s.extras, **{k: v[i] for k, v in per_sample.items()}})
+def with_scores(samples: list[Sample], **per_sample: list[list[float]]) -> list[Sample]:
+    """New Samples with per-token fields set, e.g. with_scores(s, ref_logp=scores.ref_logp):
+    each keyword (one of PER_TOKEN) gives one list per sample."""
+    unknown = set(per_sample) - set(PER_TOKEN)
+    if unknown:
+        raise TypeError(f"with_scores: unknown per-token fields {sorted(unknown)}")
+    return [dataclasses.replace(s, **{k: v[i] for k, v in per_sample.items()})
             for i, s in enumerate(samples)]
+
+
+with_extras = with_scores   # the former name (agents.py calls it)
 
 
 @dataclass
 class Batch:
     """Right-padded rows of prompt + response (collate). input_ids, attention_mask [B, L];
-    response_mask (the response tokens), mask (those kept by the Samples' token_mask: the
-    policy-loss mask), advantages and every extras entry [B, L-1]."""
+    the rest [B, L-1] (position t scores token t+1): response_mask (the response tokens),
+    mask (those kept by the Samples' token_mask: the policy-loss mask), advantages, and the
+    per-token fields the Samples carry (None when they carry none)."""
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     response_mask: torch.Tensor
     mask: torch.Tensor
     advantages: torch.Tensor
-    extras: dict[str, torch.Tensor]
+    old_logp: torch.Tensor | None = None       # sampling policy, no-grad pass (off-policy)
+    ref_logp: torch.Tensor | None = None       # frozen reference (KL)
+    sampler_logp: torch.Tensor | None = None   # the engine's, as it sampled (TIS, mismatch)
+    old_values: torch.Tensor | None = None     # critic before the update (PPO)
+    returns: torch.Tensor | None = None        # GAE value targets (PPO)
 
 
 def collate(samples: list[Sample], pad_id: int, device) -> Batch:
@@ -190,7 +187,8 @@ def collate(samples: list[Sample], pad_id: int, device) -> Batch:
     keep = per_token([1.0 if s.token_mask is None else s.token_mask for s in samples])
     return Batch(ids.to(device), attn.to(device), resp, keep * resp,
                  per_token([s.advantage for s in samples]),
-                 {k: per_token([s.extras[k] for s in samples]) for k in samples[0].extras})
+                 **{k: per_token([getattr(s, k) for s in samples]) for k in PER_TOKEN
+                    if getattr(samples[0], k) is not None})
 
 
 def max_over_ranks(n: int, device) -> int:
@@ -299,8 +297,9 @@ def off_policy(args) -> bool:
 
 
 def sampler_extras(completion, args) -> dict:
-    """The engine's log-probs of a completion as Sample extras (sampler_logp), for the logged
-    mismatch and --tis-cap; {} when the engine gave none (then --tis-cap is an error)."""
+    """The engine's log-probs of a completion as Sample keyword arguments (sampler_logp), for
+    the logged mismatch and --tis-cap; {} when the engine gave none (then --tis-cap is an
+    error)."""
     if completion.logprobs is None:
         if args.tis_cap > 0:
             raise UserError("--tis-cap needs the engine's sampler log-probs, and this engine "
@@ -324,7 +323,7 @@ def updates(policy, optimizer, samples: list[Sample], loss_fn, *, epochs: int = 
     samples in `mini_batches` consecutive slices (no reshuffle), each slice one update() with
     its own global normalisers. epochs = mini_batches = 1 is exactly one update(). From the
     second step on the policy is not the one that sampled, so the loss needs the old log-probs
-    (Sample extras old_logp, from a no-grad score() before the first step): ratio and clip act.
+    (Sample.old_logp, from a no-grad score() before the first step): ratio and clip act.
     Returns the mean of each stat over the steps, and updates (how many)."""
     steps = [update(policy, optimizer, part, loss_fn, **update_kw)
              for _ in range(epochs) for part in mini_batch_slices(samples, mini_batches)]
@@ -375,7 +374,7 @@ def score(samples: list[Sample], *, micro_batch: int, pad_id: int, device,
             out = forward(policy, batch, temperature, critic=critic, with_values=with_values)
             got.update(logp=out.logp, values=out.values)
         if ref is not None:
-            got["ref_logp"] = ref(batch.input_ids, batch.attention_mask, temperature=temperature)
+            got["ref_logp"] = forward(ref, batch, temperature).logp
         for i, s in enumerate(chunk):
             a, n = len(s.prompt_ids) - 1, len(s.response_ids)
             for name in asked:
@@ -1043,6 +1042,9 @@ class Run:
     rng: random.Random | None = None             # data order and sampling seeds of RL
     extras: dict = field(default_factory=dict)   # more {name: (module, optimizer)} to checkpoint
     timer: Timer = field(default_factory=Timer)
+    evaluate_fn: object = None                   # start_run's: the eval rows and figures
+    bar: object = None                           # rl_steps' progress bar
+    summary: dict | None = None                  # set once finished (--eval-only: early)
 
     def say(self, msg: str) -> None:
         if self.d.main:
@@ -1258,13 +1260,12 @@ def before_after_line(summary: dict, prefix: str = "") -> str | None:
             + ("" if se is None else f" +- {se:.3f} (paired)"))
 
 
-def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool = False,
-        warm_start=sft_warm_start, evaluate_fn=run_eval, curricula: bool = True) -> dict:
-    """The skeleton of every trainer: warm start (or resume) -> pass@k before RL -> the
-    method's steps -> pass@k after RL -> summary.json.
+def start_run(args, name: str, build=build_policy_optimizer, *, value_head: bool = False,
+              warm_start=sft_warm_start, evaluate_fn=run_eval, curricula: bool = True) -> Run:
+    """Everything before the first RL step: start() -> warm start (or resume) -> pass@k before
+    RL -> offline filter and curriculum -> build(run) -> step-0 checkpoint. With --eval-only
+    the run is finished here (run.summary set, rl_steps yields nothing).
 
-    step(run, i) -> the metrics of RL step i (0-based); run() adds phase, step, lr, timings and
-    the curriculum's stats, logs the row, and checkpoints.
     build(run): what the steps train, made from the warm-started policy: run.optimizer and
     run.scheduler, and run.ref / run.critic / run.critic_optimizer / run.extras when the
     method has them (all checkpointed with the policy).
@@ -1275,6 +1276,7 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
     curricula: the method takes add_curriculum_flags (offline filter, CCCS, hard focus).
     """
     r = start(args, name, value_head)
+    r.evaluate_fn = evaluate_fn
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:
         r.say(f"--resume: no checkpoint in {args.out}; starting from scratch")
@@ -1284,7 +1286,8 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
         if args.eval_n > 0:
             rates = evaluate_into_state(r, evaluate_fn, "before_rl").get("rates", {})
         if args.eval_only:
-            return finish(r)
+            r.summary = finish(r)
+            return r
         if curricula:
             rates = select_problems(r, rates)
     else:
@@ -1303,21 +1306,55 @@ def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool
     else:
         first = resume(r, ckpt)
     r.step = first
-    bar = progress(range(first, args.steps), name, args.steps, first, enabled=r.d.main)
-    for i in bar:
-        row = {"phase": "rl", "step": i + 1, **step(r, i), "lr": r.scheduler.get_last_lr()[0],
-               **r.timer.pop(), **(r.curriculum.stats() if r.curriculum else {})}
-        r.log(row)
-        bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
-                        pass_rate=f"{row.get('pass_rate', 0):.2f}")
-        r.step = i + 1
-        if args.eval_n > 0 and args.eval_every and r.step % args.eval_every == 0 \
-                and r.step < args.steps:
-            evaluate_fn(r, f"step_{r.step}")   # the held-out curve, in metrics.jsonl
-        save_step(r, i + 1)
-    if args.eval_n > 0:
-        evaluate_into_state(r, evaluate_fn, "after_rl")
+    return r
+
+
+def rl_steps(r: Run):
+    """The RL step indices still to run (0-based, from run.step: a resumed run continues),
+    behind a progress bar; none when the run is finished (--eval-only)."""
+    if r.summary is not None:
+        return
+    a = r.args
+    r.bar = progress(range(r.step, a.steps), r.name, a.steps, r.step, enabled=r.d.main)
+    yield from r.bar
+
+
+def end_step(r: Run, i: int, metrics: dict) -> None:
+    """After RL step i: the metrics row (phase, step, the step's metrics, lr, timings, the
+    curriculum's stats) to metrics.jsonl, the held-out curve every --eval-every steps, a
+    checkpoint every --save-every steps."""
+    a = r.args
+    row = {"phase": "rl", "step": i + 1, **metrics, "lr": r.scheduler.get_last_lr()[0],
+           **r.timer.pop(), **(r.curriculum.stats() if r.curriculum else {})}
+    r.log(row)
+    if r.bar is not None:
+        r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
+                          pass_rate=f"{row.get('pass_rate', 0):.2f}")
+    r.step = i + 1
+    if a.eval_n > 0 and a.eval_every and r.step % a.eval_every == 0 and r.step < a.steps:
+        r.evaluate_fn(r, f"step_{r.step}")   # the held-out curve, in metrics.jsonl
+    save_step(r, i + 1)
+
+
+def end_run(r: Run) -> dict:
+    """pass@k after RL, summary.json (finish); the summary."""
+    if r.summary is not None:
+        return r.summary
+    if r.args.eval_n > 0:
+        evaluate_into_state(r, r.evaluate_fn, "after_rl")
     return finish(r)
+
+
+def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool = False,
+        warm_start=sft_warm_start, evaluate_fn=run_eval, curricula: bool = True) -> dict:
+    """The skeleton for a method whose step is one function (agents.py): start_run ->
+    step(run, i) for each RL step i, end_step -> end_run. step(run, i) -> the metrics of RL
+    step i (0-based). The other arguments: start_run's."""
+    r = start_run(args, name, build, value_head=value_head, warm_start=warm_start,
+                  evaluate_fn=evaluate_fn, curricula=curricula)
+    for i in rl_steps(r):
+        end_step(r, i, step(r, i))
+    return end_run(r)
 
 
 # ----------------------------------------------------------------------------- flags
@@ -1624,9 +1661,10 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
                         "(Skywork/AceReason; DRIVE's data curation)")
 
 
-def run_entry_point(train_fn, parse_fn, argv=None):
-    """main() of every trainer: quiet the libraries' own progress output, parse the flags,
-    train, leave the process group.
+@contextlib.contextmanager
+def entry_point():
+    """The body of every trainer's main(): `with trainer.entry_point(): train(parse_args(argv))`
+    quiets the libraries' own progress output, and leaves the process group at the end.
 
     A mistake the user can fix (data.DataError, model.UserError or any SystemExit with a
     message; argparse's through FlagParser) ends as one line on the main rank's stderr and
@@ -1636,7 +1674,7 @@ def run_entry_point(train_fn, parse_fn, argv=None):
     hf_logging.set_verbosity_error()
     finished, user_error = False, None
     try:
-        train_fn(parse_fn(argv))
+        yield
         finished = True
     except data.DataError as e:
         user_error = str(e)
@@ -1649,3 +1687,9 @@ def run_entry_point(train_fn, parse_fn, argv=None):
         close_distributed(wait=finished)
     if user_error is not None:
         exit_user_error(os.path.basename(sys.argv[0]) or "trainer", user_error)
+
+
+def run_entry_point(train_fn, parse_fn, argv=None):
+    """main() as one call (base.py, agents.py): entry_point() around train_fn(parse_fn(argv))."""
+    with entry_point():
+        train_fn(parse_fn(argv))

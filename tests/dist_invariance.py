@@ -33,9 +33,10 @@ def main():
     if trainer.off_policy(args):
         old = trainer.score(mine, micro_batch=micro, pad_id=0, device=d.device,
                             temperature=0.9, policy=policy).logp
-        mine = trainer.with_extras(mine, old_logp=old)
+        mine = trainer.with_scores(mine, old_logp=old)
     opt = torch.optim.SGD(policy.parameters(), lr=1.0)
-    loss = grpo.grpo_loss(args, off_policy=trainer.off_policy(args))
+    loss = grpo.update_loss(eps_low=0.2, eps_high=0.28, beta=0.0, agg=agg,
+                            off_policy=trainer.off_policy(args))
     st = trainer.updates(policy, opt, mine, loss, epochs=epochs,
                          mini_batches=mini, micro_batch=micro, agg=agg, max_len=8, pad_id=0,
                          device=d.device, max_grad_norm=1e9, temperature=0.9,

@@ -162,11 +162,12 @@ def test_response_mask_keeps_eos_when_pad_is_eos():
 
 def test_token_mask_applies_to_response_tokens_only():
     s = trainer.Sample([1, 2], [3, 4, 5], 1.0, token_mask=[1, 0, 1],
-                       extras={"returns": [.5, .25, 1]})
+                       returns=[.5, .25, 1])
     b = trainer.collate([s], 0, "cpu")
     assert b.mask[0].tolist() == [0, 1, 0, 1]     # positions 1..3 score tokens 2..4
     assert b.response_mask[0].tolist() == [0, 1, 1, 1]
-    assert b.extras["returns"][0].tolist() == [0, .5, .25, 1]
+    assert b.returns[0].tolist() == [0, .5, .25, 1]
+    assert b.old_logp is None and b.ref_logp is None and b.sampler_logp is None
 
 
 def test_policy_logprobs_module_matches_model_logits(tmp_path):
@@ -316,7 +317,7 @@ def test_one_update_with_old_logprobs_from_a_no_grad_pass_equals_the_on_policy_s
         if off:
             old = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu",
                                 policy=policy).logp
-            batch = trainer.with_extras(samples, old_logp=old)
+            batch = trainer.with_scores(samples, old_logp=old)
         st = trainer.updates(policy, torch.optim.SGD(policy.parameters(), lr=1.0), batch,
                              grpo.grpo_loss(args, off_policy=off), epochs=1, mini_batches=1,
                              **UPDATE)
@@ -340,7 +341,7 @@ def test_four_mini_batches_clip_after_the_first_update(small_model):
         seen.append(st)
         return loss, st
     st = trainer.updates(policy, torch.optim.SGD(policy.parameters(), lr=3.0),
-                         trainer.with_extras(samples, old_logp=old), recording, epochs=1,
+                         trainer.with_scores(samples, old_logp=old), recording, epochs=1,
                          mini_batches=4, **UPDATE)
     assert len(seen) == 4 and st["updates"] == 4               # one micro-batch per update
     assert seen[0]["clip_frac"] == 0 and seen[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-6)

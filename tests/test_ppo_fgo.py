@@ -456,13 +456,14 @@ def test_ppo_advantages_assembly_by_hand():
     args = argparse.Namespace(kl_coef=0.2, gamma=1.0, lam=1.0, whiten=False)
     (na, nb), st = ppo_fgo.ppo_advantages([a, b], scores, args)
     # a: KL reward -0.2 * 0.5 = -0.1 on token 0, score 1 on token 2: returns 0.9, 1, 1
-    assert na.extras["returns"] == pytest.approx([0.9, 1.0, 1.0])
+    assert na.returns == pytest.approx([0.9, 1.0, 1.0])
     assert na.advantage == pytest.approx([0.9, 1.0, 1.0])       # V = 0, gamma = lam = 1
-    assert nb.extras["returns"] == pytest.approx([-0.3, -0.3])  # value targets: every token
+    assert nb.returns == pytest.approx([-0.3, -0.3])  # value targets: every token
     assert nb.advantage == pytest.approx([-0.3, 0.0])           # FGO-masked token: 0
-    assert set(na.extras) == {"old_logp", "old_values", "returns"}
+    assert na.old_logp == scores.logp[0] and na.old_values == scores.values[0]
+    assert na.ref_logp is None and na.sampler_logp is None
     assert st["tok"] == 5 and st["kl_sum"] == pytest.approx(0.5)
-    assert a.advantage == 0.0 and a.extras == {}                # the inputs are not mutated
+    assert a.advantage == 0.0 and a.returns is None and a.old_logp is None                # the inputs are not mutated
     # Whitening over the 4 kept tokens (0.9, 1, 1, -0.3).
     (na, nb), _ = ppo_fgo.ppo_advantages([a, b], scores, argparse.Namespace(
         kl_coef=0.2, gamma=1.0, lam=1.0, whiten=True))
@@ -497,7 +498,7 @@ def test_score_samples_align_with_unpadded_forwards(tiny_lm):
 def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     """PolicyLogprobs(value_head=True): same log-probs, values = head(hidden) in the same
     forward; the head never shows in the exported (HF / engine) weights; trainer.forward gives
-    ppo_loss its (logp, entropy, values) and the value loss trains head and body."""
+    the PPO loss its (logp, entropy, values) and the value loss trains head and body."""
     from model import PolicyLogprobs, iter_full_params
     from trainer import Sample
     lm = tiny_lm(0)
@@ -532,14 +533,16 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
             v = policy(row, torch.ones_like(row), with_values=True)[1][0, a:a + n]
             assert scores.values[i] == pytest.approx(v.tolist(), abs=1e-5)
     # One forward with values: the loss's view, and the value loss reaches head + body.
-    samples = [Sample(s.prompt_ids, s.response_ids, [0.0] * len(s.response_ids), extras={
-        "old_logp": scores.logp[i], "old_values": scores.values[i],
-        "returns": [1.0] * len(s.response_ids)}) for i, s in enumerate(samples)]  # no PG
+    samples = [Sample(s.prompt_ids, s.response_ids, [0.0] * len(s.response_ids),
+                      old_logp=scores.logp[i], old_values=scores.values[i],
+                      returns=[1.0] * len(s.response_ids)) for i, s in enumerate(samples)]  # no PG
     batch = trainer.collate(samples, 0, "cpu")
     out = trainer.forward(policy, batch, temperature=0.7, with_entropy=True, with_values=True)
     assert out.logp.shape == out.entropy.shape == out.values.shape == (2, 4)   # L = 5 tokens
     denom = trainer.Denominators(float(batch.mask.sum()), float(batch.response_mask.sum()))
-    loss, st = ppo_fgo.ppo_loss(args)(out, batch, denom)
+    loss_fn = ppo_fgo.update_loss(eps_low=0.2, eps_high=0.2, vf_clip=0.2, vf_coef=1.0,
+                                  agg="token-mean")
+    loss, st = loss_fn(out, batch, denom)
     assert "vf_clip_frac" in st and loss.item() > 0
     loss.backward()
     assert policy.value_head.weight.grad.abs().sum() > 0

@@ -258,18 +258,21 @@ def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_
     assert st["trained_tokens"] == 5 and st["v"] == 1.0
 
 
-def test_score_reference_only_and_with_extras_returns_new_samples(tiny_lm):
+def test_score_reference_only_and_with_scores_returns_new_samples(tiny_lm):
     from model import PolicyLogprobs
     ref = PolicyLogprobs(tiny_lm(1), 4)
     samples = [trainer.Sample([3, 4], [5, 6]), trainer.Sample([3], [7])]
     scores = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu", ref=ref)
     assert scores.logp is None and scores.values is None
     assert [len(x) for x in scores.ref_logp] == [2, 1]
-    new = trainer.with_extras(samples, ref_logp=scores.ref_logp)
-    assert samples[0].extras == {} and new[0].extras == {"ref_logp": scores.ref_logp[0]}
+    new = trainer.with_scores(samples, ref_logp=scores.ref_logp)
+    assert samples[0].ref_logp is None and new[0].ref_logp == scores.ref_logp[0]
+    assert new[0].old_logp is None
+    with pytest.raises(TypeError):
+        trainer.with_scores(samples, logp=scores.ref_logp)     # not a per-token field
     batch = trainer.collate(new, 0, "cpu")
     # position t scores token t+1: row 0's response tokens 5, 6 are at positions 1, 2
-    assert batch.extras["ref_logp"][0, 1:3].tolist() == pytest.approx(scores.ref_logp[0])
+    assert batch.ref_logp[0, 1:3].tolist() == pytest.approx(scores.ref_logp[0])
 
 
 # ----------------------------------------------------------------------------- run.sh
@@ -297,7 +300,7 @@ def test_run_sh_counts_gpus_robustly(tmp_path, smi, gpus):
     assert res.returncode == 0 and res.stdout == f"{gpus}\n" and res.stderr == ""
 
 
-def test_sampler_logprobs_travel_as_extras_and_tis_needs_them():
+def test_sampler_logprobs_travel_on_samples_and_tis_needs_them():
     from engines import Completion
     with_lp = Completion("x", [5, 6], "stop", [-0.5, -1.0])
     without = Completion("x", [5, 6], "stop")
