@@ -277,64 +277,85 @@ GRIDS["length"] += agents_chain("agents-chain", 200) + _CHAIN600 + [
      "cmd": [*_CHAIN600[1]["cmd"], "--catch-bonus", "0"]}]
 
 # The seeds' claims on the shipped base (models/base): every arm starts from the same policy,
-# so arms are paired by RL seed. RL on tasks:rl (fresh train-parameter problems) for 40 steps
-# of 8 prompts x 16 samples at lr 5e-5 (the defaults but for the steps); held out = the first
-# 350 problems of tasks:eval (50 a family) x 4 samples at T = 1, with 70 of tasks:rl beside.
+# so arms are paired by RL seed (bench/claims.py computes the paired differences). RL on
+# tasks:rl (fresh train-parameter problems) for 40 steps of 8 prompts x 16 samples at lr 5e-5
+# (the defaults but for the steps); held out = the first 350 problems of tasks:eval (50 a
+# family) x 4 samples at T = 1, with 70 of tasks:rl beside. The configs are in the order they
+# run (the main claims first): on this 2-core machine a cell takes 7-12 minutes.
 CLAIM_EVAL = ["--eval-n", "4", "--max-eval-problems", "350", "--train-eval-problems", "70"]
-CLAIM_RL = [*CLAIM_EVAL, "--steps", "40", "--eval-every", "20"]
+CLAIM_RL = [*CLAIM_EVAL, "--steps", "40"]
 # DRIVE: stage 1 = the grpo cell's first 20 steps (its step_20 checkpoint); then 20 more steps
 # on the first 384 train problems (55 a family), continuing stage 1 (8 x 16) or as stage 2
 # (offline filter, then the 96 and the 48 lowest pass rates, 4 prompts x 32: 128 rollouts a
 # step either way).
 STAGE1 = "{out}/cells/grpo/seed{seed}/step_20"
-DRIVE_S2 = [*CLAIM_EVAL, "--model", STAGE1, "--steps", "20", "--eval-every", "10",
-            "--max-problems", "384"]
+DRIVE_S2 = [*CLAIM_EVAL, "--model", STAGE1, "--steps", "20", "--max-problems", "384"]
 # The RL-only family (arith_long: 4-5 operations, never in the base's corpus): 160 held out x 8.
 RL_ONLY = ["--train-data", "tasks:rl@arith_long", "--eval-data", "tasks:eval@arith_long",
            "--steps", "40", "--eval-n", "8", "--train-eval-problems", "0"]
-# pass@k up to 64: the first 140 held-out problems (20 a family) x 64 samples at T = 1; pass@k
-# for every k <= 64 comes from each problem's solved count (summary.json rates_before_rl).
-PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "140",
+# pass@k up to 64: the first 70 held-out problems (10 a family) x 64 samples at T = 1; pass@k
+# for every k <= 64 comes from each problem's solved count (rates.json).
+PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
           "--train-eval-problems", "0"]
+# AT-GRPO from the base (it saw the tester's and the coder's prompts in its corpus): 20 steps
+# of the CPU preset's 4 problems x K 2 x 2 turns on tasks:rl; held out: 70 of tasks:eval
+# (10 a family) x 2 episodes at T 0.6, coder alone and the system after its turns.
+AGENT_RL = ["--train-data", "tasks:rl", "--eval-data", "tasks:eval", "--max-eval-problems",
+            "70", "--max-new-tokens", "112", "--steps", "20"]
+AGENT_BASE_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
+                                      "metrics.jsonl:tester_catch_share_mean"]
+GROUP_PPO = "GRPO and PPO (StepCoder)"
+GROUP_DAPO = "DAPO: off-policy updates and filters"
+GROUP_T = "the base at lower temperatures"
+
+
+def base_at(t: str) -> dict:
+    """The base evaluated (no RL) at temperature t; greedy ("0") with one sample a problem."""
+    flags = with_flags(CLAIM_EVAL, eval_n=1) if t == "0" else CLAIM_EVAL
+    return {"name": "base-greedy" if t == "0" else f"base-t{t}", "group": GROUP_T,
+            "cmd": ["grpo.py", *flags, "--eval-only", "--eval-temperature", t]}
+
+
 GRIDS["claims"] = [
-    {"name": "grpo", "group": "GRPO and PPO (StepCoder)",
-     "cmd": ["grpo.py", *CLAIM_RL, "--save-every", "20"], "metrics": HARD_METRICS},
-    {"name": "ppo", "group": "GRPO and PPO (StepCoder)", "cmd": ["ppo_fgo.py", *CLAIM_RL]},
-    {"name": "ppo-fgo", "group": "GRPO and PPO (StepCoder)",
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--fgo"], "metrics": ["metrics.jsonl:fgo_masked_share"]},
-    {"name": "ppo-cccs", "group": "GRPO and PPO (StepCoder)",
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs"]},
-    {"name": "ppo-cccs-fgo", "group": "GRPO and PPO (StepCoder)",
+    {"name": "grpo", "group": GROUP_PPO,
+     "cmd": ["grpo.py", *CLAIM_RL, "--eval-every", "20", "--save-every", "20"],
+     "metrics": HARD_METRICS},
+    {"name": "ppo", "group": GROUP_PPO, "cmd": ["ppo_fgo.py", *CLAIM_RL]},
+    {"name": "ppo-cccs-fgo", "group": GROUP_PPO,
      "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs", "--fgo"],
      "metrics": ["metrics.jsonl:fgo_masked_share"]},
+    {"name": "ppo-fgo", "group": GROUP_PPO,
+     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--fgo"], "metrics": ["metrics.jsonl:fgo_masked_share"]},
+    base_at("0.5"), base_at("0"),
     {"name": "drive-continue", "group": "DRIVE stage 2", "after": ["grpo"],
      "cmd": ["grpo.py", *DRIVE_S2], "metrics": HARD_METRICS},
     {"name": "drive-hard", "group": "DRIVE stage 2", "after": ["grpo"],
      "cmd": ["grpo.py", *DRIVE_S2, "--prompts-per-step", "4", "--group-size", "32",
              "--offline-filter", "--hard-focus", "96:10,48:10"], "metrics": HARD_METRICS},
-    {"name": "grpo-mb4", "group": "DAPO: off-policy updates and filters",
-     "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4"],
+    *[{"name": f"agents-{policy}", "group": "AT-GRPO",
+       "cmd": ["agents.py", *AGENT_RL, "--policy", policy], "metrics": AGENT_BASE_METRICS}
+      for policy in ("shared", "per-role")],
+    {"name": "agents-shared-catch0", "group": "AT-GRPO",
+     "cmd": ["agents.py", *AGENT_RL, "--policy", "shared", "--catch-bonus", "0"],
+     "metrics": AGENT_BASE_METRICS},
+    {"name": "base-pass64", "group": "pass@k to 64", "cmd": ["grpo.py", *PASS64]},
+    {"name": "grpo-pass64", "group": "pass@k to 64", "after": ["grpo"],
+     "cmd": ["grpo.py", *PASS64, "--model", "{out}/cells/grpo/seed{seed}/step_40"]},
+    {"name": "grpo-mb4", "group": GROUP_DAPO, "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4"],
      "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]},
-    {"name": "grpo-mb4-eps0.2", "group": "DAPO: off-policy updates and filters",
+    {"name": "grpo-mb4-eps0.2", "group": GROUP_DAPO,
      "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4", "--eps-high", "0.2"],
      "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]},
-    {"name": "grpo-dyn-overlong", "group": "DAPO: off-policy updates and filters",
-     "cmd": ["grpo.py", *CLAIM_RL, "--dynamic-sampling", "--overlong-filter"],
-     "metrics": ["metrics.jsonl:entropy"]},
     {"name": "rl-only-grpo", "group": "RL-only family (arith_long)",
      "cmd": ["grpo.py", *RL_ONLY]},
     {"name": "rl-only-ppo", "group": "RL-only family (arith_long)",
      "cmd": ["ppo_fgo.py", *RL_ONLY]},
-    *[{"name": f"base-t{t}", "group": "the base at lower temperatures",
-       "cmd": ["grpo.py", *CLAIM_EVAL, "--eval-only", "--eval-temperature", t]}
-      for t in ("0.7", "0.5", "0.3")],
-    {"name": "base-greedy", "group": "the base at lower temperatures",
-     "cmd": ["grpo.py", *with_flags(CLAIM_EVAL, eval_n=1), "--eval-only",
-             "--eval-temperature", "0"]},
-    {"name": "base-pass64", "group": "pass@k to 64",
-     "cmd": ["grpo.py", *PASS64]},
-    {"name": "grpo-pass64", "group": "pass@k to 64", "after": ["grpo"],
-     "cmd": ["grpo.py", *PASS64, "--model", "{out}/cells/grpo/seed{seed}/step_40"]},
+    {"name": "ppo-cccs", "group": GROUP_PPO,
+     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs"]},
+    {"name": "grpo-dyn-overlong", "group": GROUP_DAPO,
+     "cmd": ["grpo.py", *CLAIM_RL, "--dynamic-sampling", "--overlong-filter"],
+     "metrics": ["metrics.jsonl:entropy"]},
+    base_at("0.7"), base_at("0.3"),
 ]
 
 # (summary.json key, column of ablation.md or None = ablation.json only)
