@@ -126,3 +126,33 @@ def test_a_test_the_reference_passes_in_under_half_the_limit_is_valid_and_covere
     assert terms["valid_share"] == 1.0
     # The traced run has a longer limit (agents.COVERAGE_TIMEOUT_FACTOR): the lines still count.
     assert terms["coverage"] == 1.0
+
+
+# What the weights make of some test sets (default weights; .notes/agents.md, 2026-12-03).
+SMALL_ONLY = "a, b = map(int, input().split())\nprint(a + b if a < 10 else 0)\n"  # wrong if a >= 10
+SMALL_GT = [{"input": "1 2\n", "output": "3"}, {"input": "5 7\n", "output": "12"},
+            {"input": "10 4\n", "output": "14"}]
+CATCHES_SMALL_ONLY, PASSES_SMALL_ONLY = ("20 3", "23"), ("2 3", "5")
+WRONG = [("1 1", "3"), ("2 2", "5"), ("3 3", "7"), ("4 4", "9")]  # the reference disagrees
+
+
+def test_tester_first_turn_zero_has_no_catch_or_trivial_signal():
+    """No program has been shown at turn 0 in tester-first order: a catching and a trivial set
+    score the same (valid 1 + 0.5 coverage)."""
+    tester = fixed(blocks(CATCHES_SMALL_ONLY), blocks(PASSES_SMALL_ONLY))
+    _, samples, _ = run_episodes([make_problem(tests=SMALL_GT)],
+                                 fixed(f"```python\n{SMALL_ONLY}```"), tester, max_turns=1, k=2,
+                                 turn_order="tester-first")
+    for s in (s for s in samples if s.role == "tester"):
+        assert (s.terms["catch_share"], s.terms["trivial_share"], s.terms["local"]) == (0, 0, 1.5)
+
+
+def test_a_catch_diluted_by_invalid_tests_against_a_lone_trivial_test():
+    """l_T is a per-test mean: a catching test with m invalid ones earns 2/(m+1) + 0.5 coverage,
+    a lone trivial one 0.5 + 0.5 coverage: ahead at m = 2, a tie at 3, behind from 4."""
+    sets = [blocks(PASSES_SMALL_ONLY)] + [blocks(CATCHES_SMALL_ONLY, *WRONG[:m]) for m in (2, 3, 4)]
+    _, samples, _ = run_episodes([make_problem(tests=SMALL_GT)],
+                                 fixed(f"```python\n{SMALL_ONLY}```"), fixed(*sets), max_turns=1,
+                                 k=len(sets), turn_order="coder-first")
+    local = [s.terms["local"] for s in samples if s.role == "tester"]
+    assert local == pytest.approx([1.0, 1 / 3 + 1 / 3 + 0.5, 0.25 + 0.25 + 0.5, 0.2 + 0.2 + 0.5])
