@@ -1,9 +1,9 @@
 """A grid of trainer configurations x seeds, run resumably, summarised as a table and a picture.
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/ablate.py --grid issue16 \\
-        --out runs/ablate-issue16 --jobs 2          # issue 16: 13 configs x 3 seeds
-    .venv/bin/python bench/ablate.py --grid issue16 --dry-run           # the commands only
-    .venv/bin/python bench/ablate.py --grid issue16 --out runs/ablate-issue16 --report-only
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/ablate.py --grid tiny-warm \\
+        --out runs/ablate-tiny-warm --jobs 2        # 14 configs x 3 seeds
+    .venv/bin/python bench/ablate.py --grid tiny-warm --dry-run         # the commands only
+    .venv/bin/python bench/ablate.py --grid tiny-warm --out runs/ablate-tiny-warm --report-only
     .venv/bin/python bench/ablate.py --grid my_grid.json --only ppo --seeds 0,1  # ppo, ppo-fgo
     .venv/bin/python bench/ablate.py --grid my_grid.json --only =ppo             # ppo alone
     .venv/bin/python bench/ablate.py --grid length --out runs/ablate \
@@ -42,7 +42,7 @@ scratch: its folder is emptied first. A cell that exits non-zero (or with no sum
 cmd.json also records the git commit of --workdir; it is not compared (the code may move on
 under a finished cell), but ablation.md says which commits the cells ran at.
 
-Across sessions (the cells' folders are scratch; the committed report is what lasts):
+Across machines (the cells' folders are scratch; the committed report is what lasts):
 --from-report FILE.json (e.g. bench/results/length/ablation.json) counts every cell that FILE
 lists as finished, for a config of the same name and command, as finished here: it is not run
 and the report takes its numbers, per-seed curve and commit from FILE (ablation.md says which).
@@ -87,7 +87,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # ----------------------------------------------------------------------------- the grids
 
-# Every issue-16 row trains on the procedural train split and is scored on its held-out test
+# Every tiny-warm row trains on the procedural train split and is scored on its held-out test
 # split (tasks.py), with the train-split sample beside it. One warm start per seed (SFT 450
 # steps, the copy skill of the tiny model appears at ~350-400: .notes/tasks.md), evaluated
 # before RL: the "no RL" row. Every RL row starts from that seed's warm-start checkpoint with
@@ -120,7 +120,7 @@ def with_flags(argv: list[str], **values) -> list[str]:
 
 
 GRIDS: dict[str, list[dict]] = {
-    "issue16": [
+    "tiny-warm": [
         # --steps 0 with --save-every 1 saves step_0 (the warm-started policy) and evaluates.
         {"name": "warm", "group": "warm start (no RL)",
          "cmd": ["grpo.py", *DATA, "--sft-steps", str(WARM_STEPS), "--steps", "0",
@@ -169,12 +169,12 @@ GRIDS: dict[str, list[dict]] = {
     ],
 }
 
-# CCCS's claim where it can act (tasks.py's length family): the issue-16 warm start, then 150
-# SFT steps on the train split plus chain_short (1-3 guarded steps), so the policy writes short
-# chains and no 4-6 step one (held-out chain_long: 0.000 before RL, every seed); RL on 32
-# chain_long train problems (each drawn 15 times in 60 steps, so a problem can pass through
-# its 3-4 stages), with and without the curriculum, scored on length_test (chain_long: the
-# claim; chain_short: what RL costs the short chains).
+# CCCS's claim where it can act (tasks.py's length family): the tiny-warm grid's warm start,
+# then 150 SFT steps on the train split plus chain_short (1-3 guarded steps), so the policy
+# writes short chains and no 4-6 step one (held-out chain_long: 0.000 before RL, every
+# seed); RL on 32 chain_long train problems (each drawn 15 times in 60 steps, so a problem
+# can pass through its 3-4 stages), with and without the curriculum, scored on length_test
+# (chain_long: the claim; chain_short: what RL costs the short chains).
 SFT_CHAIN = "{out}/cells/sft-chain/seed{seed}/step_0"    # every length RL cell starts here
 LEN_DATA = [*TINY_WORLD, "--eval-data", "tasks:length_test", "--max-new-tokens", "112"]
 LEN_RL = ["--train-data", "tasks:length_train@chain_long", *LEN_DATA, "--max-problems", "32",
@@ -190,7 +190,7 @@ LEN_METRICS = ["family_pass_at_1_before_rl.chain_long", "family_pass_at_1_after_
                "family_pass_at_1_after_rl.chain_short", "metrics.jsonl:reward_mean",
                "metrics.jsonl:zero_adv_frac"]
 GRIDS["length"] = [
-    GRIDS["issue16"][0],        # the same warm cells: a shared --out runs them once
+    GRIDS["tiny-warm"][0],      # the same warm cells: a shared --out runs them once
     {"name": "sft-chain", "group": "length: SFT on chain_short", "after": ["warm"],
      "cmd": ["grpo.py", "--train-data", "tasks:train,tasks:length_train@chain_short", *LEN_DATA,
              "--model", "{out}/cells/warm/seed{seed}/step_0", "--sft-steps", "150", "--steps",
@@ -269,7 +269,7 @@ def agents_chain(prefix: str, sft_steps: int) -> list[dict]:
 
 
 # 600 role-SFT steps (one probe, seed 0: coder alone .305 and system .258 held out, vs .188 /
-# .062 after 200): the same RL from the longer warm start; and issue 15's catch bonus off
+# .062 after 200): the same RL from the longer warm start; and the catch bonus off
 # (default 1.0), else agents-chain600-shared.
 _CHAIN600 = agents_chain("agents-chain600", 600)
 GRIDS["length"] += agents_chain("agents-chain", 200) + _CHAIN600 + [
@@ -1056,7 +1056,7 @@ def positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="ablate.py", description=__doc__, formatter_class=HelpFormatter)
-    p.add_argument("--grid", default="issue16",
+    p.add_argument("--grid", default="tiny-warm",
                    help=f"a named grid ({', '.join(sorted(GRIDS))}) or FILE.json with a list "
                         "of configs (keys: see above)")
     p.add_argument("--out", default=None,

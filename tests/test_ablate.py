@@ -1,5 +1,5 @@
 """bench/ablate.py on a fake trainer (no model): the report's numbers by hand, resume, failing
-cells, --jobs 2, extra metrics, Ctrl-C; and the issue16 grid against the entry points' parsers.
+cells, --jobs 2, extra metrics, Ctrl-C; and the named grids against the entry points' parsers.
 
 The fake trainer (written into tmp_path) writes summary.json and metrics.jsonl with numbers
 that are functions of --seed, appends "<config>/seed<S>" to a counter file on every run, and
@@ -381,9 +381,9 @@ def test_only_with_equals_selects_one_name_exactly(env, capsys):
     assert env.runs() == {}
 
 
-# ----------------------------------------------------------------------------- the issue16 grid
+# ----------------------------------------------------------------------------- the named grids
 
-def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
+def test_named_grids_use_only_flags_the_entry_points_accept(tmp_path):
     """Every command of the named grids parses with its entry point's own parser (the preset
     logic and flag checks included): the test that catches a stale grid."""
     import agents
@@ -426,7 +426,7 @@ def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
                     "tasks:length_test@chain_short")
             assert (parsed["agents-chain-warm"].sft_steps,
                     parsed["agents-chain600-warm"].sft_steps) == (200, 600)
-        if name != "issue16":
+        if name != "tiny-warm":
             continue
         assert all(a.train_data == "tasks:train" and a.eval_data == "tasks:test"
                    for a in parsed.values())
@@ -454,9 +454,9 @@ def test_issue16_grid_uses_only_flags_the_entry_points_accept(tmp_path):
                    and not n.startswith("agents"))
 
 
-def test_module_docstring_names_the_issue16_command():
+def test_module_docstring_names_the_tiny_warm_command():
     doc = textwrap.dedent(ablate.__doc__)
-    assert "bench/ablate.py --grid issue16" in doc and "Resume:" in doc
+    assert "bench/ablate.py --grid tiny-warm" in doc and "Resume:" in doc
 
 
 def test_sigterm_stops_the_grid_like_ctrl_c(env, monkeypatch):
@@ -555,7 +555,7 @@ def test_from_report_skips_changed_commands_and_unselected_dependencies(env):
 
 def test_only_keeps_every_config_with_finished_cells_in_the_report(env):
     """An --only run's report is never narrower than what it knows: a report copied over a
-    fuller one must not lose rows (session 11 lost 9 of 14 that way)."""
+    fuller one must not lose rows (a length report once lost 9 of 14 that way)."""
     cfgs = from_report_grid(env)
     assert env.main(env.grid(cfgs[:2]), "first") == 0          # a, b
     first = env.report("first")

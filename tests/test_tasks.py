@@ -38,9 +38,9 @@ def test_generator_is_deterministic_for_a_seed():
         assert one == two, name
 
 
-def test_the_issue16_splits_are_the_rows_the_ablation_ran_on():
-    """bench/results/issue16 was measured on these rows: a generator change that moves one
-    of them (a new family drawn from the same Random, say) must be deliberate."""
+def test_the_testbed_splits_are_the_rows_the_tiny_warm_grid_ran_on():
+    """bench/results/tiny-warm-start-grid was measured on these rows: a generator change that
+    moves one of them (a new family drawn from the same Random, say) must be deliberate."""
     digest = hashlib.sha256(tasks._generate.__wrapped__(0).encode()).hexdigest()
     assert digest == "7e9195c78dc530c51103508250a59b04d102ec9edaeb666ac75bc08d15e9f0f1"
 
