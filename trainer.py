@@ -446,8 +446,11 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
         programs.append(code)
         if code is not None:
             where.append(i)
+            # The fraction reward counts each test on its own, so a test after a timeout is
+            # run, not counted as failed (binary: the first failure decides, stop there).
             jobs.append(dict(code=code, tests=p.tests, fn_name=p.fn_name,
-                             timeout=args.test_timeout, coverage=coverage))
+                             timeout=args.test_timeout, coverage=coverage,
+                             stop_after_timeout=args.reward != "fraction"))
     results = [None] * len(texts)
     for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)):
         results[i] = res

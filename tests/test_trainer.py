@@ -414,3 +414,23 @@ def test_standard_error_plain_and_within_families():
     assert trainer.family_labels(problems, [2, 1]) == ["b", "a"]
     assert trainer.family_labels(problems + [types.SimpleNamespace(id=3, metadata={})],
                                  [3]) is None
+
+
+# ----------------------------------------------------------------------------- rewards
+
+LOOP_ON_ZERO = "a = int(input())\nwhile a == 0:\n    pass\nprint(a + 1)\n"
+
+
+@pytest.mark.parametrize("reward,expected", [("fraction", 0.5), ("binary", 0.0)])
+def test_fraction_reward_does_not_depend_on_the_order_of_the_tests(reward, expected):
+    """A program that loops on one test and passes the other: the fraction reward is 1/2 in
+    either order (every test judged on its own), the binary reward 0."""
+    loop, ok = {"input": "0\n", "output": "1\n"}, {"input": "2\n", "output": "3\n"}
+    args = argparse.Namespace(reward=reward, test_timeout=0.5, sandbox_workers=1)
+    rewards = []
+    for tests in ([loop, ok], [ok, loop]):
+        p = Problem(id="p", source="test", question="q", starter_code="", fn_name=None,
+                    tests=tests, solutions=[], difficulty="easy")
+        text = f"```python\n{LOOP_ON_ZERO}```"
+        rewards += trainer.score_completions([p], [text], args)[0]
+    assert rewards == [expected, expected]
