@@ -194,10 +194,65 @@ def measure(grid: Grid) -> list[dict]:
             out.append({"claim": f"RL beats the base sampled at {name[5:]}", "seed": "+",
                         "a": "grpo (after_rl, T 1)", "b": f"{name} (T {name[6:] or 0})",
                         "metric": "pass@1", **stat, "verdict": verdict(stat, 1), "note": ""})
+    out += agent_claims(grid)
     for k in (1, 4, 16, 64):
         compare(f"pass@{k} after RL vs the base (140 held out x 64)",
                 "- at large k (Yue et al.)" if k >= 16 else "+", 1 if k < 16 else -1,
                 "grpo-pass64", "base-pass64", when_a="before_rl", when_b="before_rl", n=64, k=k)
+    return out
+
+
+def dotted(summary: dict, key: str):
+    """summary["a"]["b"] for key "a.b" (None when missing)."""
+    for part in key.split("."):
+        summary = summary.get(part) if isinstance(summary, dict) else None
+    return summary
+
+
+def agent_claims(grid: Grid) -> list[dict]:
+    """AT-GRPO's claims from agents.py's summaries (pass@1 over episodes, no per-problem
+    record): per seed the difference of two figures, over seeds its mean and se."""
+    out = []
+
+    def compare(claim, seed_figure, a, key_a, b, key_b, sign=1):
+        per_seed = []
+        for s in grid.seeds(a, b):
+            x, y = dotted(grid.summary(a, s), key_a), dotted(grid.summary(b, s), key_b)
+            if x is not None and y is not None:
+                per_seed.append(x - y)
+        if per_seed:
+            stat = over_seeds(per_seed)
+            out.append({"claim": claim, "seed": seed_figure, "a": f"{a} ({key_a})",
+                        "b": f"{b} ({key_b})", "metric": "pass@1", **stat,
+                        "verdict": verdict(stat, sign), "note": ""})
+
+    alone, turns = "pass@1_coder_alone", "pass@1_after_turns"
+    compare("AT-GRPO: turns help before RL (system vs coder alone)", "+", "agents-shared",
+            f"before_rl.{turns}", "agents-shared", f"before_rl.{alone}")
+    for policy in ("shared", "per-role"):
+        compare(f"AT-GRPO: turns help after RL ({policy})", "+", f"agents-{policy}",
+                f"after_rl.{turns}", f"agents-{policy}", f"after_rl.{alone}")
+    compare("AT-GRPO: RL raises the system (shared)", "+9.3 (LCB 1.7B 11.6 -> 20.9)",
+            "agents-shared", f"after_rl.{turns}", "agents-shared", f"before_rl.{turns}")
+    compare("AT-GRPO: RL raises the system (per-role)", "+12.4 (LCB 1.7B 11.6 -> 24.0)",
+            "agents-per-role", f"after_rl.{turns}", "agents-per-role", f"before_rl.{turns}")
+    compare("AT-GRPO: per-role > shared after RL", "+3.1 (LCB 1.7B 24.0 vs 20.9)",
+            "agents-per-role", f"after_rl.{turns}", "agents-shared", f"after_rl.{turns}")
+    compare("AT-GRPO: catch bonus 1 vs 0, system after RL", "+", "agents-shared",
+            f"after_rl.{turns}", "agents-shared-catch0", f"after_rl.{turns}")
+    # does the tester learn to write catching tests: the share over training, bonus 1 vs 0
+    per_seed = []
+    for s in grid.seeds("agents-shared", "agents-shared-catch0"):
+        x = grid.rl_mean("agents-shared", s, "tester_catch_share_mean")
+        y = grid.rl_mean("agents-shared-catch0", s, "tester_catch_share_mean")
+        if x is not None and y is not None:
+            per_seed.append(x - y)
+    if per_seed:
+        stat = over_seeds(per_seed)
+        out.append({"claim": "AT-GRPO: the catch bonus raises the tester's catching tests",
+                    "seed": "+", "a": "agents-shared", "b": "agents-shared-catch0",
+                    "metric": "catch share (mean over RL steps)", **stat,
+                    "verdict": verdict(stat, 1), "note": ""})
     return out
 
 
