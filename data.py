@@ -312,7 +312,7 @@ def _label(value, names: list[str]) -> str:
 
 
 def code_contests_problem(row: dict, index: int = 0, tests=CC_TEST_KINDS, labels=None) -> Problem:
-    """A hub-format row, or one of the re-packagings in ../shared/data (detected by keys)."""
+    """A hub-format row, or one of the re-packaged sample files (detected by keys)."""
     if "description" not in row:
         return _code_contests_repackaged(row, index)
     labels = labels or CC_LABELS

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine. It creates .venv and installs the pinned requirements
 # on first use (again only when a requirements file changes), then:
-#   ./run.sh            the main job: on a CPU-only machine the CPU default run (tiny model,
-#                       SFT warm start, GRPO on the testbed's train split, pass@1 before/after
-#                       on its held-out split); on a GPU machine torchrun over all GPUs with a
+#   ./run.sh            the main job: on a CPU-only machine the CPU default run (GRPO from
+#                       the shipped base model models/base on tasks:rl, pass@1 before/after on
+#                       the held-out tasks:eval); on a GPU machine torchrun over all GPUs with a
 #                       real model.
 #   ./run.sh test       `ruff check .`, then the test suite (what .ci/run calls).
 #   ./run.sh setup      only the set-up.

@@ -4,8 +4,8 @@ Both are data. data.py turns the rows made here (dicts with data.Problem's field
 Problems: load_problems("tasks", split="train"|"test"|"heldout"|"train_sample") and
 load_problems("builtin"); on the command line `--train-data tasks:train --eval-data tasks:test`.
 
-Procedural families (issue 16)
-------------------------------
+Procedural families
+-------------------
 A family is a template with parameters (constants, thresholds, words, operations). An
 instance draws them from a seeded random.Random and gets
     question    the statement, naming every parameter the program needs

@@ -1,4 +1,4 @@
-"""grpo.py against TRL's GRPOTrainer, side by side, from the same warm start (issue 19).
+"""grpo.py against TRL's GRPOTrainer, side by side, from the same warm start.
 
     .venv/bin/python bench/bench_vs_trl.py --out runs/bench-trl            # 130 steps, 8 x 16
     .venv/bin/python bench/bench_vs_trl.py --model runs/sft200-s0/step_0 --steps 30
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="samples per problem for pass@1 / pass@n (trainer.evaluate)")
     g.add_argument("--eval-engine", choices=["auto", "vllm", "hf"], default="hf",
                    help="engine of every evaluation (the same for all checkpoints)")
-    g = p.add_argument_group("ablation knobs (issue 19's learning gap)")
+    g = p.add_argument_group("ablation knobs (for the learning gap between the two)")
     g.add_argument("--frameworks", default="ours,trl",
                    help="comma list of the runs to make: ours (grpo.py), trl")
     g.add_argument("--trl-prompt-order", choices=["epoch", "replacement"], default="epoch",

@@ -1,7 +1,7 @@
 """CCCS on real data: split points and stages of the APPS+ canonical solutions, and a sandbox
 check that every stage's prefix + canonical remainder is the original program and passes.
 
-    .venv/bin/python bench/check_cccs_real.py [--path ../shared/data/apps_plus_valid_500.json]
+    .venv/bin/python bench/check_cccs_real.py [--path $RL4CODE_DATA/apps_plus_valid_500.json]
                                               [--no-sandbox] [--workers 2]
 
 Problems come from data.load_problems("apps_plus"), the trainer's view: solutions[0] is the
@@ -23,8 +23,8 @@ from cccs import make_subtask, rewarded_program, split_points, stage_starts  # n
 from data import load_problems  # noqa: E402
 from sandbox import run_batch  # noqa: E402
 
-DEFAULT_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
-                            "apps_plus_valid_500.json")
+DEFAULT_PATH = os.path.join(os.environ.get("RL4CODE_DATA", os.path.join(
+    os.path.dirname(__file__), "..", "datasets", "samples")), "apps_plus_valid_500.json")
 
 
 def load(path: str):

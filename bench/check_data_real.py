@@ -1,7 +1,8 @@
-"""Real-data check for data.py: load the real samples in ../shared/data and run reference
+"""Real-data check for data.py: load the real sample files (the folder
+$RL4CODE_DATA, default datasets/samples) and run reference
 programs in the sandbox.
 
-    python bench/check_data_real.py [--data-dir ../shared/data] [--workers 2] [--limit N]
+    python bench/check_data_real.py [--data-dir DIR] [--workers 2] [--limit N]
 
 Prints: problems loaded per file (and per test kind), the pass rate of APPS+ canonical
 solutions (overall, per difficulty, per test kind, status counts), the pass rates of the
@@ -54,7 +55,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--data-dir",
-        default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"),
+        default=os.environ.get("RL4CODE_DATA", os.path.join(os.path.dirname(__file__), "..",
+                                                               "datasets", "samples")),
         help="folder with the real sample files",
     )
     parser.add_argument(

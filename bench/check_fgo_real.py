@@ -9,7 +9,7 @@ for the union over the problem's tests and for each single test, and the share o
 non-blank characters that FGO would mask (ppo_fgo.fgo_line_mask) given the union. StepCoder's
 motivating example: one test input executes about 75% of a canonical solution.
 
-    .venv/bin/python bench/check_fgo_real.py [--path /work/shared/data/apps_plus_valid_500.json]
+    .venv/bin/python bench/check_fgo_real.py [--path $RL4CODE_DATA/apps_plus_valid_500.json]
 
 Standard-input programs are run as the data loader prepares them, canonical solution + a call
 `NAME()` appended (one extra line, always executed).
@@ -50,7 +50,8 @@ def describe(values: list[float]) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--path", default="/work/shared/data/apps_plus_valid_500.json",
+    ap.add_argument("--path", default=os.path.join(os.environ.get("RL4CODE_DATA", os.path.join(
+        os.path.dirname(__file__), "..", "datasets", "samples")), "apps_plus_valid_500.json"),
                     help="APPS+ file (the StepCoder authors' JSON list format)")
     ap.add_argument("--limit", type=int, default=None, help="first N problems only")
     ap.add_argument("--timeout", type=float, default=4.0, help="seconds per test")

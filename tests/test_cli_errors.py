@@ -1,4 +1,4 @@
-"""A user's mistake gets one clear line and exit status 2, never a traceback (issue 18).
+"""A user's mistake gets one clear line and exit status 2, never a traceback.
 
 Each row runs an entry point as a user would (a subprocess, the repository as working
 directory, no network: HF_HUB_OFFLINE=1 so a hub id fails at once instead of after retries)
