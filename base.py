@@ -231,7 +231,9 @@ def train(args) -> None:
         state = load_checkpoint(ckpt, policy, optimizer, sched, d)
         first = state.pop("step")
         state.pop("world", None)
-        say(d, f"resumed from {ckpt} at step {first}")
+        dropped = log.forget_after(first, ("sft", "eval"))
+        say(d, f"resumed from {ckpt} at step {first}"
+               + (f" ({dropped} metrics rows past it dropped)" if dropped else ""))
     if "seconds" not in state:   # a checkpoint that predates the count: the log's clock
         state["seconds"] = wall_at(args.out, first)
     t_start, seconds_before = time.time(), state["seconds"]   # training time over resumes

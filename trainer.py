@@ -928,9 +928,28 @@ class MetricsLog:
         for sink in self.sinks:
             sink.log(scalars, step)
 
+    def forget_after(self, step: int, phases: Sequence[str]) -> int:
+        """On resume from a checkpoint at `step`: drop the rows of `phases` past it (and the
+        after-RL evaluations), which the resumed run logs again, so every step has one row.
+        Returns how many rows were dropped."""
+        if not self.path or not os.path.isfile(self.path):
+            return 0
+        with open(self.path) as f:
+            lines = [line for line in f if line.strip()]
+        keep = [line for line in lines if not redone(json.loads(line), step, phases)]
+        with open(self.path, "w") as f:
+            f.writelines(keep)
+        return len(lines) - len(keep)
+
     def close(self):
         for sink in self.sinks:
             sink.close()
+
+
+def redone(row: dict, step: int, phases: Sequence[str]) -> bool:
+    """Whether a run resumed at `step` logs this metrics row again."""
+    return row.get("phase") in phases and (
+        row.get("step", 0) > step or str(row.get("when", "")).endswith("after_rl"))
 
 
 class TensorBoardSink:
@@ -1199,7 +1218,9 @@ def resume(r: Run, ckpt: str) -> int:
     if r.curriculum is not None and "curriculum" in r.state:
         r.curriculum.load_state_dict(r.state["curriculum"])
     sync_weights(r.policy, r.engine, r.d)
-    r.say(f"resumed from {ckpt} at step {r.state['step']}")
+    dropped = r.log.forget_after(r.state["step"], ("rl", "eval"))
+    r.say(f"resumed from {ckpt} at step {r.state['step']}"
+          + (f" ({dropped} metrics rows past it dropped)" if dropped else ""))
     return r.state["step"]
 
 

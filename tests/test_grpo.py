@@ -406,8 +406,15 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     assert _grpo(1, *TINY_RUN, "--steps", "3", "--out", a).returncode == 0
     assert _grpo(1, *TINY_RUN, "--steps", "2", "--out", b).returncode == 0
+    with open(os.path.join(b, "metrics.jsonl"), "a") as f:   # as if killed after step 3's row
+        f.write('{"phase": "rl", "step": 3, "reward_mean": -1.0}\n')
     res = _grpo(1, *TINY_RUN, "--steps", "3", "--out", b, "--resume")
     assert res.returncode == 0, res.stderr[-3000:]
+    # the rows past the checkpoint (and the first run's after-RL evaluation) are logged once
+    def logged(out):
+        return [(r["phase"], r.get("when"), r["step"]) for r in _rows(out)
+                if r["phase"] in ("rl", "eval")]
+    assert logged(b) == logged(a)
     ra = [r for r in _rows(a) if r["phase"] == "rl"]
     rb = [r for r in _rows(b) if r["phase"] == "rl"]
     assert [r["reward_mean"] for r in ra] == [r["reward_mean"] for r in rb]
