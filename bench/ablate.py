@@ -324,8 +324,6 @@ GRIDS["claims"] = [
     {"name": "ppo-cccs-fgo", "group": GROUP_PPO,
      "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs", "--fgo"],
      "metrics": ["metrics.jsonl:fgo_masked_share"]},
-    {"name": "ppo-fgo", "group": GROUP_PPO,
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--fgo"], "metrics": ["metrics.jsonl:fgo_masked_share"]},
     base_at("0.5"), base_at("0"),
     {"name": "drive-continue", "group": "DRIVE stage 2", "after": ["grpo"],
      "cmd": ["grpo.py", *DRIVE_S2], "metrics": HARD_METRICS},
@@ -335,6 +333,8 @@ GRIDS["claims"] = [
     *[{"name": f"agents-{policy}", "group": "AT-GRPO",
        "cmd": ["agents.py", *AGENT_RL, "--policy", policy], "metrics": AGENT_BASE_METRICS}
       for policy in ("shared", "per-role")],
+    {"name": "ppo-fgo", "group": GROUP_PPO,
+     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--fgo"], "metrics": ["metrics.jsonl:fgo_masked_share"]},
     {"name": "agents-shared-catch0", "group": "AT-GRPO",
      "cmd": ["agents.py", *AGENT_RL, "--policy", "shared", "--catch-bonus", "0"],
      "metrics": AGENT_BASE_METRICS},
