@@ -1,6 +1,6 @@
 """AT-GRPO's tester and coder: two agents that refine unit tests and a program over turns.
 
-Method (PettingLLMs / AT-GRPO, code tasks; ../shared/docs/methods.md section 4)
+Method (PettingLLMs / AT-GRPO, code tasks)
   The documented workflow, turn t = 0, 1, ...:
     1. the tester writes (or refines) unit tests T_t, seeing the last program and its results;
     2. the coder writes (or fixes) the program P_t, seeing THIS turn's tests T_t and how its
@@ -41,13 +41,13 @@ Rewards of one candidate (every term logged; defaults in GameConfig and the flag
   Defaults catch_bonus 1.0, trivial_penalty 0.5, coverage_weight 0.5: per test, for a buggy
   program, a catching test earns 1 + 1 = 2, a valid trivial one 1 - 0.5 = 0.5, an invalid one 0
   (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
-  Why non-zero: with catch_bonus 0 (session 2) a catching test earned what a trivial one did,
-  and in the per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
+  Why non-zero: with catch_bonus 0 a catching test earned what a trivial one did, and in an
+  early per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
   catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests.
   Group-std advantages do not change under any increasing affine map of a group's rewards,
   so a weight acts only where it changes a group by more than that: at K = 2 only by
   flipping which of the pair is ahead; at any K, not when one candidate alone earns it and
-  the others tie (2 vs 0, 0, 0 normalises as 1 vs 0, 0, 0). Session 7 measured catch_bonus
+  the others tie (2 vs 0, 0, 0 normalises as 1 vs 0, 0, 0). Measured with catch_bonus
   0 vs 1 from the same warm starts, 3 seeds each at K = 2 and K = 4 (.notes/agents.md): at
   K = 2 catches raised the tester's reward on 5 of 30 steps, yet losses and every evaluation
   came out identical; at K = 4 two seeds were identical too and one diverged (bonus 1 ended
@@ -776,7 +776,7 @@ def _log_terms(stats, role, scored):
 def _count_tester_group(stats, terms):
     """What the terms beyond validity do to one tester group: groups whose valid shares are all
     equal (validity alone gives them zero advantage) while the rewards differ, and groups whose
-    best-reward candidate is not the best by valid share (session 2's branch choice)."""
+    best-reward candidate is not the best by valid share (the early runs' branch choice)."""
     stats["tester_groups"] += 1
     valid, reward = [t["valid_share"] for t in terms], [t["reward"] for t in terms]
     stats["tester_groups_signal_beyond_validity"] += len(set(valid)) == 1 and len(set(reward)) > 1
@@ -1026,7 +1026,7 @@ def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
 # skeleton checkpoints it) and in the team.
 
 PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
-    # CPU default: tiny model, built-in problems, a few minutes on a shared 2-core box.
+    # CPU default: the shipped base model on the built-in problems.
     # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
     # tokens (mean 26), two ground-truth tests in the tester format <= 94 tokens (mean 82).
     # 2 turns: the fewest in which each role answers the other (module docstring).
@@ -1036,7 +1036,7 @@ PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
     # The built-in set, not the testbed defaults of trainer.py: 250 role SFT steps stop
     # before the 300-400 at which the tiny model learns the testbed's copy skill.
     # lr 5e-5: at 1.5e-4 ten RL steps cost the coder 7.8 points and the system 6.5 (3 seeds
-    # each, shared; per-role alike); at 5e-5 the coder held (+1.6) (.notes/agents.md, s6).
+    # each, shared; per-role alike); at 5e-5 the coder held (+1.6) (bench/results/agents-builtin/).
     "cpu": dict(train_data="builtin", eval_data="builtin", lr=5e-5, steps=10,
                 prompts_per_step=4, group_size=2, sft_batch=16,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
@@ -1052,7 +1052,7 @@ def build_parser():
     p = trainer.new_parser(
         "agents.py",
         "AT-GRPO: a tester and a coder refine tests and program over turns; GRPO "
-        "per (problem, turn, agent). CPU default: tiny model on the built-in problems.",
+        "per (problem, turn, agent). CPU default: the shipped base on the built-in problems.",
     )
     trainer.add_common_flags(p, "agents")
     p.set_defaults(reward="fraction")  # the seed's global term: the ground-truth pass rate
@@ -1304,7 +1304,7 @@ class Team:
         r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
               f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
         # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
-        # turn-0 prompts, and in session 2 every right turn-0 program was rewritten wrong.
+        # turn-0 prompts, and in an early run every right turn-0 program was rewritten wrong.
         repairs = []
         if a.repair_sft and a.max_turns > 1:
             repairs = repair_states(
