@@ -381,6 +381,25 @@ def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: flo
     return loss
 
 
+def forward_with_values(policy, critic, temperature: float, with_entropy: bool = False):
+    """forward_fn for trainer.score / update: the policy's Forward with values [B, L-1] from
+    the separate critic (value at position t = the state after token t) or, critic None
+    (--critic shared), from the policy's own value head in the same forward."""
+    def forward_fn(batch: trainer.Batch) -> trainer.Forward:
+        out = trainer.forward(policy, batch, temperature, with_entropy,
+                              with_values=critic is None)
+        if critic is not None:
+            out.values = critic(batch.input_ids, batch.attention_mask)[:, :-1]
+        return out
+    return forward_fn
+
+
+def critic_training(r: trainer.Run) -> list[tuple]:
+    """trainer.update's also_train: the separate critic and its optimizer (none when shared:
+    the value head is in the policy and its optimizer)."""
+    return [] if r.critic is None else [("critic", r.critic, r.critic_optimizer)]
+
+
 def build(r: trainer.Run) -> None:
     """Critic (separate: the policy's body after SFT + a zero head, own AdamW at --critic-lr),
     reference (--kl-coef > 0) and the policy's optimizer (a value head: its own group)."""
@@ -397,7 +416,6 @@ def build(r: trainer.Run) -> None:
 def ppo_step(r: trainer.Run, step: int) -> dict:
     """One PPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
-    head = r.critic is None           # --critic shared: the values come from the policy's head
     # --- generate, reward, FGO masks ------------------------------------------------------------
     with r.timer("generate+reward"):
         samples, sums = ppo_rollout(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
@@ -405,13 +423,16 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
     r.engine.sleep()        # GPU: free the engine's memory for scoring and the update
     # --- old log-probs, reference, values; KL-in-reward, GAE --------------------------------
     with r.timer("score"):
-        scores = r.score(samples, policy=r.policy, ref=r.ref, critic=r.critic, with_values=head)
+        scores = r.score(samples, policy=r.policy, ref=r.ref, with_values=True,
+                         forward_fn=forward_with_values(r.policy, r.critic, args.temperature))
         samples, adv_sums = ppo_advantages(samples, scores, args)
     # --- PPO update: policy + critic, --epochs x --mini-batches optimizer steps --------------
     with r.timer("update"):
         loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, vf_clip=args.vf_clip,
                            vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap)
-        stats = trainer.updates(r.policy, r.optimizer, samples, loss, with_values=head,
+        stats = trainer.updates(r.policy, r.optimizer, samples, loss, also_train=critic_training(r),
+                                forward_fn=forward_with_values(r.policy, r.critic,
+                                                               args.temperature, True),
                                 **r.update_settings())
         r.scheduler.step()
     # --- weight sync ----------------------------------------------------------------------------

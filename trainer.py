@@ -221,34 +221,34 @@ class Forward:
 
 
 def forward(policy: PolicyLogprobs, batch: Batch, temperature: float = 1.0,
-            with_entropy: bool = False, critic: ValueModel | None = None,
-            with_values: bool = False) -> Forward:
-    """Run the policy on a batch; values from the policy's own head (with_values) or from a
-    separate critic (its value at position t = the state after token t)."""
+            with_entropy: bool = False, with_values: bool = False) -> Forward:
+    """Run the policy on a batch -> Forward (logp, and entropy / the value head's values when
+    asked), whatever the model's tuple. A method with other values (PPO's separate critic)
+    wraps this in its own forward_fn (update, score)."""
     out = policy(batch.input_ids, batch.attention_mask, temperature=temperature,
                  with_entropy=with_entropy, with_values=with_values)
     out = out if isinstance(out, tuple) else (out,)
-    values = out[-1] if with_values else None
-    if critic is not None:
-        values = critic(batch.input_ids, batch.attention_mask)[:, :-1]
-    return Forward(out[0], out[1] if with_entropy else None, values)
+    return Forward(out[0], out[1] if with_entropy else None, out[-1] if with_values else None)
 
 
 def update(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: int, agg: str,
            max_len: int | None, pad_id: int, device, max_grad_norm: float,
-           temperature: float = 1.0, critic: ValueModel | None = None, critic_optimizer=None,
-           with_values: bool = False, skip_zero_advantage: bool = False) -> dict:
+           temperature: float = 1.0, forward_fn=None, also_train: Sequence[tuple] = (),
+           skip_zero_advantage: bool = False) -> dict:
     """One optimizer step over `samples` (this rank's share), in micro-batches.
 
     loss_fn(Forward, Batch, Denominators) -> (loss, stats); see the module docstring. The loss
     is multiplied by the world size because FSDP averages gradients over ranks, so the summed
-    gradient equals that of the unsplit batch. A separate critic (and its optimizer) is trained
-    by the same backward. skip_zero_advantage: samples whose advantage is zero everywhere are
+    gradient equals that of the unsplit batch. forward_fn(batch) -> Forward replaces the
+    policy's own forward (with entropy) when the loss needs more (PPO: values); also_train,
+    (name, module, optimizer) triples, are modules the same backward trains (PPO's separate
+    critic): each is clipped and stepped after the policy, its norm logged as
+    <name>_grad_norm. skip_zero_advantage: samples whose advantage is zero everywhere are
     left out of the forward/backward (only exact when their loss has no other term) but still
     count in the normalisers; the stats then describe the trained samples only, plus
     zero_adv_frac (the share skipped).
     Returns token-weighted means of the loss's stats and the entropy, and loss (the step's,
-    summed), grad_norm, trained_tokens (and critic_grad_norm).
+    summed), grad_norm, trained_tokens (and <name>_grad_norm of also_train).
     """
     world = dist.get_world_size() if dist.is_initialized() else 1
     whole = [collate(samples, pad_id, "cpu")] if samples else []     # normalisers: every sample
@@ -261,13 +261,16 @@ def update(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: in
         skipped = (all_reduce_sum(float(n_all - len(samples))), all_reduce_sum(float(n_all)))
     # Similar lengths together: less padding per micro-batch (the sum does not depend on order).
     samples = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))
+    if forward_fn is None:
+        def forward_fn(batch):
+            return forward(policy, batch, temperature, with_entropy=True)
     optimizer.zero_grad(set_to_none=True)
-    if critic is not None:
-        critic_optimizer.zero_grad(set_to_none=True)
+    for _, _, other_optimizer in also_train:
+        other_optimizer.zero_grad(set_to_none=True)
     sums: dict[str, float] = {}
     loss_sum = tokens = 0.0
     for chunk, batch in micro_batches(samples, micro_batch, pad_id, device):
-        out = forward(policy, batch, temperature, True, critic, with_values)
+        out = forward_fn(batch)
         if not chunk:        # padding batch: join the backward's collectives with a zero loss
             (out.logp.sum() * 0 + (0 if out.values is None else out.values.sum() * 0)).backward()
             continue
@@ -280,8 +283,8 @@ def update(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: in
             sums[key] = sums.get(key, 0.0) + v * n_tok
         tokens += n_tok
     result = {"grad_norm": _clip_and_step(policy, optimizer, max_grad_norm)}
-    if critic is not None:
-        result["critic_grad_norm"] = _clip_and_step(critic, critic_optimizer, max_grad_norm)
+    for name, module, other_optimizer in also_train:
+        result[f"{name}_grad_norm"] = _clip_and_step(module, other_optimizer, max_grad_norm)
     tokens = all_reduce_sum(tokens)
     result = {**{k: v / max(tokens, 1) for k, v in reduce_sums(sums).items()},
               "loss": all_reduce_sum(loss_sum), **result, "trained_tokens": tokens}
@@ -359,19 +362,22 @@ class Scores:
 
 @torch.no_grad()
 def score(samples: list[Sample], *, micro_batch: int, pad_id: int, device,
-          temperature: float = 1.0, policy=None, ref=None, critic=None,
+          temperature: float = 1.0, policy=None, ref=None, forward_fn=None,
           with_values: bool = False) -> Scores:
     """No-grad pass before an update: log-probs of the sampled tokens under `policy` (the one
-    that generated them) and `ref`, and values (the policy's head with with_values, or a
-    separate critic), in micro-batches. Every rank runs the same number of forwards."""
-    wants_values = policy is not None and (critic is not None or with_values)
+    that generated them) and `ref`, in micro-batches; with_values also the values of the
+    policy's forward: forward_fn(batch) -> Forward when given (PPO: a separate critic's),
+    else the policy's value head. Every rank runs the same number of forwards."""
+    if forward_fn is None:
+        def forward_fn(batch):
+            return forward(policy, batch, temperature, with_values=with_values)
     asked = [name for name, on in (("logp", policy is not None), ("ref_logp", ref is not None),
-                                   ("values", wants_values)) if on]
+                                   ("values", policy is not None and with_values)) if on]
     lists: dict[str, list] = {name: [] for name in asked}
     for chunk, batch in micro_batches(samples, micro_batch, pad_id, device):
         got = {}
         if policy is not None:
-            out = forward(policy, batch, temperature, critic=critic, with_values=with_values)
+            out = forward_fn(batch)
             got.update(logp=out.logp, values=out.values)
         if ref is not None:
             got["ref_logp"] = forward(ref, batch, temperature).logp
@@ -1074,21 +1080,20 @@ class Run:
 
     def update_settings(self) -> dict:
         """updates()'s keyword arguments from the run's flags (--epochs, --mini-batches,
-        --micro-batch, ...), the separate critic and its optimizer included."""
+        --micro-batch, ...)."""
         a = self.args
         return dict(epochs=a.epochs, mini_batches=a.mini_batches, micro_batch=a.micro_batch,
                     agg=a.agg, max_len=a.max_new_tokens, pad_id=self.tokenizer.pad_token_id,
                     device=self.d.device, max_grad_norm=a.max_grad_norm,
-                    temperature=a.temperature, critic=self.critic,
-                    critic_optimizer=self.critic_optimizer)
+                    temperature=a.temperature)
 
-    def score(self, samples: list[Sample], *, policy=None, ref=None, critic=None,
+    def score(self, samples: list[Sample], *, policy=None, ref=None, forward_fn=None,
               with_values: bool = False) -> Scores:
         """score() with the run's micro-batch, padding, device and temperature."""
         return score(samples, micro_batch=self.args.micro_batch,
                      pad_id=self.tokenizer.pad_token_id, device=self.d.device,
-                     temperature=self.args.temperature, policy=policy, ref=ref, critic=critic,
-                     with_values=with_values)
+                     temperature=self.args.temperature, policy=policy, ref=ref,
+                     forward_fn=forward_fn, with_values=with_values)
 
     def checkpoint_modules(self) -> dict:
         """Saved beside the policy in every checkpoint: the critic, the reference, extras."""

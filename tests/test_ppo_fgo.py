@@ -463,7 +463,7 @@ def test_ppo_advantages_assembly_by_hand():
     assert na.old_logp == scores.logp[0] and na.old_values == scores.values[0]
     assert na.ref_logp is None and na.sampler_logp is None
     assert st["tok"] == 5 and st["kl_sum"] == pytest.approx(0.5)
-    assert a.advantage == 0.0 and a.returns is None and a.old_logp is None                # the inputs are not mutated
+    assert a.advantage == 0.0 and a.returns is None and a.old_logp is None  # not mutated
     # Whitening over the 4 kept tokens (0.9, 1, 1, -0.3).
     (na, nb), _ = ppo_fgo.ppo_advantages([a, b], scores, argparse.Namespace(
         kl_coef=0.2, gamma=1.0, lam=1.0, whiten=True))
@@ -482,7 +482,8 @@ def test_score_samples_align_with_unpadded_forwards(tiny_lm):
     torch.nn.init.normal_(critic.head.weight)
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6]), Sample([1, 2], [3])]
     scores = trainer.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
-                           policy=policy, critic=critic)
+                           policy=policy, with_values=True,
+                           forward_fn=ppo_fgo.forward_with_values(policy, critic, 0.7))
     assert scores.ref_logp is None                   # no reference: ppo_advantages uses logp
     with torch.no_grad():
         for i, s in enumerate(samples):
@@ -522,8 +523,6 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
                                                               lm.named_parameters()]
     # trainer.score with with_values takes the values from the policy's own forward.
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6])]
-    args = argparse.Namespace(micro_batch=2, temperature=0.7, eps_low=0.2, eps_high=0.2,
-                              agg="token-mean", vf_clip=0.2, vf_coef=1.0, tis_cap=0.0)
     scores = trainer.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
                            policy=policy, with_values=True)
     with torch.no_grad():

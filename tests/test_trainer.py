@@ -245,9 +245,14 @@ def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_
     opt = torch.optim.SGD(policy.parameters(), lr=0.1)
     critic_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
     before = critic.head.bias.item()
+
+    def with_critic_values(batch):      # what ppo_fgo.forward_with_values does
+        out = trainer.forward(policy, batch, with_entropy=True)
+        out.values = critic(batch.input_ids, batch.attention_mask)[:, :-1]
+        return out
     st = trainer.update(policy, opt, samples, loss_fn, micro_batch=1, agg="token-mean",
                         max_len=None, pad_id=0, device="cpu", max_grad_norm=1e9,
-                        critic=critic, critic_optimizer=critic_opt)
+                        forward_fn=with_critic_values, also_train=[("critic", critic, critic_opt)])
     # two micro-batches (shortest first), each with the critic's values [1, L-1] and the
     # same global normaliser
     assert [s for s, _ in seen] == [(1, 2), (1, 4)]
