@@ -6,11 +6,9 @@
     .venv/bin/python bench/ablate.py --grid tiny-warm --out runs/ablate-tiny-warm --report-only
     .venv/bin/python bench/ablate.py --grid my_grid.json --only ppo --seeds 0,1  # ppo, ppo-fgo
     .venv/bin/python bench/ablate.py --grid my_grid.json --only =ppo             # ppo alone
-    .venv/bin/python bench/ablate.py --grid length --out runs/ablate \
-        --from-report bench/results/length/ablation.json      # fill a committed grid
 
-A grid is a list of configs (named grids live in GRIDS below; --grid FILE.json reads a list of
-the same shape):
+A grid is a list of configs (the named grids live in bench/grids.py; --grid FILE.json reads a
+list of the same shape):
 
     {"name": "ppo-fgo",                 unique; the cell folders are named after it
      "group": "PPO/FGO/CCCS",           rows compared together (one panel of the picture)
@@ -42,17 +40,10 @@ scratch: its folder is emptied first. A cell that exits non-zero (or with no sum
 cmd.json also records the git commit of --workdir; it is not compared (the code may move on
 under a finished cell), but ablation.md says which commits the cells ran at.
 
-Across machines (the cells' folders are scratch; the committed report is what lasts):
---from-report FILE.json (e.g. bench/results/length/ablation.json) counts every cell that FILE
-lists as finished, for a config of the same name and command, as finished here: it is not run
-and the report takes its numbers, per-seed curve and commit from FILE (ablation.md says which).
-A report holds no checkpoints, so a dependency ("after") of a cell that runs now is run again
-when --only selects it (and its dependent is "not run" when it does not).
-
 The report (<OUT>/ablation.json, ablation.md, ablation.png) is written at the end of every run
 and by --report-only, from the finished cells only. It covers the configs --only selects and
-every other config of the grid with a finished cell (on disk or from --from-report), so a
-report written by an --only run is never narrower than the cells it knows about:
+every other config of the grid with a finished cell, so a report written by an --only run is
+never narrower than the cells it knows about:
 - numbers from each cell's summary.json: pass_at_1_before_rl / _after_rl / _gain (held-out),
   train_pass_at_1_*, pass_at_k_* (k = eval_k or eval_n), wall_seconds; any key may be
   missing ("-").
@@ -63,7 +54,8 @@ report written by an --only run is never narrower than the cells it knows about:
   denominator; "-" when fewer than 2 seeds finished).
 - the curve: the "phase": "eval" rows of metrics.jsonl, x = their "step" (else from "when":
   before_rl = 0, step_N = N, after_rl = the summary's steps), y = "pass@1" (agents.py's rows:
-  "pass@1_after_turns"); per config the mean over seeds with a min-max band, one panel a group.
+  "pass@1_after_turns"). The picture, one panel a group, draws each seed's gain since its own
+  first point: per config the mean over seeds with a min-max band.
   matplotlib is a benchmark-only dependency (requirements-bench.txt): without it the picture is
   skipped with one line.
 """
@@ -83,280 +75,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from grids import GRIDS  # the named grids (bench/grids.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-# ----------------------------------------------------------------------------- the grids
-
-# Every tiny-warm row trains on the procedural train split and is scored on its held-out test
-# split (tasks.py), with the train-split sample beside it. One warm start per seed (SFT 450
-# steps, the copy skill of the tiny model appears at ~350-400: .notes/tasks.md), evaluated
-# before RL: the "no RL" row. Every RL row starts from that seed's warm-start checkpoint with
-# the same budget: 40 steps x 8 prompts x 16 samples at lr 5e-5, held-out curve every 20 steps.
-# test_ablate.py parses every command with its entry point's own parser, so a flag that does
-# not exist fails there.
-# These grids start from the tiny model and its own SFT warm start (--model tiny) and draw
-# prompts with replacement, as when they were measured (the trainers' defaults are now the
-# shipped base and epoch order).
-TINY_WORLD = ["--model", "tiny", "--prompt-order", "replacement"]
-DATA = [*TINY_WORLD, "--train-data", "tasks:train", "--eval-data", "tasks:test",
-        "--max-new-tokens", "112"]
-WARM_STEPS = 450
-RL_STEPS = 40
-FROM_WARM = ["--model", "{out}/cells/warm/seed{seed}/step_0", "--sft-steps", "0",
-             "--steps", str(RL_STEPS), "--lr", "5e-5", "--eval-every", "20"]
-# DRIVE's claim is about the tail: pass@1 / pass@k on the hardest quarter of the held-out set.
-HARD_METRICS = ["hard_pass_at_1_before_rl", "hard_pass_at_1_after_rl", "hard_pass_at_k_after_rl"]
-AGENT_METRICS = ["before_rl.pass@1_coder_alone", "before_rl.pass@1_after_turns",
-                 "after_rl.pass@1_coder_alone", "after_rl.pass@1_after_turns"]
-
-def with_flags(argv: list[str], **values) -> list[str]:
-    """argv with the value after each --flag (from the keyword: eval_every -> --eval-every)
-    replaced."""
-    out = list(argv)
-    for key, value in values.items():
-        i = out.index("--" + key.replace("_", "-"))
-        out[i + 1] = str(value)
-    return out
-
-
-GRIDS: dict[str, list[dict]] = {
-    "tiny-warm": [
-        # --steps 0 with --save-every 1 saves step_0 (the warm-started policy) and evaluates.
-        {"name": "warm", "group": "warm start (no RL)",
-         "cmd": ["grpo.py", *DATA, "--sft-steps", str(WARM_STEPS), "--steps", "0",
-                 "--save-every", "1"]},
-        {"name": "grpo", "group": "GRPO", "after": ["warm"], "cmd": ["grpo.py", *DATA, *FROM_WARM],
-         "metrics": HARD_METRICS},
-        {"name": "grpo-cccs", "group": "GRPO", "after": ["warm"],
-         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--curriculum", "cccs"]},
-        # DRIVE's stage 2 from the warm start against plain GRPO (the "grpo" row: continuing
-        # stage 1) at the same rollouts: problems every sample or none solves are dropped
-        # first, then the hard focus keeps the lowest pass rates of the rest.
-        {"name": "drive-hard-focus", "group": "GRPO", "after": ["warm"],
-         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--offline-filter", "--hard-focus",
-                 f"192:{RL_STEPS // 2},96:{RL_STEPS // 2}"], "metrics": HARD_METRICS},
-        # The same GRPO for 4x the steps: does the held-out gain keep growing?
-        {"name": "grpo-160", "group": "GRPO", "after": ["warm"],
-         "cmd": ["grpo.py", *DATA, *with_flags(FROM_WARM, steps=4 * RL_STEPS, eval_every=40)],
-         "metrics": HARD_METRICS},
-        # RL on the first 128 train problems (every family), each drawn ~2.5 times in 40 steps
-        # instead of < 1: sharpening per problem vs a shared skill; CCCS's window of 2 can fill.
-        {"name": "grpo-p128", "group": "GRPO on 128 train problems", "after": ["warm"],
-         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--max-problems", "128"],
-         "metrics": HARD_METRICS},
-        {"name": "grpo-cccs-p128", "group": "GRPO on 128 train problems", "after": ["warm"],
-         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--max-problems", "128", "--curriculum", "cccs",
-                 "--cccs-span", "2"]},
-        # ... and a stage moving on at a pass rate of 0.5 (0.8: none moved in 40 steps)
-        {"name": "grpo-cccs-p128-t0.5", "group": "GRPO on 128 train problems",
-         "after": ["warm"],
-         "cmd": ["grpo.py", *DATA, *FROM_WARM, "--max-problems", "128", "--curriculum", "cccs",
-                 "--cccs-span", "2", "--cccs-threshold", "0.5"]},
-        {"name": "ppo", "group": "PPO/FGO", "after": ["warm"],
-         "cmd": ["ppo_fgo.py", *DATA, *FROM_WARM]},
-        {"name": "ppo-fgo", "group": "PPO/FGO", "after": ["warm"],
-         "cmd": ["ppo_fgo.py", *DATA, *FROM_WARM, "--fgo"],
-         "metrics": ["metrics.jsonl:fgo_masked_share"]},
-        {"name": "ppo-cccs", "group": "PPO/FGO", "after": ["warm"],
-         "cmd": ["ppo_fgo.py", *DATA, *FROM_WARM, "--curriculum", "cccs"]},
-        # AT-GRPO warms up its own roles (tester and coder examples), so no shared checkpoint.
-        {"name": "agents-shared", "group": "AT-GRPO",
-         "cmd": ["agents.py", *DATA, "--policy", "shared"], "metrics": AGENT_METRICS},
-        {"name": "agents-per-role", "group": "AT-GRPO",
-         "cmd": ["agents.py", *DATA, "--policy", "per-role"], "metrics": AGENT_METRICS},
-        {"name": "agents-no-rl", "group": "AT-GRPO",
-         "cmd": ["agents.py", *DATA, "--steps", "0"], "metrics": AGENT_METRICS},
-    ],
-}
-
-# CCCS's claim where it can act (tasks.py's length family): the tiny-warm grid's warm start,
-# then 150 SFT steps on the train split plus chain_short (1-3 guarded steps), so the policy
-# writes short chains and no 4-6 step one (held-out chain_long: 0.000 before RL, every
-# seed); RL on 32 chain_long train problems (each drawn 15 times in 60 steps, so a problem
-# can pass through its 3-4 stages), with and without the curriculum, scored on length_test
-# (chain_long: the claim; chain_short: what RL costs the short chains).
-SFT_CHAIN = "{out}/cells/sft-chain/seed{seed}/step_0"    # every length RL cell starts here
-LEN_DATA = [*TINY_WORLD, "--eval-data", "tasks:length_test", "--max-new-tokens", "112"]
-LEN_RL = ["--train-data", "tasks:length_train@chain_long", *LEN_DATA, "--max-problems", "32",
-          "--max-eval-problems", "0", "--model", SFT_CHAIN,
-          "--sft-steps", "0", "--steps", "60", "--lr", "5e-5", "--eval-every", "20"]
-CCCS_FLAGS = ["--curriculum", "cccs", "--cccs-span", "2", "--cccs-threshold", "0.5"]
-CHAIN_S = [*TINY_WORLD, "--train-data", "tasks:length_train@chain_short", "--eval-data",
-           "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "16",
-           "--sft-steps", "0", "--steps", "40", "--prompts-per-step", "8", "--group-size", "16",
-           "--lr", "5e-5", "--eval-every", "20"]
-CHAIN_S1 = "{out}/cells/drive-chain-s1/seed{seed}/step_40"
-LEN_METRICS = ["family_pass_at_1_before_rl.chain_long", "family_pass_at_1_after_rl.chain_long",
-               "family_pass_at_1_after_rl.chain_short", "metrics.jsonl:reward_mean",
-               "metrics.jsonl:zero_adv_frac"]
-GRIDS["length"] = [
-    GRIDS["tiny-warm"][0],      # the same warm cells: a shared --out runs them once
-    {"name": "sft-chain", "group": "length: SFT on chain_short", "after": ["warm"],
-     "cmd": ["grpo.py", "--train-data", "tasks:train,tasks:length_train@chain_short", *LEN_DATA,
-             "--model", "{out}/cells/warm/seed{seed}/step_0", "--sft-steps", "150", "--steps",
-             "0", "--save-every", "1"], "metrics": LEN_METRICS[:1]},
-    {"name": "length-grpo", "group": "length: GRPO on chain_long", "after": ["sft-chain"],
-     "cmd": ["grpo.py", *LEN_RL], "metrics": LEN_METRICS},
-    {"name": "length-grpo-cccs", "group": "length: GRPO on chain_long", "after": ["sft-chain"],
-     "cmd": ["grpo.py", *LEN_RL, *CCCS_FLAGS], "metrics": LEN_METRICS},
-    # 4x the steps with the curriculum (the plain arm needs no rerun: with no success in 60
-    # steps every advantage is 0, its gradient is 0 and the policy never changes)
-    {"name": "length-grpo-cccs-240", "group": "length: GRPO on chain_long",
-     "after": ["sft-chain"],
-     "cmd": ["grpo.py", *with_flags(LEN_RL, steps=240, eval_every=60), *CCCS_FLAGS],
-     "metrics": LEN_METRICS},
-    {"name": "length-ppo", "group": "length: PPO on chain_long", "after": ["sft-chain"],
-     "cmd": ["ppo_fgo.py", *LEN_RL], "metrics": LEN_METRICS},
-    {"name": "length-ppo-cccs", "group": "length: PPO on chain_long", "after": ["sft-chain"],
-     "cmd": ["ppo_fgo.py", *LEN_RL, *CCCS_FLAGS], "metrics": LEN_METRICS},
-    {"name": "length-ppo-cccs-fgo", "group": "length: PPO on chain_long", "after": ["sft-chain"],
-     "cmd": ["ppo_fgo.py", *LEN_RL, *CCCS_FLAGS, "--fgo"],
-     "metrics": LEN_METRICS + ["metrics.jsonl:fgo_masked_share"]},
-    # DRIVE's claim (stage 2's hard focus lifts the tail) where the tail is not at the floor:
-    # the short chains, where after sft-chain 3-step chains pass ~5-10% whole (1-step ~70%).
-    # Stage 1 = 40 GRPO steps on the 160 chain_short train problems; then 40 more steps, as
-    # stage 1 (continue) or as DRIVE's stage 2 (offline filter, then the 48 and the 24 lowest
-    # pass rates, 4 prompts x 32 rollouts: the same 128 a step). Held out: length_test's 32
-    # chain_short x 16 samples; its hardest quarter is the 3-step chains.
-    {"name": "drive-chain-s1", "group": "length: DRIVE on chain_short", "after": ["sft-chain"],
-     "cmd": ["grpo.py", *CHAIN_S, "--model", SFT_CHAIN,
-             "--save-every", "40"], "metrics": HARD_METRICS + LEN_METRICS[3:]},
-    {"name": "drive-chain-continue", "group": "length: DRIVE on chain_short",
-     "after": ["drive-chain-s1"], "cmd": ["grpo.py", *CHAIN_S, "--model", CHAIN_S1],
-     "metrics": HARD_METRICS + LEN_METRICS[3:]},
-    {"name": "drive-chain-hard", "group": "length: DRIVE on chain_short",
-     "after": ["drive-chain-s1"],
-     "cmd": ["grpo.py", *with_flags(CHAIN_S, prompts_per_step=4, group_size=32), "--model",
-             CHAIN_S1, "--offline-filter", "--hard-focus", "48:20,24:20"],
-     "metrics": HARD_METRICS + LEN_METRICS[3:]},
-    # PPO where GRPO gains held out: does PPO + GAE + critic gain there too? chain-grpo is
-    # drive-chain-s1's command (40 steps of 8 x 16 from sft-chain) as a config of its own, so
-    # that a run that re-makes the warm starts compares the three from the same ones.
-    {"name": "chain-grpo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
-     "cmd": ["grpo.py", *CHAIN_S, "--model", SFT_CHAIN],
-     "metrics": HARD_METRICS + LEN_METRICS[3:]},
-    {"name": "chain-ppo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
-     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", SFT_CHAIN],
-     "metrics": HARD_METRICS + LEN_METRICS[3:4]},
-    {"name": "chain-ppo-fgo", "group": "length: PPO on chain_short", "after": ["sft-chain"],
-     "cmd": ["ppo_fgo.py", *CHAIN_S, "--model", SFT_CHAIN, "--fgo"],
-     "metrics": HARD_METRICS + LEN_METRICS[3:4] + ["metrics.jsonl:fgo_masked_share"]},
-]
-
-# AT-GRPO held out where the coder is off the floor: the short chains (the testbed's coder
-# after 150 role-SFT steps scores 0.010). From sft-chain, 200 role-SFT steps of 8 (agents.py's
-# tester and coder prompts; coder alone ~0.19-0.25 held out), then 30 RL steps of the CPU
-# preset's 4 problems x K 2 x 2 turns, shared or per-role (both roles from that checkpoint).
-AGENT_CHAIN = [*TINY_WORLD, "--train-data", "tasks:length_train@chain_short", "--eval-data",
-               "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "4"]
-AGENT_CHAIN_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
-                                       "metrics.jsonl:tester_catch_share_mean"]
-
-
-def agents_chain(prefix: str, sft_steps: int) -> list[dict]:
-    """<prefix>-warm (role SFT from sft-chain, no RL), then <prefix>-shared / -per-role
-    (30 RL steps from that warm cell's checkpoint)."""
-    group = "length: AT-GRPO on chain_short"
-    rl = [*AGENT_CHAIN, "--model", f"{{out}}/cells/{prefix}-warm/seed{{seed}}/step_0",
-          "--sft-steps", "0", "--steps", "30", "--eval-every", "10"]
-    warm = {"name": f"{prefix}-warm", "group": group, "after": ["sft-chain"],
-            "cmd": ["agents.py", *AGENT_CHAIN, "--policy", "shared", "--model", SFT_CHAIN,
-                    "--sft-steps", str(sft_steps), "--sft-batch", "8", "--steps", "0",
-                    "--save-every", "1000"], "metrics": AGENT_METRICS}
-    return [warm] + [{"name": f"{prefix}-{policy}", "group": group, "after": [warm["name"]],
-                      "cmd": ["agents.py", *rl, "--policy", policy],
-                      "metrics": AGENT_CHAIN_METRICS} for policy in ("shared", "per-role")]
-
-
-# 600 role-SFT steps (one probe, seed 0: coder alone .305 and system .258 held out, vs .188 /
-# .062 after 200): the same RL from the longer warm start; and the catch bonus off
-# (default 1.0), else agents-chain600-shared.
-_CHAIN600 = agents_chain("agents-chain600", 600)
-GRIDS["length"] += agents_chain("agents-chain", 200) + _CHAIN600 + [
-    {**_CHAIN600[1], "name": "agents-chain600-shared-catch0",
-     "cmd": [*_CHAIN600[1]["cmd"], "--catch-bonus", "0"]}]
-
-# The seeds' claims on the shipped base (models/base): every arm starts from the same policy,
-# so arms are paired by RL seed (bench/claims.py computes the paired differences). RL on
-# tasks:rl (fresh train-parameter problems) for 40 steps of 8 prompts x 16 samples at lr 5e-5
-# (the defaults but for the steps); held out = the first 350 problems of tasks:eval (50 a
-# family) x 4 samples at T = 1, with 70 of tasks:rl beside. The configs are in the order they
-# run (the main claims first): on this 2-core machine a cell takes 7-12 minutes.
-CLAIM_EVAL = ["--eval-n", "4", "--max-eval-problems", "350", "--train-eval-problems", "70"]
-CLAIM_RL = [*CLAIM_EVAL, "--steps", "40"]
-# DRIVE: stage 1 = the grpo cell's first 20 steps (its step_20 checkpoint); then 20 more steps
-# on the first 384 train problems (55 a family), continuing stage 1 (8 x 16) or as stage 2
-# (offline filter, then the 96 and the 48 lowest pass rates, 4 prompts x 32: 128 rollouts a
-# step either way).
-STAGE1 = "{out}/cells/grpo/seed{seed}/step_20"
-DRIVE_S2 = [*CLAIM_EVAL, "--model", STAGE1, "--steps", "20", "--max-problems", "384"]
-# The RL-only family (arith_long: 4-5 operations, never in the base's corpus): 160 held out x 8.
-RL_ONLY = ["--train-data", "tasks:rl@arith_long", "--eval-data", "tasks:eval@arith_long",
-           "--steps", "40", "--eval-n", "8", "--train-eval-problems", "0"]
-# pass@k up to 64: the first 70 held-out problems (10 a family) x 64 samples at T = 1; pass@k
-# for every k <= 64 comes from each problem's solved count (rates.json).
-PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
-          "--train-eval-problems", "0"]
-# AT-GRPO from the base (it saw the tester's and the coder's prompts in its corpus): 20 steps
-# of the CPU preset's 4 problems x K 2 x 2 turns on tasks:rl; held out: 70 of tasks:eval
-# (10 a family) x 2 episodes at T 0.6, coder alone and the system after its turns.
-AGENT_RL = ["--train-data", "tasks:rl", "--eval-data", "tasks:eval", "--max-eval-problems",
-            "70", "--max-new-tokens", "112", "--steps", "20"]
-AGENT_BASE_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
-                                      "metrics.jsonl:tester_catch_share_mean"]
-GROUP_PPO = "GRPO and PPO (StepCoder)"
-GROUP_DAPO = "DAPO: off-policy updates and filters"
-GROUP_T = "the base at lower temperatures"
-
-
-def base_at(t: str) -> dict:
-    """The base evaluated (no RL) at temperature t; greedy ("0") with one sample a problem."""
-    flags = with_flags(CLAIM_EVAL, eval_n=1) if t == "0" else CLAIM_EVAL
-    return {"name": "base-greedy" if t == "0" else f"base-t{t}", "group": GROUP_T,
-            "cmd": ["grpo.py", *flags, "--eval-only", "--eval-temperature", t]}
-
-
-GRIDS["claims"] = [
-    {"name": "grpo", "group": GROUP_PPO,
-     "cmd": ["grpo.py", *CLAIM_RL, "--eval-every", "20", "--save-every", "20"],
-     "metrics": HARD_METRICS},
-    {"name": "ppo", "group": GROUP_PPO, "cmd": ["ppo_fgo.py", *CLAIM_RL]},
-    {"name": "ppo-cccs-fgo", "group": GROUP_PPO,
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs", "--fgo"],
-     "metrics": ["metrics.jsonl:fgo_masked_share"]},
-    base_at("0.5"), base_at("0"),
-    {"name": "drive-continue", "group": "DRIVE stage 2", "after": ["grpo"],
-     "cmd": ["grpo.py", *DRIVE_S2], "metrics": HARD_METRICS},
-    {"name": "drive-hard", "group": "DRIVE stage 2", "after": ["grpo"],
-     "cmd": ["grpo.py", *DRIVE_S2, "--prompts-per-step", "4", "--group-size", "32",
-             "--offline-filter", "--hard-focus", "96:10,48:10"], "metrics": HARD_METRICS},
-    *[{"name": f"agents-{policy}", "group": "AT-GRPO",
-       "cmd": ["agents.py", *AGENT_RL, "--policy", policy], "metrics": AGENT_BASE_METRICS}
-      for policy in ("shared", "per-role")],
-    {"name": "ppo-fgo", "group": GROUP_PPO,
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--fgo"], "metrics": ["metrics.jsonl:fgo_masked_share"]},
-    {"name": "agents-shared-catch0", "group": "AT-GRPO",
-     "cmd": ["agents.py", *AGENT_RL, "--policy", "shared", "--catch-bonus", "0"],
-     "metrics": AGENT_BASE_METRICS},
-    {"name": "base-pass64", "group": "pass@k to 64", "cmd": ["grpo.py", *PASS64]},
-    {"name": "grpo-pass64", "group": "pass@k to 64", "after": ["grpo"],
-     "cmd": ["grpo.py", *PASS64, "--model", "{out}/cells/grpo/seed{seed}/step_40"]},
-    {"name": "grpo-mb4", "group": GROUP_DAPO, "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4"],
-     "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]},
-    {"name": "grpo-mb4-eps0.2", "group": GROUP_DAPO,
-     "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4", "--eps-high", "0.2"],
-     "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]},
-    {"name": "rl-only-grpo", "group": "RL-only family (arith_long)",
-     "cmd": ["grpo.py", *RL_ONLY]},
-    {"name": "rl-only-ppo", "group": "RL-only family (arith_long)",
-     "cmd": ["ppo_fgo.py", *RL_ONLY]},
-    {"name": "ppo-cccs", "group": GROUP_PPO,
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs"]},
-    {"name": "grpo-dyn-overlong", "group": GROUP_DAPO,
-     "cmd": ["grpo.py", *CLAIM_RL, "--dynamic-sampling", "--overlong-filter"],
-     "metrics": ["metrics.jsonl:entropy"]},
-    base_at("0.7"), base_at("0.3"),
-]
 
 # (summary.json key, column of ablation.md or None = ablation.json only)
 STANDARD = [("pass_at_1_before_rl", "held-out pass@1 before RL"),
@@ -454,15 +175,13 @@ def select(configs: list[dict], only: str) -> list[dict]:
     return chosen
 
 
-def report_configs(grid: list[dict], selected: list[dict], out: str,
-                   earlier: "Earlier") -> list[dict]:
+def report_configs(grid: list[dict], selected: list[dict], out: str) -> list[dict]:
     """The configs a report covers, in grid order: the selected ones, and every other config
-    of the grid with a finished cell (under `out` or taken from --from-report). So a run
-    with --only never writes a report narrower than what it knows: copying that report over
-    a fuller one loses no rows."""
+    of the grid with a finished cell under `out`. So a run with --only never writes a report
+    narrower than what it knows: copying that report over a fuller one loses no rows."""
     names = {c["name"] for c in selected}
     return [c for c in grid if c["name"] in names
-            or any(is_finished(x) or x.key in earlier.cells for x in cells_of([c], out))]
+            or any(is_finished(x) for x in cells_of([c], out))]
 
 
 def fill(token: str, seed: int, out: str) -> str:
@@ -519,89 +238,6 @@ def is_finished(cell: Cell) -> bool:
     return (isinstance(started, dict) and started.get("cmd") == cell.cmd
             and os.path.isfile(os.path.join(cell.dir, "summary.json"))
             and not os.path.exists(os.path.join(cell.dir, "failed.json")))
-
-
-@dataclass
-class Earlier:
-    """Cells taken from earlier reports (--from-report): numbers, never checkpoints.
-
-    cells: {(config, seed): {"values", "curve" ({step: pass@1} or None), "k", "commit",
-    "source"}}; bands: {config: {"seeds", "curve", "gain_curve"}} of reports written before
-    per-seed curves were kept (used only when every seed of the config comes from there)."""
-    cells: dict = field(default_factory=dict)
-    bands: dict = field(default_factory=dict)
-
-
-def load_earlier(paths: list[str], configs: list[dict]) -> Earlier:
-    """Read --from-report files (ablation.json of a run, e.g. a committed one). A seed is
-    taken when the file lists it among the finished seeds of a config with the same name and
-    the same command (for files before "cmd" was kept: the same display command with the
-    file's seeds). A later file wins over an earlier one. GridError for a file that cannot be
-    read or is not a report."""
-    by_name = {c["name"]: c for c in configs}
-    got = Earlier()
-    for path in paths:
-        data = read_json(path)
-        if data is None:
-            why = "no such file" if not os.path.exists(path) else "not valid JSON"
-            raise GridError(f"--from-report {path}: {why}")
-        if not isinstance(data, dict) or not isinstance(data.get("configs"), list):
-            raise GridError(f"--from-report {path}: not an ablation.json (no 'configs' list)")
-        for rep in data["configs"]:
-            cfg = by_name.get(rep.get("name")) if isinstance(rep, dict) else None
-            if cfg is None or not isinstance(rep.get("per_seed"), dict):
-                continue
-            same = (rep.get("cmd") == cfg["cmd"] if "cmd" in rep else
-                    isinstance(rep.get("seeds"), list) and rep.get("command") ==
-                    display_command({**cfg, "seeds": rep["seeds"]}))
-            if not same:
-                continue
-            try:
-                cells, band_ = _earlier_config(rep, path)
-            except (ValueError, TypeError, KeyError, AttributeError) as e:
-                raise GridError(f"--from-report {path}: config {cfg['name']}: malformed "
-                                f"({type(e).__name__}: {e})") from None
-            got.cells.update({(cfg["name"], seed): rec for seed, rec in cells.items()})
-            if band_:
-                got.bands[cfg["name"]] = band_
-    return got
-
-
-def _earlier_config(rep: dict, path: str) -> tuple[dict, dict | None]:
-    """One config of an earlier report: ({seed: cell record}, its bands or None)."""
-    curves = rep.get("curves") or {}
-    seeds = sorted(rep["per_seed"], key=int)
-    cells = {}
-    for seed in seeds:
-        curve = curves.get(seed)
-        if curve is None and len(seeds) == 1 and "curve" in rep:
-            curve = dict(zip(rep["curve"]["step"], rep["curve"]["mean"]))
-        values = rep["per_seed"][seed]
-        if not isinstance(values, dict):
-            raise TypeError(f"per_seed[{seed!r}] is not an object")
-        cells[int(seed)] = {
-            "values": values,
-            "curve": None if curve is None else {int(x): float(y) for x, y in curve.items()},
-            "k": rep.get("k"), "commit": (rep.get("commits") or {}).get(seed), "source": path}
-    band_ = None
-    if not curves and len(seeds) > 1 and "curve" in rep:
-        band_ = {"seeds": seeds, "curve": rep["curve"], "gain_curve": rep.get("gain_curve")}
-    return cells, band_
-
-
-def needed_imports(cells: list[Cell], done: set, imported: set) -> set:
-    """The --from-report cells that stay imported: those not finished on disk and not needed
-    as a checkpoint by a selected cell that runs now (a report has numbers only, so such a
-    dependency, when selected, runs again; unselected, its dependent cannot run)."""
-    keep = {k for k in imported if k not in done}
-    selected = {c.key: c for c in cells}
-    stack = [c for c in cells if c.key not in done and c.key not in keep]
-    while stack:
-        for dep in stack.pop().deps:
-            if dep in keep and dep in selected:
-                keep.discard(dep)
-                stack.append(selected[dep])
-    return keep
 
 
 def last_line(path: str) -> str:
@@ -679,14 +315,12 @@ def stop(procs: list[subprocess.Popen], grace: float = 10.0) -> None:
         p.wait()
 
 
-def run_cells(todo: list[Cell], done: set, jobs: int, python: str, workdir: str,
-              imported: set = frozenset()) -> dict:
+def run_cells(todo: list[Cell], done: set, jobs: int, python: str, workdir: str) -> dict:
     """Run the unfinished cells, --jobs at a time, each after its dependencies.
 
     `done`: keys of the finished cells (this run's and any on disk). Returns {key: "done" |
     "failed"} for the cells run here. A cell whose dependency failed (or is not finished and
-    not in this run, e.g. left out by --only, or only in --from-report: `imported`) fails
-    without running."""
+    not in this run, e.g. left out by --only) fails without running."""
     status = {c.key: "pending" for c in todo}
     running: dict[tuple, tuple[Cell, subprocess.Popen, float]] = {}
     pending = list(todo)
@@ -699,9 +333,7 @@ def run_cells(todo: list[Cell], done: set, jobs: int, python: str, workdir: str,
                 if any(s in ("pending", "running") for s in states):
                     continue
                 pending.remove(cell)
-                bad = [f"{n} seed {s}" + (" (only in --from-report: numbers, no checkpoint; "
-                                          "select it with --only)" if (n, s) in imported else "")
-                       for (n, s), st in zip(cell.deps, states) if st != "done"]
+                bad = [f"{n} seed {s}" for (n, s), st in zip(cell.deps, states) if st != "done"]
                 if bad:
                     record_failure(cell, None, f"not run: {', '.join(bad)} did not finish")
                     status[cell.key] = "failed"
@@ -817,13 +449,9 @@ def cell_numbers(cell_dir: str, cfg: dict) -> dict:
     return {"values": vals, "k": k, "curve": curve(summary, rows)}
 
 
-def config_report(cfg: dict, out: str, earlier: Earlier | None = None) -> dict:
-    """Per seed: status and numbers; per key: mean/std over the finished seeds; the curve.
-
-    A seed not finished under `out` but found in `earlier` (--from-report) counts as
-    finished with that report's numbers, curve and commit; "imported" names its file."""
-    earlier = earlier or Earlier()
-    per_seed, failed, curves, ks, commits, imported = {}, [], {}, set(), {}, {}
+def config_report(cfg: dict, out: str) -> dict:
+    """Per seed: status and numbers; per key: mean/std over the finished seeds; the curve."""
+    per_seed, failed, curves, ks, commits = {}, [], {}, set(), {}
     for cell in cells_of([cfg], out):
         seed = str(cell.seed)
         if is_finished(cell):
@@ -832,15 +460,6 @@ def config_report(cfg: dict, out: str, earlier: Earlier | None = None) -> dict:
             commits[seed] = read_json(os.path.join(cell.dir, "cmd.json")).get("commit")
             curves[seed] = nums["curve"]
             ks.add(nums["k"])
-            continue
-        if cell.key in earlier.cells:
-            rec = earlier.cells[cell.key]
-            per_seed[seed] = rec["values"]
-            commits[seed] = rec["commit"]
-            imported[seed] = rec["source"]
-            if rec["curve"] is not None:
-                curves[seed] = rec["curve"]
-            ks.add(rec["k"])
             continue
         f = read_json(os.path.join(cell.dir, "failed.json"))
         if isinstance(f, dict) and f.get("cmd") == cell.cmd:
@@ -851,21 +470,16 @@ def config_report(cfg: dict, out: str, earlier: Earlier | None = None) -> dict:
     # The gain curve: each seed's change since its own first point (the seeds' warm starts
     # differ by more than RL moves them, so an absolute band hides the effect).
     gains = [{x: c[x] - c[min(c)] for x in c} for c in curves.values() if c]
-    curve_band, gain_band = band(list(curves.values())), band(gains)
-    no_curve = sorted((s for s in per_seed if s not in curves), key=int)
-    old = earlier.bands.get(cfg["name"])
-    if old and sorted(per_seed, key=int) == sorted(imported, key=int) == old["seeds"] \
-            and not curves:
-        # every seed from one report older than per-seed curves: its bands as they were
-        curve_band, gain_band, no_curve = old["curve"], old["gain_curve"], []
+    gain_band = {k: v for k, v in band(gains).items() if k != "seeds"}
+    # "imported" and "no_curve" stay, always empty, so ablation.json keeps the shape of the
+    # reports committed under bench/results/.
     return {"name": cfg["name"], "group": cfg["group"], "command": display_command(cfg),
             "cmd": cfg["cmd"], "seeds": cfg["seeds"], "seeds_done": len(per_seed),
             "failed": failed, "k": ks.pop() if len(ks) == 1 else None,
             "metrics": cfg["metrics"], "per_seed": per_seed, "stats": stats,
-            "commits": commits, "imported": imported, "no_curve": no_curve,
+            "commits": commits, "imported": {}, "no_curve": [],
             "curves": {s: {str(x): y for x, y in sorted(c.items())} for s, c in curves.items()},
-            "curve": curve_band, "gain_curve": {k: v for k, v in gain_band.items()
-                                                if k != "seeds"}}
+            "curve": band(list(curves.values())), "gain_curve": gain_band}
 
 
 def band(curves: list[dict]) -> dict:
@@ -914,7 +528,6 @@ def markdown(reports: list[dict], title: str) -> str:
         row.append("`" + r["command"].replace("|", "\\|") + "`")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", code_line(reports)]
-    lines += imported_lines(reports)
     failures = [(r["name"], f) for r in reports for f in r["failed"]]
     if failures:
         lines += ["", "Failed cells (not in the numbers above):", ""]
@@ -922,42 +535,23 @@ def markdown(reports: list[dict], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cells_by(reports: list[dict], key: str) -> dict[str, list[str]]:
-    """{value: ["<config> seed(s) 0/1", ...]} from each report's {seed: value} map `key`
-    (commits, imported): which cells share a commit, or came from one file."""
-    at: dict[str, list[str]] = {}
-    for r in reports:
-        seeds_of: dict[str, list[str]] = {}
-        for seed, value in r[key].items():
-            seeds_of.setdefault(value or "unknown", []).append(seed)
-        for value, seeds in seeds_of.items():
-            at.setdefault(value, []).append(
-                f"{r['name']} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}")
-    return at
-
-
 def code_line(reports: list[dict]) -> str:
     """Which commits the finished cells ran at: one, or each commit with its cells (a code
     default may differ between them even where the commands are the same)."""
-    at = cells_by(reports, "commits")
+    at: dict[str, list[str]] = {}      # commit: ["<config> seed(s) 0/1", ...]
+    for r in reports:
+        seeds_of: dict[str, list[str]] = {}
+        for seed, commit in r["commits"].items():
+            seeds_of.setdefault(commit or "unknown", []).append(seed)
+        for commit, seeds in seeds_of.items():
+            at.setdefault(commit, []).append(
+                f"{r['name']} seed{'s' if len(seeds) > 1 else ''} {'/'.join(seeds)}")
     if not at:
         return "Code: no finished cell."
     if len(at) == 1:
         return f"Code: every finished cell ran at commit {next(iter(at))}."
     return "Code: the cells ran at different commits (code defaults may differ): " + "; ".join(
         f"{c}: {', '.join(cells)}" for c, cells in at.items()) + "."
-
-
-def imported_lines(reports: list[dict]) -> list[str]:
-    """Which cells came from --from-report (numbers as that report recorded them, not re-run
-    here), and whose curves it did not keep (left out of the picture's band)."""
-    no_curve = [f"{r['name']} seed {s}" for r in reports for s in r["no_curve"]]
-    lines = [f"From an earlier report, not re-run here: {', '.join(cells)} ({path})."
-             for path, cells in cells_by(reports, "imported").items()]
-    if no_curve:
-        lines.append("No curve for " + ", ".join(no_curve) + " (a report older than "
-                     "per-seed curves): the picture's band leaves them out.")
-    return ["", *lines] if lines else []
 
 
 def picture(reports: list[dict], path: str) -> bool:
@@ -1005,9 +599,8 @@ def picture(reports: list[dict], path: str) -> bool:
     return True
 
 
-def write_report(configs: list[dict], out: str, title: str,
-                 earlier: Earlier | None = None) -> list[dict]:
-    reports = [config_report(c, out, earlier) for c in configs]
+def write_report(configs: list[dict], out: str, title: str) -> list[dict]:
+    reports = [config_report(c, out) for c in configs]
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "ablation.json"), "w") as f:
         json.dump({"grid": title, "configs": reports}, f, indent=2)
@@ -1070,16 +663,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma list of substrings: run only the configs whose name contains "
                         "one of them; =NAME selects the config named NAME only (names nest: "
                         "ppo is in ppo-fgo). The report also keeps every other config of the "
-                        "grid with finished cells, on disk or from --from-report")
+                        "grid with finished cells")
     p.add_argument("--workdir", default=ROOT,
                    help="folder the cells run in (relative script paths in cmd start here)")
     p.add_argument("--python", default=sys.executable, help="interpreter that runs the cells")
-    p.add_argument("--from-report", action="append", default=[], metavar="FILE.json",
-                   help="an earlier run's ablation.json (e.g. a committed one; repeatable): a "
-                        "cell it lists as finished, for a config of the same name and command, "
-                        "is not run again and the report takes its numbers from there. A "
-                        "report holds no checkpoints: a dependency of a cell that runs now "
-                        "is run again (it must be selected by --only)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true",
                       help="print each cell's command and whether it is finished; run nothing, "
@@ -1099,7 +686,6 @@ def main(argv=None) -> int:
     try:
         grid = load_grid(a.grid, a.seeds)
         configs = select(grid, a.only)
-        earlier = load_earlier(a.from_report, grid)
     except GridError as e:
         fail(str(e))
     if not os.path.isdir(a.workdir):
@@ -1112,34 +698,28 @@ def main(argv=None) -> int:
     every = cells_of(grid, out)
     done = {c.key for c in every if is_finished(c)}
     cells = cells_of(configs, out)
-    imported = needed_imports(cells, done, set(earlier.cells))
-    earlier.cells = {k: v for k, v in earlier.cells.items() if k in imported}
-    todo = [c for c in cells if c.key not in done and c.key not in imported]
+    todo = [c for c in cells if c.key not in done]
     if a.dry_run:
         for c in cells:
-            state = ("finished" if c.key in done else "from report" if c.key in imported
-                     else "to run")
+            state = "finished" if c.key in done else "to run"
             print(f"[{state}] cd {shlex.quote(a.workdir)} && OMP_NUM_THREADS=1 "
                   f"{shlex.quote(a.python)} {shlex.join(c.argv)}")
         return 0
     rc = 0
     if not a.report_only:
-        took = sum(c.key in imported for c in cells)
-        say(f"{len(cells)} cells, {len(cells) - len(todo) - took} finished, "
-            + (f"{took} from --from-report, " if took else "")
-            + f"{len(todo)} to run, --jobs {a.jobs}; results in {out}")
+        say(f"{len(cells)} cells, {len(cells) - len(todo)} finished, {len(todo)} to run, "
+            f"--jobs {a.jobs}; results in {out}")
         handlers = (signal.signal(signal.SIGINT, signal.default_int_handler),
                     signal.signal(signal.SIGTERM, interrupt))
         try:
-            status = run_cells(todo, done, a.jobs, a.python, os.path.abspath(a.workdir),
-                               imported)
+            status = run_cells(todo, done, a.jobs, a.python, os.path.abspath(a.workdir))
             rc = 1 if "failed" in status.values() else 0
         except KeyboardInterrupt:
             rc = 130
         finally:  # main() is also called in-process (the tests): put the old handlers back
             signal.signal(signal.SIGINT, handlers[0])
             signal.signal(signal.SIGTERM, handlers[1])
-    write_report(report_configs(grid, configs, out, earlier), out, title, earlier)
+    write_report(report_configs(grid, configs, out), out, title)
     return rc
 
 

@@ -498,125 +498,25 @@ def test_each_cell_records_its_commit_and_the_report_says_when_they_differ(env):
     assert env.report("out")["b"]["commits"] == {"0": first + "+dirty"}
 
 
-# ----------------------------------------------------------------------------- --from-report
-
-def from_report_grid(env, c_extra=()):
-    """a (3 seeds) -> b (after a), plus c (after a, reads a's checkpoint stand-in)."""
-    needs = "{out}/cells/a/seed{seed}/summary.json"
-    return [{"name": "a", "group": "G", "cmd": env.cmd()},
-            {"name": "b", "group": "G", "cmd": env.cmd("--bonus", "0.1"), "after": ["a"],
-             "seeds": [1]},
-            {"name": "c", "group": "H", "cmd": env.cmd("--needs", needs, *c_extra),
-             "after": ["a"]}]
-
-
-def test_from_report_takes_finished_cells_and_runs_only_the_rest(env):
-    cfgs = from_report_grid(env)
-    assert env.main(env.grid(cfgs[:2]), "first") == 0          # a, b only
-    rep = str(env.tmp / "first" / "ablation.json")
-    assert env.runs() == {"a/seed0": 1, "a/seed1": 1, "a/seed2": 1, "b/seed1": 1}
-    # a fresh --out with the report: nothing runs, the numbers are the report's
-    assert env.main(env.grid(cfgs[:2]), "again", "--from-report", rep) == 0
-    assert sum(env.runs().values()) == 4
-    first, again = env.report("first"), env.report("again")
-    for name in ("a", "b"):
-        for key in ("per_seed", "stats", "curve", "gain_curve", "curves", "k", "commits"):
-            assert again[name][key] == first[name][key], (name, key)
-    assert again["a"]["imported"] == {"0": rep, "1": rep, "2": rep}
-    assert f"From an earlier report, not re-run here: a seeds 0/1/2, b seed 1 ({rep})." \
-        in env.md("again")
-    # c needs a's checkpoint, which a report does not hold: a runs again, b stays imported
-    assert env.main(env.grid(cfgs), "third", "--from-report", rep) == 0
-    runs = env.runs()
-    assert runs["a/seed0"] == 2 and runs["c/seed2"] == 1 and runs["b/seed1"] == 1
-    third = env.report("third")
-    assert third["a"]["imported"] == {} and third["b"]["imported"] == {"1": rep}
-    assert third["a"]["per_seed"] == first["a"]["per_seed"]     # the fake is deterministic
-    assert third["c"]["seeds_done"] == 3
-
-
-def test_from_report_skips_changed_commands_and_unselected_dependencies(env):
-    cfgs = from_report_grid(env)
-    assert env.main(env.grid(cfgs[:2]), "first") == 0
-    rep = str(env.tmp / "first" / "ablation.json")
-    # b's command edited since the report: it runs; a's seeds stay imported
-    edited = [cfgs[0], {**cfgs[1], "cmd": env.cmd("--bonus", "0.2")}]
-    assert env.main(env.grid(edited), "edited", "--from-report", rep, "--only", "b") == 1
-    r = env.report("edited")
-    assert "b" in r and r["b"]["failed"][0]["seed"] == 1     # a is not selected: b cannot run
-    assert "only in --from-report" in r["b"]["failed"][0]["last_line"]
-    assert env.runs()["b/seed1"] == 1                          # never started
-    assert env.main(env.grid(edited), "edited2", "--from-report", rep) == 0
-    r = env.report("edited2")
-    assert r["b"]["imported"] == {} and r["a"]["imported"] == {"0": rep, "2": rep}
-    assert env.runs()["a/seed1"] == 2 and env.runs()["a/seed0"] == 1   # only b's dependency
-    assert r["b"]["stats"]["pass_at_1_after_rl"]["mean"] == pytest.approx(0.35 + 0.2)
-
-
 def test_only_keeps_every_config_with_finished_cells_in_the_report(env):
     """An --only run's report is never narrower than what it knows: a report copied over a
     fuller one must not lose rows (a length report once lost 9 of 14 that way)."""
-    cfgs = from_report_grid(env)
+    needs = "{out}/cells/a/seed{seed}/summary.json"
+    cfgs = [{"name": "a", "group": "G", "cmd": env.cmd()},
+            {"name": "b", "group": "G", "cmd": env.cmd("--bonus", "0.1"), "after": ["a"],
+             "seeds": [1]},
+            {"name": "c", "group": "H", "cmd": env.cmd("--needs", needs), "after": ["a"]}]
     assert env.main(env.grid(cfgs[:2]), "first") == 0          # a, b
     first = env.report("first")
-    rep = str(env.tmp / "first" / "ablation.json")
     # the same --out, --only b: nothing runs, and a's row stays (finished on disk); c has no
-    # finished cell anywhere and is not selected: no row
+    # finished cell and is not selected: no row
     assert env.main(env.grid(cfgs), "first", "--only", "b") == 0
     r = env.report("first")
     assert sorted(r) == ["a", "b"] and r["a"]["per_seed"] == first["a"]["per_seed"]
-    # a fresh --out from the report, --only b: a's row comes from the report
-    assert env.main(env.grid(cfgs), "fresh", "--only", "b", "--from-report", rep) == 0
-    r = env.report("fresh")
-    assert sorted(r) == ["a", "b"]
-    assert r["a"]["imported"] == {"0": rep, "1": rep, "2": rep}
-    assert r["a"]["stats"] == first["a"]["stats"]
     assert sum(env.runs().values()) == 4                         # nothing ran again
-    # a selected config with nothing finished keeps its row; without the report, the fresh
-    # --out knows nothing finished of a or b
-    assert env.main(env.grid(cfgs), "fresh", "--only", "c", "--report-only",
-                    "--from-report", rep) == 0
-    assert sorted(env.report("fresh")) == ["a", "b", "c"]
+    # a selected config with nothing finished keeps its row; a fresh --out knows nothing
+    # finished of a or b
+    assert env.main(env.grid(cfgs), "first", "--only", "c", "--report-only") == 0
+    assert sorted(env.report("first")) == ["a", "b", "c"]
     assert env.main(env.grid(cfgs), "fresh", "--only", "c", "--report-only") == 0
     assert sorted(env.report("fresh")) == ["c"]
-
-
-def test_from_report_of_the_older_format_keeps_bands_and_single_seed_curves(env):
-    cfgs = from_report_grid(env)[:2]
-    assert env.main(env.grid(cfgs), "first") == 0
-    first = env.report("first")
-    old = json.loads((env.tmp / "first" / "ablation.json").read_text())
-    for c in old["configs"]:            # what reports held before "cmd" and "curves"
-        del c["cmd"], c["curves"], c["imported"], c["no_curve"]
-    rep = env.tmp / "old.json"
-    rep.write_text(json.dumps(old))
-    assert env.main(env.grid(cfgs), "again", "--from-report", str(rep)) == 0
-    again = env.report("again")
-    assert sum(env.runs().values()) == 4                       # matched by display command
-    assert again["a"]["curve"] == first["a"]["curve"]          # 3 seeds: the band as it was
-    assert again["a"]["gain_curve"] == first["a"]["gain_curve"]
-    assert again["b"]["curves"] == first["b"]["curves"]        # 1 seed: its curve is the mean
-    # a 4th seed of a runs here: the imported 3 have no curve of their own to add to its band
-    more = [{**cfgs[0], "seeds": [0, 1, 2, 3]}, cfgs[1]]
-    assert env.main(env.grid(more), "more", "--from-report", str(rep)) == 0
-    r = env.report("more")["a"]
-    assert env.runs()["a/seed3"] == 1 and r["seeds_done"] == 4
-    assert r["no_curve"] == ["0", "1", "2"] and r["curve"]["seeds"] == [1, 1, 1]
-    assert "No curve for a seed 0, a seed 1, a seed 2" in env.md("more")
-
-
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"), ("{", "not valid JSON"), ('{"grid": "x"}', "not an ablation.json"),
-    ('{"configs": [{"name": "a", "command": "CMD", "seeds": [0, 1, 2], '
-     '"per_seed": {"zero": {}}}]}', "config a: malformed")])
-def test_from_report_bad_files_are_one_line_exit_2(env, capsys, content, message):
-    path = env.tmp / "rep.json"
-    grid = env.grid([{"name": "a", "cmd": env.cmd()}])
-    cmd = ablate.display_command(ablate.validate([{"name": "a", "cmd": env.cmd()}], [0, 1, 2])[0])
-    if content is not None:
-        path.write_text(content.replace('"CMD"', json.dumps(cmd)))
-    with pytest.raises(SystemExit) as e:
-        env.main(grid, "out", "--from-report", str(path))
-    err = capsys.readouterr().err
-    assert e.value.code == 2 and message in err and err.count("\n") == 1
-    assert env.runs() == {}
