@@ -471,13 +471,11 @@ def config_report(cfg: dict, out: str) -> dict:
     # differ by more than RL moves them, so an absolute band hides the effect).
     gains = [{x: c[x] - c[min(c)] for x in c} for c in curves.values() if c]
     gain_band = {k: v for k, v in band(gains).items() if k != "seeds"}
-    # "imported" and "no_curve" stay, always empty, so ablation.json keeps the shape of the
-    # reports committed under bench/results/.
     return {"name": cfg["name"], "group": cfg["group"], "command": display_command(cfg),
             "cmd": cfg["cmd"], "seeds": cfg["seeds"], "seeds_done": len(per_seed),
             "failed": failed, "k": ks.pop() if len(ks) == 1 else None,
             "metrics": cfg["metrics"], "per_seed": per_seed, "stats": stats,
-            "commits": commits, "imported": {}, "no_curve": [],
+            "commits": commits,
             "curves": {s: {str(x): y for x, y in sorted(c.items())} for s, c in curves.items()},
             "curve": band(list(curves.values())), "gain_curve": gain_band}
 
