@@ -75,11 +75,14 @@ def over_seeds(values: list[float]) -> dict:
 
 
 def verdict(stat: dict, sign: int) -> str:
-    """shown / reversed / not shown: |mean| > 2 se, with the seed's sign (+1 or -1)."""
+    """shown / reversed / not shown: |mean| > 2 se, with the seed's sign (+1 or -1); for a
+    comparison the seed makes no claim on (sign 0): A higher / B higher / no difference."""
     if stat["se"] is None:
         return "one seed"
     if abs(stat["mean"]) <= 2 * stat["se"]:
-        return "not shown"
+        return "no difference" if sign == 0 else "not shown"
+    if sign == 0:
+        return "A higher" if stat["mean"] > 0 else "B higher"
     return "shown" if stat["mean"] * sign > 0 else "reversed"
 
 
@@ -164,7 +167,7 @@ def measure(grid: Grid) -> list[dict]:
             "ppo")
     compare("StepCoder: FGO > PPO", "+0.6 (36.1 vs 35.5 without FGO)", 1, "ppo-fgo", "ppo")
     compare("StepCoder: CCCS > PPO", "+1.5 (36.1 vs 34.6 without CCCS)", 1, "ppo-cccs", "ppo")
-    compare("GRPO vs PPO at equal rollouts", "-", 1, "grpo", "ppo")
+    compare("GRPO vs PPO at equal rollouts", "-", 0, "grpo", "ppo")
     compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@1",
             "+7.0 (LCB v5 .627 -> .697)", 1, "drive-hard", "drive-continue", subset=hard)
     compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@4", "+", 1,
@@ -180,7 +183,7 @@ def measure(grid: Grid) -> list[dict]:
             when_b="before_rl", n=8)
     compare("RL-only family: PPO raises arith_long", "+", 1, "rl-only-ppo", "rl-only-ppo",
             when_b="before_rl", n=8)
-    compare("RL-only family: GRPO vs PPO", "-", 1, "rl-only-grpo", "rl-only-ppo", n=8)
+    compare("RL-only family: GRPO vs PPO", "-", 0, "rl-only-grpo", "rl-only-ppo", n=8)
     # sharpening: the RL arm at T = 1 against the base at each lower temperature
     for name, n in (("base-t0.7", 4), ("base-t0.5", 4), ("base-t0.3", 4), ("base-greedy", 1)):
         seeds = grid.seeds("grpo", name)

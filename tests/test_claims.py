@@ -42,6 +42,8 @@ def test_paired_difference_and_verdict():
     assert claims.verdict({"mean": 0.015, "se": 0.01}, +1) == "not shown"
     assert claims.verdict({"mean": -0.05, "se": 0.01}, -1) == "shown"
     assert claims.verdict({"mean": 0.05, "se": None}, +1) == "one seed"
+    assert claims.verdict({"mean": -0.05, "se": 0.01}, 0) == "B higher"
+    assert claims.verdict({"mean": 0.01, "se": 0.01}, 0) == "no difference"
 
 
 def _cell(root, name, seed, before, after, n=4):
