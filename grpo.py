@@ -203,9 +203,9 @@ PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS,
 
 def build_parser() -> argparse.ArgumentParser:
     p = trainer.new_parser(
-        "grpo.py", "GRPO on code problems with sandbox rewards. CPU default: tiny model, "
-                   "procedural train problems, SFT warm start, then GRPO; prints pass@1 before and "
-                   "after RL. Launch on GPUs with torchrun --nproc_per_node N grpo.py "
+        "grpo.py", "GRPO on code problems with sandbox rewards. CPU default: the shipped "
+                   "base model (models/base), GRPO on tasks:rl; prints held-out pass@1 before "
+                   "and after RL. Launch on GPUs with torchrun --nproc_per_node N grpo.py "
                    "--preset gpu.")
     trainer.add_common_flags(p, "grpo")
     g = p.add_argument_group("GRPO")

@@ -455,7 +455,7 @@ def train(args) -> dict:
 # ----------------------------------------------------------------------------- flags
 
 PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
-    # CPU default: tiny model on the procedural testbed (trainer.py); PPO's symmetric clip 0.2.
+    # CPU default: the shipped base on tasks:rl / tasks:eval (trainer.py); PPO's symmetric clip 0.2.
     "cpu": dict(eps_high=0.2),
     # StepCoder's reported settings (methods.md section 2), GPU scale.
     "gpu": dict(out="runs/ppo-gpu", eps_high=0.2, lr=5e-7, critic_lr=1.5e-6, temperature=0.8,
@@ -467,8 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = trainer.new_parser(
         "ppo_fgo.py", "PPO with GAE and a critic on StepCoder's compiler-feedback reward, with "
                       "optional FGO (policy loss only on code the tests executed). CPU "
-                      "default: tiny model, procedural train problems, SFT warm start, then PPO; "
-                      "pass@1 before and after.")
+                      "default: the shipped base model on tasks:rl; held-out pass@1 before and "
+                      "after RL.")
     trainer.add_common_flags(p, "ppo")
     g = p.add_argument_group("PPO (StepCoder)")
     g.add_argument("--fgo", action="store_true",

@@ -1619,8 +1619,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--micro-batch", type=POSITIVE_INT, default=8,
                    help="sequences per forward/backward (gradient accumulation; the step's sum "
                         "does not depend on it). Sorted by length, so smaller means less "
-                        "padding: on CPU an SFT step of 32 took 0.58x the CPU time with 8 as "
-                        "with 32, the same with 4 (bench/bench_update.py)")
+                        "padding (bench/bench_update.py measures it)")
     g.add_argument("--grad-checkpointing", action="store_true",
                    help="recompute activations in backward")
     g.add_argument("--logprob-chunk", type=POSITIVE_INT, default=256,
@@ -1654,10 +1653,8 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
     g.add_argument("--cpu-threads", type=COUNT, default=0,
                    help="torch threads per process on CPU; 0 = torch's default: "
-                        "OMP_NUM_THREADS when set, else every core (alone on 2 idle cores: "
-                        "SFT 0.5 s a step vs 0.8 at 1 thread). Trainings that share the cores "
-                        "want 1 (OMP_NUM_THREADS=1, as bench/ablate.py sets): on a loaded "
-                        "2-core machine 1 thread was 3-5x faster than 2 for the tiny model")
+                        "OMP_NUM_THREADS when set, else every core. Trainings that share the "
+                        "cores want 1 (OMP_NUM_THREADS=1, as bench/ablate.py sets)")
     g.add_argument("--out", default=f"runs/{name}",
                    help="output dir: metrics.jsonl, summary.json, step_N/ checkpoints")
     g.add_argument("--save-every", type=COUNT, default=0,
