@@ -32,6 +32,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -285,6 +286,35 @@ def pass_curves(grid: Grid, ks) -> dict:
     return curves
 
 
+def timeline(grid: Grid) -> list[dict]:
+    """Every finished cell with its start (cmd.json written) and end (summary.json written)
+    times, in start order: which cells ran side by side, and the grid's wall time."""
+    rows = []
+    cells = os.path.join(grid.root, "cells")
+    for name in sorted(os.listdir(cells)):
+        for seed_dir in sorted(os.listdir(os.path.join(cells, name))):
+            cell = os.path.join(cells, name, seed_dir)
+            start, end = (os.path.join(cell, f) for f in ("cmd.json", "summary.json"))
+            if os.path.isfile(start) and os.path.isfile(end):
+                rows.append({"cell": f"{name} {seed_dir}", "start": os.path.getmtime(start),
+                             "end": os.path.getmtime(end)})
+    return sorted(rows, key=lambda r: r["start"])
+
+
+def timeline_markdown(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    t0 = min(r["start"] for r in rows)
+    clock = lambda t: time.strftime("%H:%M", time.gmtime(t))  # noqa: E731
+    lines = [f"Wall time from the first start to the last end: "
+             f"{(max(r['end'] for r in rows) - t0) / 60:.0f} min "
+             f"({clock(t0)} - {clock(max(r['end'] for r in rows))} UTC).", "",
+             "| cell | start (UTC) | end | minutes |", "|---|---|---|---|"]
+    lines += [f"| {r['cell']} | {clock(r['start'])} | {clock(r['end'])} | "
+              f"{(r['end'] - r['start']) / 60:.1f} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def fmt(x, signed=True, scale=100.0) -> str:
     return "-" if x is None else (f"{x * scale:+.1f}" if signed else f"{x * scale:.1f}")
 
@@ -359,7 +389,7 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "claims.json"), "w") as f:
         json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves}, f, indent=1)
-    md = markdown(claims, temps, curves)
+    md = markdown(claims, temps, curves) + "\n" + timeline_markdown(timeline(grid))
     with open(os.path.join(a.out, "claims.md"), "w") as f:
         f.write(md)
     picture(claims, curves, os.path.join(a.out, "claims.png"))
