@@ -85,8 +85,9 @@ Interfaces and simplifications
   * Turn-level rewards only (no discounting across turns), as in the seed.
   * Coverage is line coverage, not branch coverage (`else:` has no line of its own).
 
-Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): trainer.run's
-  skeleton (checkpoints with --save-every, --resume) with GRPO's advantages and loss (grpo.py;
+Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): train() is the
+  loop on trainer.py's pieces (start / prepare_run -> rl_steps, end_step -> end_run: checkpoints
+  with --save-every, --resume) with GRPO's advantages and loss (losses.py, grpo.update_loss;
   no KL term, as AT-GRPO).
   Warm start: trainer.sft per model on its roles' warm_start_pairs: turn-0 prompts and
   (--repair-sft) turn-1 prompts from repair_states (a wrong program or a wrong test, with its
@@ -101,7 +102,6 @@ Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): t
   (coder/tester), HF engine, --cpu-threads 1. GPU preset: the paper's K = 4, the public
   configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
 """
-import argparse
 import ast
 import copy
 import functools
@@ -109,13 +109,13 @@ import json
 import os
 import random
 import re
-import warnings
 from dataclasses import dataclass, field, replace
 
 import torch
 
 import data
 import grpo
+import losses
 import sandbox
 import trainer
 from model import all_reduce_sum
@@ -734,7 +734,7 @@ def generate_candidates(generate, prompts, k):
 
 
 def group_ids(samples):
-    """Integer group ids for grpo.group_advantages from the candidates' group keys."""
+    """Integer group ids for losses.group_advantages from the candidates' group keys."""
     index = {}
     return [index.setdefault(s.group, len(index)) for s in samples]
 
@@ -1018,8 +1018,8 @@ def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
 
 
 # ---------------------------------------------------------------------------------------------
-# Training on trainer.py's skeleton (trainer.run): warm start -> eval -> steps -> eval, with
-# checkpoints (--save-every) and --resume. One step: play prompts_per_step episodes (generate
+# Training, the loop in train() on trainer.py's pieces: warm start -> eval -> steps -> eval,
+# with checkpoints (--save-every) and --resume. One step: play prompts_per_step episodes (generate
 # + sandbox rewards) -> group advantages over (problem, episode, turn, role) -> one GRPO
 # update per distinct model -> weight sync into its engine. The Run's own policy and engine
 # are the tester's model; per-role, the coder's model rides along in run.extras (so the
@@ -1172,15 +1172,6 @@ def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
     return batch, random.Random(seed)
 
 
-def grpo_loss(args):
-    """grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
-    section 4), so there is no --beta and no reference model. With --mini-batches/--epochs
-    above 1 the ratio is taken against the old log-probs of a no-grad pass (as in grpo.py)."""
-    return grpo.grpo_loss(argparse.Namespace(eps_low=args.eps_low, eps_high=args.eps_high,
-                                             beta=0.0, agg=args.agg),
-                          off_policy=trainer.off_policy(args))
-
-
 def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
     """Play one batch of episodes of RL step `step`, then one GRPO update of every distinct
     model -> stats (counts and reward terms summed over ranks, then averaged)."""
@@ -1192,10 +1183,15 @@ def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
         _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
                                        cfg=game_config(args))
     # Groups are one episode's K candidates at one role step: they never span problems or ranks.
-    adv = grpo.group_advantages(torch.tensor([c.reward for c in cands]), scale=args.adv_scale,
-                                group_ids=[c.group for c in cands])
+    adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
+                                  scale=args.adv_scale, group_ids=[c.group for c in cands])
     out = summarize(trainer.reduce_sums({k: v for k, v in stats.items()
                                          if not k.endswith("_mean") and k not in RATES}))
+    # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
+    # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
+    # taken against the old log-probs of a no-grad pass (as in grpo.py).
+    loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0, agg=args.agg,
+                            off_policy=trainer.off_policy(args))
     for m, roles in distinct(team):
         m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
         samples = training_samples(cands, roles, m.tokenizer, adv)
@@ -1204,10 +1200,10 @@ def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
         if trainer.off_policy(args):   # old log-probs of the policy that played the episodes
             with timer("score"):
                 old = trainer.score(samples, policy=m.policy, **shape).logp
-            samples = trainer.with_extras(samples, old_logp=old)
+            samples = trainer.with_scores(samples, old_logp=old)
         with timer("update"):
             # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
-            st = trainer.updates(m.policy, m.optimizer, samples, grpo_loss(args),
+            st = trainer.updates(m.policy, m.optimizer, samples, loss,
                                  epochs=args.epochs, mini_batches=args.mini_batches,
                                  agg=args.agg, max_len=max(max_new_tokens(args, r) for r in roles),
                                  max_grad_norm=args.max_grad_norm,
@@ -1270,117 +1266,118 @@ def reward_term_means(rows):
     return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
 
 
-class Team:
-    """The run's models and the hooks trainer.run calls (warm start, build, step, eval).
+def with_reference(problems):
+    """The problems RL trains on: the tester's reward needs a reference solution (LiveCodeBench
+    rows have none); the evaluation needs only the ground truth, so it keeps every problem."""
+    kept = [p for p in problems if p.solutions]
+    if not kept:
+        raise SystemExit("agents.py: no train problem has a reference solution (the tester's "
+                         "reward needs one); choose another --train-data.")
+    return kept
 
-    The Run's policy/engine are the tester's model; per-role the coder's is a second model,
-    checkpointed through run.extras["coder"]. Made in build() when trainer.run resumes (it then
-    skips the warm start): the coder's weights and optimizer come back from the checkpoint, its
-    schedule (not checkpointed, a pure function of the step) is stepped forward, and its engine
-    synced, at the first step.
-    """
 
-    def __init__(self, args):
-        self.args, self.models, self.resumed_at = args, {}, None
+def make_team(r, args):
+    """{"tester": RoleModel, "coder": RoleModel}: the Run's policy and engine are the tester's;
+    per-role the coder's is a second model (made here), shared the same one."""
+    tester = RoleModel(r.tokenizer, r.policy, r.engine)
+    coder = tester if args.policy == "shared" else RoleModel(
+        *trainer.setup_policy(args, r.d)[1:])
+    return {"tester": tester, "coder": coder}
 
-    def _make(self, r):
-        # The tester's reward needs a reference solution (LiveCodeBench rows have none); the
-        # evaluation needs only the ground truth, so it keeps every problem.
-        r.train_problems = [p for p in r.train_problems if p.solutions]
-        if not r.train_problems:
-            raise SystemExit("agents.py: no train problem has a reference solution (the tester's "
-                             "reward needs one); choose another --train-data.")
-        if not self.models:
-            tester = RoleModel(r.tokenizer, r.policy, r.engine)
-            coder = tester if self.args.policy == "shared" else RoleModel(
-                *trainer.setup_policy(self.args, r.d)[1:])
-            self.models = {"tester": tester, "coder": coder}
-        return self.models
 
-    def warm_start(self, r):
-        """SFT of each model on its roles' warm-start pairs (trainer.sft), weight sync."""
-        a, team = self.args, self._make(r)
-        n_calls = sum(p.fn_name is not None for p in r.train_problems)
-        r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
-              f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
-        # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
-        # turn-0 prompts, and in an early run every right turn-0 program was rewritten wrong.
-        repairs = []
-        if a.repair_sft and a.max_turns > 1:
-            repairs = repair_states(
-                r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
-            )
-        for m, roles in distinct(team):
-            tag = "/".join(roles)
-            trainer.sft(
-                m.policy,
-                m.tokenizer,
-                warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
-                a,
-                r.d,
-                lambda row, tag=tag: r.log({**row, "roles": tag}),
-            )
-            trainer.sync_weights(m.policy, m.engine, r.d)
+def warm_start(team, r):
+    """SFT of each model on its roles' warm-start pairs (trainer.sft), weight sync."""
+    a = r.args
+    n_calls = sum(p.fn_name is not None for p in r.train_problems)
+    r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
+          f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
+    # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
+    # turn-0 prompts, and in an early run every right turn-0 program was rewritten wrong.
+    repairs = []
+    if a.repair_sft and a.max_turns > 1:
+        repairs = repair_states(
+            r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
+        )
+    for m, roles in distinct(team):
+        tag = "/".join(roles)
+        trainer.sft(
+            m.policy,
+            m.tokenizer,
+            warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
+            a,
+            r.d,
+            lambda row, tag=tag: r.log({**row, "roles": tag}),
+        )
+        trainer.sync_weights(m.policy, m.engine, r.d)
 
-    def build(self, r):
-        """Each model's AdamW + schedule; the Run holds the tester's, extras the coder's."""
-        team = self._make(r)
-        r.state["policy"] = self.args.policy
-        for m, _ in distinct(team):
-            m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, self.args)
-        r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
-        if team["coder"] is not team["tester"]:
-            r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
 
-    def step(self, r, i):
-        team = self.models
-        if self.resumed_at is None:
-            self.resumed_at = i
-            coder = team["coder"]
-            if i > 0 and coder is not team["tester"]:  # resumed: catch the coder's model up
-                with warnings.catch_warnings():  # "scheduler.step() before optimizer.step()"
-                    warnings.simplefilter("ignore", UserWarning)
-                    for _ in range(i):
-                        coder.scheduler.step()
-                trainer.sync_weights(coder.policy, coder.engine, r.d)
-        row = rl_step(team, r.train_problems, r.rng, self.args, r.d, r.timer, step=i)
-        # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
-        r.state.setdefault("rl_terms", []).append({k: row[k] for k in REWARD_TERMS if k in row})
-        return row
+def build(team, r):
+    """Each model's AdamW + schedule; the Run holds the tester's, run.extras the coder's model
+    and optimizer (checkpointed beside the tester's)."""
+    r.state["policy"] = r.args.policy
+    for m, _ in distinct(team):
+        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, r.args)
+    r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
+    if team["coder"] is not team["tester"]:
+        r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
 
-    def evaluate(self, r, when, problems=None):
-        a = self.args
-        problems = r.eval_problems if problems is None else problems
-        res = evaluate(self._make(r), problems, a, r.d, random.Random(a.seed + 7),
-                       os.path.join(a.out, f"eval_{when}.jsonl"))
-        r.say(f"{when.replace('_', ' ')}: {res}")
-        r.log({"phase": "eval", "when": when, "step": r.step, **res})
-        r.state[when] = res
-        if when == "after_rl":
-            rows = r.state.get("rl_terms", [])
-            r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
-                           rl_second_half=reward_term_means(rows[len(rows) // 2:]))
-        return {"pass@1": res["pass@1_after_turns"], **res}
 
-    def close_coder_engine(self):
-        coder = self.models.get("coder")
-        if coder is not None and coder is not self.models["tester"]:
-            coder.engine.close()  # trainer.run's finish() closes the Run's (the tester's)
+def evaluate_team(team, r, when, problems=None):
+    """evaluate() on the held-out problems (or `problems`), printed, logged and kept in the
+    trainer state (summary.json's before_rl / after_rl)."""
+    a = r.args
+    problems = r.eval_problems if problems is None else problems
+    res = evaluate(team, problems, a, r.d, random.Random(a.seed + 7),
+                   os.path.join(a.out, f"eval_{when}.jsonl"))
+    r.say(f"{when.replace('_', ' ')}: {res}")
+    r.log({"phase": "eval", "when": when, "step": r.step, **res})
+    r.state[when] = res
+    return res
+
+
+def catch_up_coder(team, r):
+    """After --resume, per-role: the checkpoint restored the coder's weights and optimizer
+    (run.extras) but not its schedule, which is the tester's (the same flags): it takes the
+    tester's restored one; and the coder's engine gets the restored weights."""
+    coder = team["coder"]
+    if coder is not team["tester"]:
+        coder.scheduler.load_state_dict(r.scheduler.state_dict())
+        trainer.sync_weights(coder.policy, coder.engine, r.d)
 
 
 def train(args):
-    """trainer.run with the team's hooks -> summary.json (before_rl / after_rl: both pass@1s)."""
-    team = Team(args)
+    """warm start -> eval -> RL steps -> eval -> summary.json (before_rl / after_rl: both
+    pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
+    r = trainer.start(args, "agents")        # process group, problems, the tester's model
+    r.train_problems = with_reference(r.train_problems)
+    team = make_team(r, args)
     try:
-        summary = trainer.run(args, "agents", team.step, team.build, warm_start=team.warm_start,
-                              evaluate_fn=team.evaluate, curricula=False)
+        # warm start (or resume) -> pass@1 before RL -> build -> step-0 checkpoint
+        trainer.prepare_run(r, functools.partial(build, team),
+                            warm_start=functools.partial(warm_start, team),
+                            evaluate_fn=functools.partial(evaluate_team, team),
+                            curricula=False, pass_key="pass@1_after_turns")
+        if r.resumed_from:
+            catch_up_coder(team, r)
+        for step in trainer.rl_steps(r):
+            # episodes -> group advantages -> one GRPO update per model -> weight sync
+            metrics = rl_step(team, r.train_problems, r.rng, args, r.d, r.timer, step)
+            # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
+            r.state.setdefault("rl_terms", []).append(
+                {k: metrics[k] for k in REWARD_TERMS if k in metrics})
+            trainer.end_step(r, step, metrics)   # metrics row, --eval-every, --save-every
+        rows = r.state.get("rl_terms", [])
+        r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
+                       rl_second_half=reward_term_means(rows[len(rows) // 2:]))
+        return trainer.end_run(r)                # pass@1 after RL, summary.json
     finally:
-        team.close_coder_engine()
-    return summary
+        if team["coder"] is not team["tester"]:
+            team["coder"].engine.close()        # end_run closes the Run's (the tester's)
 
 
 def main(argv=None):
-    trainer.run_entry_point(train, parse_args, argv)
+    with trainer.entry_point():
+        train(parse_args(argv))
 
 
 if __name__ == "__main__":

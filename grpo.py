@@ -55,7 +55,7 @@ from losses import dynamic_sampling_keep, group_advantages
 from model import reference_like
 from trainer import Sample
 
-# The math lives in losses.py; these names stay importable from here (tests, agents.py, bench).
+# The math lives in losses.py; these names stay importable from here (tests, bench).
 aggregate, k3_kl, policy_loss, tis_weights = (losses.aggregate, losses.k3_kl,
                                               losses.policy_loss, losses.tis_weights)
 
@@ -130,13 +130,6 @@ def update_loss(*, eps_low: float, eps_high: float, beta: float, agg: str,
                                 eps_low=eps_low, eps_high=eps_high, beta=beta, agg=agg,
                                 denom=denom.mask, tis_cap=tis_cap)
     return loss
-
-
-def grpo_loss(args, *, off_policy: bool = False, tis_cap: float = 0.0):
-    """update_loss from a flags namespace (args.eps_low, eps_high, beta, agg): the former
-    interface, kept for agents.py."""
-    return update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
-                       agg=args.agg, off_policy=off_policy, tis_cap=tis_cap)
 
 
 def zero_advantage_is_inert(args) -> bool:

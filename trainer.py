@@ -141,8 +141,6 @@ def with_scores(samples: list[Sample], **per_sample: list[list[float]]) -> list[
             for i, s in enumerate(samples)]
 
 
-with_extras = with_scores   # the former name (agents.py calls it)
-
 
 @dataclass
 class Batch:
@@ -1071,7 +1069,9 @@ class Run:
     extras: dict = field(default_factory=dict)   # more {name: (module, optimizer)} to checkpoint
     timer: Timer = field(default_factory=Timer)
     evaluate_fn: object = None                   # start_run's: the eval rows and figures
+    pass_key: str = "pass@1"                     # evaluate_fn's key for summary's pass_at_1_*
     bar: object = None                           # rl_steps' progress bar
+    resumed_from: str | None = None              # prepare_run's checkpoint (--resume)
     summary: dict | None = None                  # set once finished (--eval-only: early)
 
     def say(self, msg: str) -> None:
@@ -1155,7 +1155,7 @@ def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
     Returns the held-out result.
     """
     def keep(prefix: str, res: dict) -> None:
-        r.state[f"{prefix}pass_at_1_{when}"] = res["pass@1"]
+        r.state[f"{prefix}pass_at_1_{when}"] = res[r.pass_key]
         if "pass@1_se" in res:
             r.state[f"{prefix}pass_at_1_se_{when}"] = res["pass@1_se"]
         if "k" in res:
@@ -1290,22 +1290,35 @@ def before_after_line(summary: dict, prefix: str = "") -> str | None:
 
 
 def start_run(args, name: str, build=build_policy_optimizer, *, value_head: bool = False,
-              warm_start=sft_warm_start, evaluate_fn=run_eval, curricula: bool = True) -> Run:
-    """Everything before the first RL step: start() -> warm start (or resume) -> pass@k before
+              **settings) -> Run:
+    """Everything before the first RL step: start() (process group, problems, policy, engine)
+    -> prepare_run() (warm start or resume, pass@k before RL, build, step-0 checkpoint).
+    value_head: the policy carries a value head (PPO's shared critic). settings: prepare_run's.
+    """
+    return prepare_run(start(args, name, value_head), build, **settings)
+
+
+def prepare_run(r: Run, build=build_policy_optimizer, *, warm_start=sft_warm_start,
+                evaluate_fn=run_eval, curricula: bool = True, pass_key: str = "pass@1") -> Run:
+    """A started Run (start()) up to the first RL step: warm start (or resume) -> pass@k before
     RL -> offline filter and curriculum -> build(run) -> step-0 checkpoint. With --eval-only
-    the run is finished here (run.summary set, rl_steps yields nothing).
+    the run is finished here (run.summary set, rl_steps yields nothing). A method that sets
+    more up between start() and the warm start (agents.py: its train problems, a second
+    model) calls start() and prepare_run() itself; the others call start_run.
 
     build(run): what the steps train, made from the warm-started policy: run.optimizer and
     run.scheduler, and run.ref / run.critic / run.critic_optimizer / run.extras when the
     method has them (all checkpointed with the policy).
-    value_head: the policy carries a value head (PPO's shared critic).
     warm_start(run): before the first evaluation (default: SFT on the reference solutions).
-    evaluate_fn(run, when, problems=None) -> {"pass@1": ..., ...} on run.eval_problems or
+    evaluate_fn(run, when, problems=None) -> {pass_key: ..., ...} on run.eval_problems or
     `problems` (the train sample); "k" and "pass@k" and "rates" per problem when it has them.
     curricula: the method takes add_curriculum_flags (offline filter, CCCS, hard focus).
+    pass_key: the key of evaluate_fn's result that is the run's pass@1 (summary.json's
+    pass_at_1_before_rl / _after_rl / _gain).
+    run.resumed_from: the checkpoint the run resumed from (None: it started afresh).
     """
-    r = start(args, name, value_head)
-    r.evaluate_fn = evaluate_fn
+    args = r.args
+    r.evaluate_fn, r.pass_key = evaluate_fn, pass_key
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:
         r.say(f"--resume: no checkpoint in {args.out}; starting from scratch")
@@ -1334,7 +1347,7 @@ def start_run(args, name: str, build=build_policy_optimizer, *, value_head: bool
         save_step(r, 0)
     else:
         first = resume(r, ckpt)
-    r.step = first
+    r.step, r.resumed_from = first, ckpt
     return r
 
 
@@ -1375,12 +1388,11 @@ def end_run(r: Run) -> dict:
 
 
 def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool = False,
-        warm_start=sft_warm_start, evaluate_fn=run_eval, curricula: bool = True) -> dict:
-    """The skeleton for a method whose step is one function (agents.py): start_run ->
-    step(run, i) for each RL step i, end_step -> end_run. step(run, i) -> the metrics of RL
-    step i (0-based). The other arguments: start_run's."""
-    r = start_run(args, name, build, value_head=value_head, warm_start=warm_start,
-                  evaluate_fn=evaluate_fn, curricula=curricula)
+        **settings) -> dict:
+    """The skeleton for a method whose step is one function (bench/bench_vs_trl.py): start_run
+    -> step(run, i) for each RL step i, end_step -> end_run. step(run, i) -> the metrics of RL
+    step i (0-based). The other arguments: start_run's (settings: prepare_run's)."""
+    r = start_run(args, name, build, value_head=value_head, **settings)
     for i in rl_steps(r):
         end_step(r, i, step(r, i))
     return end_run(r)

@@ -266,7 +266,9 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
         seen = []
         policy.register_forward_hook(lambda m, inp, out, seen=seen: seen.append(inp[0].shape[0]))
         st = trainer.update(policy, torch.optim.SGD(policy.parameters(), lr=1.0), samples,
-                            grpo.grpo_loss(args), micro_batch=3, agg="token-mean", max_len=8,
+                            grpo.update_loss(eps_low=0.2, eps_high=0.28, beta=0.0,
+                                             agg="token-mean"),
+                            micro_batch=3, agg="token-mean", max_len=8,
                             pad_id=0, device=torch.device("cpu"), max_grad_norm=1e9,
                             skip_zero_advantage=skip)
         results[skip] = (sum(seen), st["loss"], policy.state_dict())
@@ -319,7 +321,9 @@ def test_one_update_with_old_logprobs_from_a_no_grad_pass_equals_the_on_policy_s
                                 policy=policy).logp
             batch = trainer.with_scores(samples, old_logp=old)
         st = trainer.updates(policy, torch.optim.SGD(policy.parameters(), lr=1.0), batch,
-                             grpo.grpo_loss(args, off_policy=off), epochs=1, mini_batches=1,
+                             grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high,
+                                              beta=args.beta, agg=args.agg, off_policy=off),
+                             epochs=1, mini_batches=1,
                              **UPDATE)
         assert st["grad_norm"] > 1e-3 and st["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
         weights.append(policy.state_dict())
@@ -334,7 +338,8 @@ def test_four_mini_batches_clip_after_the_first_update(small_model):
     args = _grpo_args(eps_high=0.2)
     old = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu", policy=policy).logp
     seen = []
-    loss_fn = grpo.grpo_loss(args, off_policy=True)
+    loss_fn = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
+                               agg=args.agg, off_policy=True)
 
     def recording(out, batch, denom):
         loss, st = loss_fn(out, batch, denom)
