@@ -228,11 +228,15 @@ GROUP_DAPO = "DAPO: off-policy updates and filters"
 GROUP_T = "the base at lower temperatures"
 
 
-def base_at(t: str) -> dict:
-    """The base evaluated (no RL) at temperature t; greedy ("0") with one sample a problem."""
+def base_at(t: str, rl: bool = False) -> dict:
+    """The base (rl: the grpo cell's policy after RL) evaluated at temperature t; greedy
+    ("0") with one sample a problem."""
     flags = with_flags(CLAIM_EVAL, eval_n=1) if t == "0" else CLAIM_EVAL
-    return {"name": "base-greedy" if t == "0" else f"base-t{t}", "group": GROUP_T,
-            "cmd": ["grpo.py", *flags, "--eval-only", "--eval-temperature", t]}
+    name = "greedy" if t == "0" else f"t{t}"
+    model = ["--model", "{out}/cells/grpo/seed{seed}/step_40"] if rl else []
+    return {"name": f"{'grpo' if rl else 'base'}-{name}", "group": GROUP_T,
+            **({"after": ["grpo"]} if rl else {}),
+            "cmd": ["grpo.py", *flags, "--eval-only", "--eval-temperature", t, *model]}
 
 
 GRIDS["claims"] = [
@@ -260,6 +264,7 @@ GRIDS["claims"] = [
     {"name": "base-pass64", "group": "pass@k to 64", "cmd": ["grpo.py", *PASS64]},
     {"name": "grpo-pass64", "group": "pass@k to 64", "after": ["grpo"],
      "cmd": ["grpo.py", *PASS64, "--model", "{out}/cells/grpo/seed{seed}/step_40"]},
+    base_at("0", rl=True), base_at("0.5", rl=True),
     {"name": "grpo-mb4", "group": GROUP_DAPO, "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4"],
      "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]},
     {"name": "grpo-mb4-eps0.2", "group": GROUP_DAPO,
