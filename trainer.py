@@ -1,11 +1,12 @@
 """The machinery every trainer shares, written once: grpo.py and ppo_fgo.py (and agents.py)
 hold their method's loop and step, losses.py their math; the pieces the loops call live here.
 
-A method's train() (grpo.train, ppo_fgo.train), in order:
+A method's train() (grpo.train, ppo_fgo.train, agents.train), in order:
 
     flags        add_common_flags(parser) + the method's own group; parse_flags() merges the
                  presets (merge_presets) and lets explicit flags override them
     start_run()  process group, seeds, problems, the FSDP2 policy and its engine (start());
+                 then prepare_run() (agents.py calls the two itself, its own set-up between):
                  SFT warm start (warm_start), pass@k before RL, the offline filter, the
                  curriculum (CCCS / DRIVE's hard focus) and build(run): the optimizer (and
                  reference, critic) from the warm-started policy -- or a resume
@@ -15,7 +16,7 @@ A method's train() (grpo.train, ppo_fgo.train), in order:
                  end_step(run, i, metrics): the metrics row, --eval-every, --save-every
     end_run()    pass@k after RL, summary.json
 main() is `with trainer.entry_point(): train(parse_args(argv))`; run() is the same skeleton
-around one step function (agents.py).
+around one step function (bench/bench_vs_trl.py).
 
 The update protocol (update(), one optimizer step over a rank's samples):
 
