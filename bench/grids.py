@@ -218,9 +218,10 @@ PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
           "--train-eval-problems", "0"]
 # AT-GRPO from the base (it saw the tester's and the coder's prompts in its corpus): 20 steps
 # of the CPU preset's 4 problems x K 2 x 2 turns on tasks:rl; held out: 70 of tasks:eval
-# (10 a family) x 2 episodes at T 0.6, coder alone and the system after its turns.
+# (10 a family) x 2 episodes at T 0.6, coder alone and the system after its turns; 70 of
+# tasks:rl beside.
 AGENT_RL = ["--train-data", "tasks:rl", "--eval-data", "tasks:eval", "--max-eval-problems",
-            "70", "--max-new-tokens", "112", "--steps", "20"]
+            "70", "--train-eval-problems", "70", "--max-new-tokens", "112", "--steps", "20"]
 AGENT_BASE_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                       "metrics.jsonl:tester_catch_share_mean"]
 GROUP_PPO = "GRPO and PPO (StepCoder)"
