@@ -356,7 +356,7 @@ def _results_report(state):
     return "It passed all of the tester's tests."
 
 
-def coder_messages(state):
+def coder_turn_messages(state):
     """The coder's prompt: the problem, then (once anyone acted) the tester's current tests,
     the coder's last program and how it did on them."""
     p = state.problem
@@ -792,7 +792,7 @@ def role_step(role, states, generate, cfg, stats, run_batch):
     if role == "tester":
         prompts = [tester_messages(s, cfg.max_tests) for s in states]
     else:
-        prompts = [coder_messages(s) for s in states]
+        prompts = [coder_turn_messages(s) for s in states]
     outputs = generate_candidates(generate, prompts, cfg.k)
     stats["generate_calls"] += 1
     if role == "tester":
@@ -987,7 +987,7 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
         shown = EpisodeState(p, 0, tests=copy.deepcopy(gt), tester_acted=True)
         if "coder" in roles:
             pairs += [
-                (coder_messages(s), data.format_answer(code))
+                (coder_turn_messages(s), data.format_answer(code))
                 for s in (bare, shown)
                 for code in p.solutions
             ]
@@ -998,7 +998,7 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
     for state, program, tests in repairs:
         p = state.problem
         if "coder" in roles:
-            pairs.append((coder_messages(state), data.format_answer(program)))
+            pairs.append((coder_turn_messages(state), data.format_answer(program)))
         if "tester" in roles:
             pairs.append(
                 (tester_messages(state, max_tests), format_tests(tests, p.fn_name, _is_method(p)))
@@ -1234,7 +1234,7 @@ def episode_record(e, alone=None):
     }
 
 
-def evaluate(team, problems, args, d, rng, dump=None):
+def evaluate_episodes(team, problems, args, d, rng, dump=None):
     """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
     the coder alone (its program from the bare problem: the single-agent baseline, same model
     and prompt) and the final program after up to max_turns turns with the tester."""
@@ -1327,7 +1327,7 @@ def evaluate_team(team, r, when, problems=None):
     trainer state (summary.json's before_rl / after_rl)."""
     a = r.args
     problems = r.eval_problems if problems is None else problems
-    res = evaluate(team, problems, a, r.d, random.Random(a.seed + 7),
+    res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
                    os.path.join(a.out, f"eval_{when}.jsonl"))
     r.say(f"{when.replace('_', ' ')}: {res}")
     r.log({"phase": "eval", "when": when, "step": r.step, **res})

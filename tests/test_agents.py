@@ -476,7 +476,7 @@ def test_turn_order_tester_first_by_default_coder_first_by_flag():
                 and "last program" not in tester0
             )
         else:  # the coder starts from the bare problem; the tester sees this turn's program
-            assert coder.prompts[0] == agents.coder_messages(EpisodeState(problem, 0))
+            assert coder.prompts[0] == agents.coder_turn_messages(EpisodeState(problem, 0))
             assert "The coder's last program" in tester0 and "a < 10" in tester0
     assert GameConfig().turn_order == "tester-first"
     with pytest.raises(ValueError, match="turn_order"):
@@ -597,7 +597,7 @@ def test_no_tests_never_counts_as_agreement():
         [make_problem()], fixed(code(REF)), fixed("no tests here"), max_turns=2, k=1
     )
     assert not episodes[0].agree and episodes[0].turn == 2
-    assert "no parsable tests" in agents.coder_messages(episodes[0])[1]["content"]
+    assert "no parsable tests" in agents.coder_turn_messages(episodes[0])[1]["content"]
 
 
 def test_program_that_does_not_compile_never_agrees():
@@ -645,7 +645,7 @@ def test_coder_alone_sees_the_bare_problem():
     assert agents.coder_alone([make_problem(), call_problem()], coder) == pytest.approx(
         [2 / 3, 0.0]
     )
-    assert coder.calls == 1 and coder.prompts[0] == agents.coder_messages(
+    assert coder.calls == 1 and coder.prompts[0] == agents.coder_turn_messages(
         EpisodeState(make_problem(), 0)
     )
 
@@ -704,7 +704,7 @@ def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
     assert (
         len(wrong_test.mismatches) == 1 and prog_b == REF and tests_b == GT[:2]
     )  # keep the program, fix the test
-    messages = agents.coder_messages(wrong_prog)[1]["content"]
+    messages = agents.coder_turn_messages(wrong_prog)[1]["content"]
     assert "The coder's last program" in messages and "Program's actual output" in messages
     # The call-based problem has no other call-based problem to borrow a wrong program from
     # (its own reference passes), so only its wrong-test state is kept.
