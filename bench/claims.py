@@ -355,13 +355,21 @@ def picture(claims: list[dict], curves: dict, path: str) -> bool:
     if curves:
         left.legend()
     shown = [c for c in claims if c["se"] is not None]
-    y = range(len(shown))
+    y = list(range(len(shown)))
     colors = {"shown": "tab:green", "not shown": "tab:gray", "reversed": "tab:red"}
-    right.barh(list(y), [c["mean"] * 100 for c in shown],
-               xerr=[2 * c["se"] * 100 for c in shown],
+    means = [c["mean"] * 100 for c in shown]
+    # The axis holds the small differences; a bar past it is cut and its value written.
+    lim = max(8.0, *(abs(m) + 2 * c["se"] * 100 for m, c in zip(means, shown) if abs(m) < 15))
+    right.barh(y, [max(-lim, min(lim, m)) for m in means],
+               xerr=[2 * c["se"] * 100 if abs(m) < lim else 0 for m, c in zip(means, shown)],
                color=[colors.get(c["verdict"], "tab:gray") for c in shown])
-    right.set_yticks(list(y), [f"{c['a'].split(' ')[0]} - {c['b'].split(' ')[0]}, "
-                               f"{c['metric']}" for c in shown], fontsize=7)
+    for i, m in enumerate(means):
+        if abs(m) >= lim:
+            right.text(-lim * 0.98 if m < 0 else lim * 0.5, i, f"{m:+.1f}", va="center",
+                       fontsize=7, color="white")
+    right.set_xlim(-lim, lim)
+    right.set_yticks(y, [f"{c['claim'][:60]} ({c['metric'].split()[0]})" for c in shown],
+                     fontsize=6.5)
     right.axvline(0, color="black", lw=0.8)
     right.invert_yaxis()
     right.set_xlabel("paired difference, points (bars: 2 se over seeds)")
