@@ -359,7 +359,7 @@ def picture(claims: list[dict], curves: dict, path: str) -> bool:
     colors = {"shown": "tab:green", "not shown": "tab:gray", "reversed": "tab:red"}
     means = [c["mean"] * 100 for c in shown]
     # The axis holds the small differences; a bar past it is cut and its value written.
-    lim = max(8.0, *(abs(m) + 2 * c["se"] * 100 for m, c in zip(means, shown) if abs(m) < 15))
+    lim = max([8.0, *(abs(m) + 2 * c["se"] * 100 for m, c in zip(means, shown) if abs(m) < 15)])
     right.barh(y, [max(-lim, min(lim, m)) for m in means],
                xerr=[2 * c["se"] * 100 if abs(m) < lim else 0 for m, c in zip(means, shown)],
                color=[colors.get(c["verdict"], "tab:gray") for c in shown])
