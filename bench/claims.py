@@ -36,6 +36,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import ablate  # noqa: E402
 
 import data  # noqa: E402
 import trainer  # noqa: E402
@@ -108,15 +111,10 @@ class Grid:
             return None
         return json.load(open(path)).get(f"rates_{when}")
 
-    def rows(self, name: str, seed: int) -> list[dict]:
-        path = os.path.join(self.cell(name, seed), "metrics.jsonl")
-        if not os.path.isfile(path):
-            return []
-        return [json.loads(line) for line in open(path) if line.strip()]
-
     def rl_mean(self, name: str, seed: int, key: str) -> float | None:
-        vals = [r[key] for r in self.rows(name, seed) if r.get("phase") == "rl" and key in r]
-        return statistics.fmean(vals) if vals else None
+        """The mean of KEY over the cell's RL rows of metrics.jsonl (ablate.metric)."""
+        rows = ablate.read_rows(os.path.join(self.cell(name, seed), "metrics.jsonl"))
+        return ablate.metric({}, rows, f"metrics.jsonl:{key}")
 
     def seeds(self, *names: str) -> list[int]:
         """The seeds every named cell has finished."""
@@ -203,13 +201,6 @@ def measure(grid: Grid) -> list[dict]:
     return out
 
 
-def dotted(summary: dict, key: str):
-    """summary["a"]["b"] for key "a.b" (None when missing)."""
-    for part in key.split("."):
-        summary = summary.get(part) if isinstance(summary, dict) else None
-    return summary
-
-
 def agent_claims(grid: Grid) -> list[dict]:
     """AT-GRPO's claims from agents.py's summaries (pass@1 over episodes, no per-problem
     record): per seed the difference of two figures, over seeds its mean and se."""
@@ -218,7 +209,8 @@ def agent_claims(grid: Grid) -> list[dict]:
     def compare(claim, seed_figure, a, key_a, b, key_b, sign=1):
         per_seed = []
         for s in grid.seeds(a, b):
-            x, y = dotted(grid.summary(a, s), key_a), dotted(grid.summary(b, s), key_b)
+            x, y = (ablate.metric(grid.summary(a, s), [], key_a),
+                    ablate.metric(grid.summary(b, s), [], key_b))
             if x is not None and y is not None:
                 per_seed.append(x - y)
         if per_seed:
