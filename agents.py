@@ -116,6 +116,7 @@ import torch
 import data
 import grpo
 import losses
+import metrics
 import sandbox
 import trainer
 from model import all_reduce_sum
@@ -1175,7 +1176,7 @@ def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
 def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
     """Play one batch of episodes of RL step `step`, then one GRPO update of every distinct
     model -> stats (counts and reward terms summed over ranks, then averaged)."""
-    timer = timer or trainer.Timer()
+    timer = timer or metrics.Timer()
     batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d,
                                 trainer.epoch_order(args, step))
     gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}

@@ -53,6 +53,7 @@ from safetensors.torch import load_file
 import agents
 import cccs
 import data
+import metrics
 import tasks
 import trainer
 from engines import make_engine
@@ -219,7 +220,7 @@ def train(args) -> None:
                                                             "builtin")}
     say(d, f"corpus {len(examples)} examples {kinds}, digest {corpus_digest(pairs)[:16]}; "
            f"validation {len(valid)} rl problems; {time.time() - t0:.0f} s")
-    log = trainer.MetricsLog(args.out, d.main, (), vars(args), "base")
+    log = metrics.MetricsLog(args.out, d.main, (), vars(args), "base")
     engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank)
     policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device)), d.device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
@@ -237,7 +238,7 @@ def train(args) -> None:
     if "seconds" not in state:   # a checkpoint that predates the count: the log's clock
         state["seconds"] = wall_at(args.out, first)
     t_start, seconds_before = time.time(), state["seconds"]   # training time over resumes
-    bar = trainer.progress(range(first, args.steps), "base", args.steps, first, enabled=d.main)
+    bar = metrics.progress(range(first, args.steps), "base", args.steps, first, enabled=d.main)
     for step in bar:
         rng = random.Random(f"{args.seed}-{step}")
         batch = [examples[rng.randrange(len(examples))] for _ in range(args.batch)]

@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 import cccs
@@ -61,6 +60,7 @@ import drive
 import sandbox
 from engines import close_open_engines, make_engine
 from losses import AGGREGATIONS, aggregate, local_denominator
+from metrics import MetricsLog, Timer, progress, report_to_list
 from model import (
     Dist,
     PolicyLogprobs,
@@ -140,7 +140,6 @@ def with_scores(samples: list[Sample], **per_sample: list[list[float]]) -> list[
         raise TypeError(f"with_scores: unknown per-token fields {sorted(unknown)}")
     return [dataclasses.replace(s, **{k: v[i] for k, v in per_sample.items()})
             for i, s in enumerate(samples)]
-
 
 
 @dataclass
@@ -878,169 +877,6 @@ def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | No
     return Curriculum(sched, hf, tracker)
 
 
-# ----------------------------------------------------------------------------- metrics
-
-class Timer:
-    """Accumulates seconds per phase: with timer("generate"): ..."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-
-    def __call__(self, name):
-        timer = self
-
-        class _Ctx:
-            def __enter__(self):
-                self.t = time.perf_counter()
-
-            def __exit__(self, *a):
-                timer.seconds[name] = timer.seconds.get(name, 0.0) + time.perf_counter() - self.t
-        return _Ctx()
-
-    def pop(self) -> dict[str, float]:
-        out, self.seconds = {f"time/{k}": round(v, 3) for k, v in self.seconds.items()}, {}
-        return out
-
-
-REPORT_TO = ("tensorboard", "wandb")
-
-
-class MetricsLog:
-    """Rank 0 appends one JSON object a line to <out>/metrics.jsonl and, with report_to, sends
-    the numbers to TensorBoard (<out>/tensorboard) and/or Weights & Biases (offline unless
-    WANDB_MODE says otherwise; `wandb sync <out>/wandb/...` uploads later). Scalars are named
-    <phase>/<key> (eval: eval/<key>, at the RL step it was taken after)."""
-
-    def __init__(self, out_dir: str, main: bool, report_to: Sequence[str] = (),
-                 config: dict | None = None, name: str = "run"):
-        self.path = os.path.join(out_dir, "metrics.jsonl") if main else None
-        self.sinks = [make_sink(kind, out_dir, config or {}, name) for kind in report_to] \
-            if main else []
-        self.rl_step = 0
-
-    def __call__(self, row: dict):
-        if self.path:
-            with open(self.path, "a") as f:
-                # 6 significant digits: a warm-up lr of 1e-7 must not log as 0.0
-                f.write(json.dumps({k: (float(f"{v:.6g}") if isinstance(v, float) else v)
-                                    for k, v in row.items()}) + "\n")
-        if row.get("phase") == "rl":
-            self.rl_step = row["step"]
-        step = row["step"] if "step" in row and row.get("phase") != "eval" else self.rl_step
-        phase = row.get("phase", "metrics")
-        scalars = {f"{phase}/{k}": float(v) for k, v in row.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step"}
-        for sink in self.sinks:
-            sink.log(scalars, step)
-
-    def forget_after(self, step: int, phases: Sequence[str]) -> int:
-        """On resume from a checkpoint at `step`: drop the rows of `phases` past it (and the
-        after-RL evaluations), which the resumed run logs again, so every step has one row.
-        Returns how many rows were dropped."""
-        if not self.path or not os.path.isfile(self.path):
-            return 0
-        with open(self.path) as f:
-            lines = [line for line in f if line.strip()]
-        keep = [line for line in lines if not redone(json.loads(line), step, phases)]
-        with open(self.path, "w") as f:
-            f.writelines(keep)
-        return len(lines) - len(keep)
-
-    def close(self):
-        for sink in self.sinks:
-            sink.close()
-
-
-def redone(row: dict, step: int, phases: Sequence[str]) -> bool:
-    """Whether a run resumed at `step` logs this metrics row again."""
-    return row.get("phase") in phases and (
-        row.get("step", 0) > step or str(row.get("when", "")).endswith("after_rl"))
-
-
-class TensorBoardSink:
-    def __init__(self, out_dir: str):
-        try:
-            from torch.utils.tensorboard import SummaryWriter  # optional: tensorboard
-        except ImportError:
-            raise UserError("--report-to tensorboard needs the tensorboard package: "
-                             "pip install tensorboard (or leave the flag out).") from None
-        self.writer = SummaryWriter(os.path.join(out_dir, "tensorboard"))
-
-    def log(self, scalars: dict, step: int):
-        for tag, v in scalars.items():
-            self.writer.add_scalar(tag, v, step)
-        self.writer.flush()
-
-    def close(self):
-        self.writer.close()
-
-
-class WandbSink:
-    def __init__(self, out_dir: str, config: dict, name: str):
-        try:
-            import wandb  # optional: wandb
-        except ImportError:
-            raise UserError("--report-to wandb needs the wandb package: pip install wandb "
-                             "(or leave the flag out).") from None
-        # wandb's own step must only grow, and SFT, RL and eval rows each count from 0: the
-        # phase's step is logged as a metric instead.
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "rl4code"), name=name,
-                              dir=out_dir, config=config,
-                              mode=os.environ.get("WANDB_MODE", "offline"))
-
-    def log(self, scalars: dict, step: int):
-        phase = next(iter(scalars), "x/").split("/")[0]
-        self.run.log({**scalars, f"{phase}/step": step})
-
-    def close(self):
-        self.run.finish()
-
-
-def make_sink(kind: str, out_dir: str, config: dict, name: str):
-    if kind == "tensorboard":
-        return TensorBoardSink(out_dir)
-    if kind == "wandb":
-        return WandbSink(out_dir, config, name)
-    raise UserError(f"--report-to {kind!r}: choose from {', '.join(REPORT_TO)}.")
-
-
-class PlainProgress:
-    """A progress bar for log files: a plain line at most every `every` seconds (and at the
-    end) instead of tqdm's carriage-return redraws."""
-
-    def __init__(self, iterable, desc: str, total: int, initial: int = 0, stream=None,
-                 every: float = 30.0, clock=time.monotonic):
-        self.iterable, self.desc, self.total, self.done = iterable, desc, total, initial
-        self.stream, self.every, self.clock = stream or sys.stdout, every, clock
-        self.postfix, self.start, self.last = "", clock(), None
-        self.first = initial
-
-    def set_postfix(self, **kw):
-        self.postfix = " ".join(f"{k}={v}" for k, v in kw.items())
-
-    def __iter__(self):
-        for item in self.iterable:
-            yield item
-            self.done += 1
-            now = self.clock()
-            if self.done == self.total or self.last is None or now - self.last >= self.every:
-                self.last = now
-                rate = (now - self.start) / max(self.done - self.first, 1)
-                print(f"[{self.desc}] {self.done}/{self.total} {self.postfix} "
-                      f"({rate:.1f} s/it)", file=self.stream, flush=True)
-
-
-def progress(iterable, desc: str, total: int, initial: int = 0, enabled: bool = True,
-             stream=None):
-    """tqdm on a terminal, PlainProgress lines when the output goes to a file, nothing when
-    disabled (ranks other than 0)."""
-    stream = stream or sys.stderr
-    if enabled and not stream.isatty():
-        return PlainProgress(iterable, desc, total, initial, stream)
-    return tqdm(iterable, desc=desc, total=total, initial=initial, disable=not enabled,
-                dynamic_ncols=True, file=stream)
-
-
 # ----------------------------------------------------------------------------- the run
 
 @dataclass
@@ -1122,15 +958,6 @@ def start(args, name: str, value_head: bool = False) -> Run:
           f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems{also}; "
           f"FSDP2, attention {attention_impl(d.device)}")
     return r
-
-
-def report_to_list(spec: str) -> list[str]:
-    """--report-to "tensorboard,wandb" -> ["tensorboard", "wandb"] ("none" / "" -> [])."""
-    kinds = [k for k in spec.replace(" ", "").split(",") if k and k != "none"]
-    for k in kinds:
-        if k not in REPORT_TO:
-            raise UserError(f"--report-to {k!r}: choose from none, {', '.join(REPORT_TO)}.")
-    return kinds
 
 
 def run_eval(r: Run, when: str, problems: list | None = None) -> dict:

@@ -12,6 +12,7 @@ import types
 import pytest
 import torch
 
+import metrics
 import model
 import trainer
 
@@ -129,7 +130,7 @@ def test_metrics_log_writes_jsonl_and_tensorboard_scalars(tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard",
                         types.SimpleNamespace(SummaryWriter=FakeWriter))
     FakeWriter.made.clear()
-    log = trainer.MetricsLog(str(tmp_path), True, ["tensorboard"])
+    log = metrics.MetricsLog(str(tmp_path), True, ["tensorboard"])
     log({"phase": "sft", "step": 20, "nll": 0.5})
     log({"phase": "eval", "when": "before_rl", "pass@1": 0.25})
     log({"phase": "rl", "step": 3, "reward_mean": 0.125, "zero_adv_frac": 1})
@@ -145,7 +146,7 @@ def test_metrics_log_writes_jsonl_and_tensorboard_scalars(tmp_path, monkeypatch)
     assert [r["phase"] for r in rows] == ["sft", "eval", "rl", "eval"]
     # other ranks write nothing and open no sink
     FakeWriter.made.clear()
-    trainer.MetricsLog(str(tmp_path / "r1"), False, ["tensorboard"])({"phase": "rl", "step": 1})
+    metrics.MetricsLog(str(tmp_path / "r1"), False, ["tensorboard"])({"phase": "rl", "step": 1})
     assert FakeWriter.made == [] and not (tmp_path / "r1").exists()
 
 
@@ -165,7 +166,7 @@ def test_metrics_log_wandb_runs_offline_by_default(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
     monkeypatch.delenv("WANDB_MODE", raising=False)
-    log = trainer.MetricsLog(str(tmp_path), True, ["wandb"], config={"lr": 1e-4}, name="grpo")
+    log = metrics.MetricsLog(str(tmp_path), True, ["wandb"], config={"lr": 1e-4}, name="grpo")
     log({"phase": "rl", "step": 2, "loss": 0.5})
     log.close()
     assert calls["init"]["mode"] == "offline" and calls["init"]["config"] == {"lr": 1e-4}
@@ -177,18 +178,18 @@ def test_missing_optional_packages_and_bad_names_say_what_to_do(tmp_path, monkey
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)   # import fails
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(SystemExit, match="pip install tensorboard"):
-        trainer.MetricsLog(str(tmp_path), True, ["tensorboard"])
+        metrics.MetricsLog(str(tmp_path), True, ["tensorboard"])
     with pytest.raises(SystemExit, match="pip install wandb"):
-        trainer.MetricsLog(str(tmp_path), True, ["wandb"])
-    assert trainer.report_to_list("none") == [] and trainer.report_to_list("") == []
-    assert trainer.report_to_list("tensorboard,wandb") == ["tensorboard", "wandb"]
+        metrics.MetricsLog(str(tmp_path), True, ["wandb"])
+    assert metrics.report_to_list("none") == [] and metrics.report_to_list("") == []
+    assert metrics.report_to_list("tensorboard,wandb") == ["tensorboard", "wandb"]
     with pytest.raises(SystemExit, match="--report-to 'mlflow'"):
-        trainer.report_to_list("mlflow")
+        metrics.report_to_list("mlflow")
 
 
 def test_real_tensorboard_event_file(tmp_path):
     pytest.importorskip("tensorboard")
-    log = trainer.MetricsLog(str(tmp_path), True, ["tensorboard"])
+    log = metrics.MetricsLog(str(tmp_path), True, ["tensorboard"])
     log({"phase": "rl", "step": 1, "loss": 0.5})
     log.close()
     assert any(p.name.startswith("events.out") for p in (tmp_path / "tensorboard").iterdir())
@@ -204,7 +205,7 @@ class FakeClock:
 
 def test_progress_lines_in_a_log_file_are_plain_and_throttled():
     stream, clock = io.StringIO(), FakeClock()
-    bar = trainer.PlainProgress(range(10), "grpo", 10, stream=stream, every=3.0, clock=clock)
+    bar = metrics.PlainProgress(range(10), "grpo", 10, stream=stream, every=3.0, clock=clock)
     for i in bar:
         bar.set_postfix(reward=f"{i / 10:.1f}")
         clock.t += 1.0                    # one second per step
@@ -214,16 +215,16 @@ def test_progress_lines_in_a_log_file_are_plain_and_throttled():
     assert [line.split()[1] for line in lines] == ["1/10", "4/10", "7/10", "10/10"]
     assert lines[-1] == "[grpo] 10/10 reward=0.9 (1.0 s/it)"
     # A file (not a terminal) gets plain lines; a terminal gets tqdm; other ranks nothing.
-    assert isinstance(trainer.progress(range(3), "x", 3, stream=io.StringIO()),
-                      trainer.PlainProgress)
+    assert isinstance(metrics.progress(range(3), "x", 3, stream=io.StringIO()),
+                      metrics.PlainProgress)
 
     class Terminal(io.StringIO):
         def isatty(self):
             return True
-    assert not isinstance(trainer.progress(range(3), "x", 3, stream=Terminal()),
-                          trainer.PlainProgress)
+    assert not isinstance(metrics.progress(range(3), "x", 3, stream=Terminal()),
+                          metrics.PlainProgress)
     quiet = io.StringIO()
-    assert list(trainer.progress(range(3), "x", 3, enabled=False, stream=quiet)) == [0, 1, 2]
+    assert list(metrics.progress(range(3), "x", 3, enabled=False, stream=quiet)) == [0, 1, 2]
     assert quiet.getvalue() == ""
 
 
