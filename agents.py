@@ -114,6 +114,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 import data
+import flags
 import grpo
 import losses
 import metrics
@@ -1026,7 +1027,7 @@ def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
 # are the tester's model; per-role, the coder's model rides along in run.extras (so the
 # skeleton checkpoints it) and in the team.
 
-PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
+PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     # CPU default: the shipped base model on the built-in problems.
     # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
     # tokens (mean 26), two ground-truth tests in the tester format <= 94 tokens (mean 82).
@@ -1050,40 +1051,40 @@ PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
 
 
 def build_parser():
-    p = trainer.new_parser(
+    p = flags.new_parser(
         "agents.py",
         "AT-GRPO: a tester and a coder refine tests and program over turns; GRPO "
         "per (problem, turn, agent). CPU default: the shipped base on the built-in problems.",
     )
-    trainer.add_common_flags(p, "agents")
+    flags.add_common_flags(p, "agents")
     p.set_defaults(reward="fraction")  # the seed's global term: the ground-truth pass rate
     g = p.add_argument_group("AT-GRPO (--group-size is K, the candidates per agent per turn)")
     g.add_argument("--policy", choices=["shared", "per-role"], default="per-role",
                    help="one model for both roles (role in the prompt) or one model per role "
                         "(seed: per-role best)")
-    g.add_argument("--max-turns", type=trainer.POSITIVE_INT, default=10,
+    g.add_argument("--max-turns", type=flags.POSITIVE_INT, default=10,
                    help="turns per episode (seed config 10; the public configs and --preset gpu "
                         "5; --preset cpu 2)")
     g.add_argument("--turn-order", choices=sorted(TURN_ORDERS), default="tester-first",
                    help="tester-first: the documented workflow (the coder sees this turn's "
                         "tests); coder-first: the coder acts on last turn's tests, the tester "
                         "then tests its program")
-    g.add_argument("--alpha", type=trainer.SHARE, default=0.7,
+    g.add_argument("--alpha", type=flags.SHARE, default=0.7,
                    help="weight of the global reward (seed 0.7)")
-    g.add_argument("--catch-bonus", type=trainer.NON_NEGATIVE, default=1.0,
+    g.add_argument("--catch-bonus", type=flags.NON_NEGATIVE, default=1.0,
                    help="tester bonus per (share of) valid test that the shown wrong program fails "
                         "(with --adv-scale group this and the other tester weights act only where "
                         "they change a group's rewards by more than an increasing affine map: "
                         "at --group-size 2, only by flipping which of the two is ahead)")
-    g.add_argument("--trivial-penalty", type=trainer.NON_NEGATIVE, default=0.5,
+    g.add_argument("--trivial-penalty", type=flags.NON_NEGATIVE, default=0.5,
                    help="tester penalty per (share of) duplicate test or valid test every "
                         "candidate program passes while one is wrong (< 1 keeps a valid trivial "
                         "test above an invalid one)")
-    g.add_argument("--coverage-weight", type=trainer.NON_NEGATIVE, default=0.5,
+    g.add_argument("--coverage-weight", type=flags.NON_NEGATIVE, default=0.5,
                    help="tester bonus times the reference's line coverage under its valid tests")
-    g.add_argument("--max-tests", type=trainer.POSITIVE_INT, default=2,
+    g.add_argument("--max-tests", type=flags.POSITIVE_INT, default=2,
                    help="tests asked for and kept per tester reply")
-    g.add_argument("--tester-max-new-tokens", type=trainer.POSITIVE_INT, default=96,
+    g.add_argument("--tester-max-new-tokens", type=flags.POSITIVE_INT, default=96,
                    help="the tester's response budget (--max-new-tokens is the coder's)")
     g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
                    help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
@@ -1096,7 +1097,7 @@ def build_parser():
 def parse_args(argv=None):
     parser = build_parser()
     # --model tiny: 250 role SFT steps (stopping before the testbed's copy skill, see PRESETS)
-    args = trainer.parse_flags(parser, PRESETS, argv, tiny_sft_steps=250)
+    args = flags.parse_flags(parser, PRESETS, argv, tiny_sft_steps=250)
     if args.tis_cap > 0:
         parser.error(f"--tis-cap {args.tis_cap}: agents.py does not keep the sampler's "
                      "log-probs of its candidates, so it cannot correct for them; drop --tis-cap")
@@ -1377,7 +1378,7 @@ def train(args):
 
 
 def main(argv=None):
-    with trainer.entry_point():
+    with flags.entry_point():
         train(parse_args(argv))
 
 

@@ -53,6 +53,7 @@ from safetensors.torch import load_file
 import agents
 import cccs
 import data
+import flags
 import metrics
 import tasks
 import trainer
@@ -279,9 +280,9 @@ def say(d, msg: str) -> None:
 # ----------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
-    p = trainer.new_parser("base.py", "Train the CPU base model on the generator's corpus "
-                                      "(resumable), or --export the chosen checkpoint with "
-                                      "its model card.")
+    p = flags.new_parser("base.py", "Train the CPU base model on the generator's corpus "
+                                    "(resumable), or --export the chosen checkpoint with "
+                                    "its model card.")
     p.add_argument("--out", default="runs/base", help="checkpoints, metrics.jsonl")
     p.add_argument("--resume", action="store_true", help="continue from <out>/latest")
     p.add_argument("--export", default=None, metavar="DIR",
@@ -290,34 +291,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="weights, tokenizer and batch order")
     p.add_argument("--corpus-seed", type=int, default=0, help="tasks.generate_base's seed")
     g = p.add_argument_group("architecture (Qwen2)")
-    g.add_argument("--layers", type=trainer.POSITIVE_INT, default=3)
-    g.add_argument("--hidden", type=trainer.POSITIVE_INT, default=192)
-    g.add_argument("--intermediate", type=trainer.POSITIVE_INT, default=512)
-    g.add_argument("--heads", type=trainer.POSITIVE_INT, default=4)
-    g.add_argument("--kv-heads", type=trainer.POSITIVE_INT, default=2)
-    g.add_argument("--vocab", type=trainer.POSITIVE_INT, default=1024,
+    g.add_argument("--layers", type=flags.POSITIVE_INT, default=3)
+    g.add_argument("--hidden", type=flags.POSITIVE_INT, default=192)
+    g.add_argument("--intermediate", type=flags.POSITIVE_INT, default=512)
+    g.add_argument("--heads", type=flags.POSITIVE_INT, default=4)
+    g.add_argument("--kv-heads", type=flags.POSITIVE_INT, default=2)
+    g.add_argument("--vocab", type=flags.POSITIVE_INT, default=1024,
                    help="BPE vocabulary trained on the corpus")
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=trainer.POSITIVE_INT, default=3000, help="optimizer steps")
-    g.add_argument("--batch", type=trainer.POSITIVE_INT, default=32, help="examples per step")
-    g.add_argument("--lr", type=trainer.POSITIVE, default=1e-3, help="peak learning rate")
-    g.add_argument("--warmup-steps", type=trainer.COUNT, default=30)
-    g.add_argument("--micro-batch", type=trainer.POSITIVE_INT, default=8,
+    g.add_argument("--steps", type=flags.POSITIVE_INT, default=3000, help="optimizer steps")
+    g.add_argument("--batch", type=flags.POSITIVE_INT, default=32, help="examples per step")
+    g.add_argument("--lr", type=flags.POSITIVE, default=1e-3, help="peak learning rate")
+    g.add_argument("--warmup-steps", type=flags.COUNT, default=30)
+    g.add_argument("--micro-batch", type=flags.POSITIVE_INT, default=8,
                    help="sequences per forward/backward (the step does not depend on it)")
-    g.add_argument("--cpu-threads", type=trainer.COUNT, default=0,
+    g.add_argument("--cpu-threads", type=flags.COUNT, default=0,
                    help="torch threads (0 = torch's default)")
     g = p.add_argument_group("evaluation and checkpoints")
-    g.add_argument("--eval-every", type=trainer.COUNT, default=250,
+    g.add_argument("--eval-every", type=flags.COUNT, default=250,
                    help="validate and checkpoint every N steps (and at the end)")
-    g.add_argument("--eval-n", type=trainer.POSITIVE_INT, default=8, help="samples per problem")
-    g.add_argument("--keep", type=trainer.POSITIVE_INT, default=100,
+    g.add_argument("--eval-n", type=flags.POSITIVE_INT, default=8, help="samples per problem")
+    g.add_argument("--keep", type=flags.POSITIVE_INT, default=100,
                    help="checkpoints kept (the rule may pick an early one)")
-    g.add_argument("--max-new-tokens", type=trainer.POSITIVE_INT, default=112)
+    g.add_argument("--max-new-tokens", type=flags.POSITIVE_INT, default=112)
     g.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"])
     g.add_argument("--card-note", default="",
                    help="--export: a paragraph for the card on how the run went (stops, "
                         "resumes, changes)")
-    g.add_argument("--sandbox-workers", type=trainer.POSITIVE_INT, default=None)
+    g.add_argument("--sandbox-workers", type=flags.POSITIVE_INT, default=None)
     return p
 
 
@@ -327,7 +328,7 @@ def main(argv=None):
             export(args)
         else:
             train(args)
-    trainer.run_entry_point(run, build_parser().parse_args, argv)
+    flags.run_entry_point(run, build_parser().parse_args, argv)
 
 
 # ----------------------------------------------------------------------------- export

@@ -49,6 +49,7 @@ import argparse
 
 import torch
 
+import flags
 import losses
 import trainer
 from losses import dynamic_sampling_keep, group_advantages
@@ -190,38 +191,38 @@ def train(args) -> dict:
 
 # CPU: 80 steps from the shipped base; its held-out curve (350 problems, lr 5e-5) rose to step 50
 # and held to 75 (.433 -> .443 / .471 / .469 at 25 / 50 / 75), and 80 fit ./run.sh's minutes.
-PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS,
-                                {"cpu": dict(steps=80), "gpu": dict(out="runs/grpo-gpu")})
+PRESETS = flags.merge_presets(flags.COMMON_PRESETS,
+                              {"cpu": dict(steps=80), "gpu": dict(out="runs/grpo-gpu")})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = trainer.new_parser(
+    p = flags.new_parser(
         "grpo.py", "GRPO on code problems with sandbox rewards. CPU default: the shipped "
                    "base model (models/base), GRPO on tasks:rl; prints held-out pass@1 before "
                    "and after RL. Launch on GPUs with torchrun --nproc_per_node N grpo.py "
                    "--preset gpu.")
-    trainer.add_common_flags(p, "grpo")
+    flags.add_common_flags(p, "grpo")
     g = p.add_argument_group("GRPO")
     g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
                    help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
-    g.add_argument("--adv-eps", type=trainer.POSITIVE, default=1e-6,
+    g.add_argument("--adv-eps", type=flags.POSITIVE, default=1e-6,
                    help="epsilon in (r - mean) / (std + eps) (TRL: 1e-4; with binary rewards "
                         "and G=16 the two differ by < 4e-4 relative)")
-    g.add_argument("--beta", type=trainer.NON_NEGATIVE, default=0.0,
+    g.add_argument("--beta", type=flags.NON_NEGATIVE, default=0.0,
                    help="k3 KL weight to the policy after the warm start (code recipes: 0)")
     g.add_argument("--dynamic-sampling", action="store_true",
                    help="DAPO: drop groups whose rewards are all equal and sample more prompts")
-    g.add_argument("--max-resample", type=trainer.COUNT, default=2,
+    g.add_argument("--max-resample", type=flags.COUNT, default=2,
                    help="extra sampling rounds for --dynamic-sampling")
     g.add_argument("--overlong-filter", action="store_true",
                    help="mask the loss of responses cut at --max-new-tokens (DAPO)")
-    trainer.add_curriculum_flags(p)
+    flags.add_curriculum_flags(p)
     return p
 
 
 def parse_args(argv=None):
     parser = build_parser()
-    args = trainer.parse_flags(parser, PRESETS, argv)
+    args = flags.parse_flags(parser, PRESETS, argv)
     if args.group_size < 2:
         parser.error(f"--group-size {args.group_size}: group advantages need >= 2 samples per "
                      "prompt (the group mean of one sample is the sample itself)")
@@ -229,7 +230,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    with trainer.entry_point():      # one-line errors for the user's mistakes, clean exit
+    with flags.entry_point():      # one-line errors for the user's mistakes, clean exit
         train(parse_args(argv))
 
 

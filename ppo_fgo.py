@@ -75,6 +75,7 @@ import json
 
 import torch
 
+import flags
 import losses
 import trainer
 from losses import gae, kl_in_reward, whiten
@@ -454,7 +455,7 @@ def train(args) -> dict:
 
 # ----------------------------------------------------------------------------- flags
 
-PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
+PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     # CPU default: the shipped base on tasks:rl / tasks:eval (trainer.py); PPO's symmetric clip 0.2.
     "cpu": dict(eps_high=0.2),
     # StepCoder's reported settings (methods.md section 2), GPU scale.
@@ -464,12 +465,12 @@ PRESETS = trainer.merge_presets(trainer.COMMON_PRESETS, {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = trainer.new_parser(
+    p = flags.new_parser(
         "ppo_fgo.py", "PPO with GAE and a critic on StepCoder's compiler-feedback reward, with "
                       "optional FGO (policy loss only on code the tests executed). CPU "
                       "default: the shipped base model on tasks:rl; held-out pass@1 before and "
                       "after RL.")
-    trainer.add_common_flags(p, "ppo")
+    flags.add_common_flags(p, "ppo")
     g = p.add_argument_group("PPO (StepCoder)")
     g.add_argument("--fgo", action="store_true",
                    help="FGO: mask the policy loss of code lines no unit test executed")
@@ -478,16 +479,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "weights and lr, the value loss never moves the policy) or the "
                         "policy's own body with a value head (half the memory; the value "
                         "loss also trains the policy's body at its lr)")
-    g.add_argument("--critic-lr", type=trainer.POSITIVE, default=6e-5,
+    g.add_argument("--critic-lr", type=flags.POSITIVE, default=6e-5,
                    help="critic learning rate, constant (StepCoder 1.5e-6 = 3x the policy's); "
                         "with --critic shared it applies to the value head only")
-    g.add_argument("--kl-coef", type=trainer.NON_NEGATIVE, default=0.05,
+    g.add_argument("--kl-coef", type=flags.NON_NEGATIVE, default=0.05,
                    help="beta of the per-token KL penalty in the reward, to the post-SFT "
                         "policy (StepCoder 0.05; 0 = no reference model)")
-    g.add_argument("--gamma", type=trainer.SHARE, default=1.0, help="GAE discount")
-    g.add_argument("--lam", type=trainer.SHARE, default=0.95, help="GAE lambda")
-    g.add_argument("--vf-clip", type=trainer.POSITIVE, default=0.2, help="value clip range c")
-    g.add_argument("--vf-coef", type=trainer.NON_NEGATIVE, default=1.0,
+    g.add_argument("--gamma", type=flags.SHARE, default=1.0, help="GAE discount")
+    g.add_argument("--lam", type=flags.SHARE, default=0.95, help="GAE lambda")
+    g.add_argument("--vf-clip", type=flags.POSITIVE, default=0.2, help="value clip range c")
+    g.add_argument("--vf-coef", type=flags.NON_NEGATIVE, default=1.0,
                    help="weight of the value loss in the summed loss (separate critic: only "
                         "scales the critic's gradient before clipping; shared: also how hard "
                         "the value loss pulls on the policy's body)")
@@ -497,13 +498,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON overriding StepCoder's rewards, e.g. '{\"wrong_answer\": -0.5}' "
                         "(keys: pass, wrong_answer, runtime_error, timeout, memory_limit, "
                         "output_limit, compile_error, no_code)")
-    trainer.add_curriculum_flags(p)
+    flags.add_curriculum_flags(p)
     return p
 
 
 def parse_args(argv=None):
     parser = build_parser()
-    args = trainer.parse_flags(parser, PRESETS, argv)
+    args = flags.parse_flags(parser, PRESETS, argv)
     if args.reward_table:
         for k in json.loads(args.reward_table):
             if k not in STEPCODER_REWARDS:
@@ -512,7 +513,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    with trainer.entry_point():      # one-line errors for the user's mistakes, clean exit
+    with flags.entry_point():      # one-line errors for the user's mistakes, clean exit
         train(parse_args(argv))
 
 

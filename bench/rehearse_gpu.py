@@ -4,7 +4,7 @@ cannot do overridden, 2 ranks, then a resume.
     python bench/rehearse_gpu.py [--out runs/rehearse-gpu] [--nproc 2]
 
 What ./run.sh starts on a GPU machine is `torchrun --nproc_per_node=$NGPU grpo.py --preset gpu`
-(trainer.COMMON_PRESETS["gpu"]: Qwen3-1.7B, APPS + CodeContests from the hub, LiveCodeBench
+(flags.COMMON_PRESETS["gpu"]: Qwen3-1.7B, APPS + CodeContests from the hub, LiveCodeBench
 evaluation at temperature 0.6, 4096-token responses, gradient checkpointing, epoch order,
 a checkpoint every 20 steps). This script runs the same command on the CPU with the flags in
 OVERRIDES, each with the reason a CPU cannot take the preset's value; every other setting is

@@ -240,11 +240,11 @@ def test_as_a_plain_process(script, flags, want):
 
 def test_a_real_bug_keeps_its_traceback(tmp_path):
     """Only the errors a user can fix are shortened: a crash inside the code is not."""
-    import trainer
+    import flags
     def buggy(args):
         raise ZeroDivisionError("a bug")
     with pytest.raises(ZeroDivisionError):
-        trainer.run_entry_point(buggy, lambda argv: None, [])
+        flags.run_entry_point(buggy, lambda argv: None, [])
 
 
 def test_only_the_main_rank_prints_the_error():

@@ -12,6 +12,7 @@ import types
 import pytest
 import torch
 
+import flags
 import metrics
 import model
 import trainer
@@ -353,8 +354,8 @@ def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
 
 def test_max_problems_cuts_the_train_set_and_max_eval_problems_the_eval_set():
     def sets(*argv):
-        args = trainer.new_parser("t", "t")
-        trainer.add_common_flags(args, "grpo")
+        args = flags.new_parser("t", "t")
+        flags.add_common_flags(args, "grpo")
         return trainer.load_problem_sets(args.parse_args(list(argv)))
     full_train, full_eval = sets()
     assert (len(full_train), len(full_eval)) == (2464, 1018)     # tasks:rl, tasks:eval
