@@ -118,6 +118,7 @@ import flags
 import grpo
 import losses
 import metrics
+import rollouts
 import sandbox
 import trainer
 from model import all_reduce_sum
@@ -1165,12 +1166,12 @@ def training_samples(candidates, roles, tokenizer, advantages):
 
 
 def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
-    """This rank's problems of the step and its sampling rng (trainer.draw_batch: every rank
+    """This rank's problems of the step and its sampling rng (rollouts.draw_batch: every rank
     draws the same global batch and seed, then takes its own slice and seed): ranks play
     different episodes, and each episode's groups stay on its rank. epoch_order: see
-    trainer.draw_batch (--prompt-order epoch)."""
-    batch, seed = trainer.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d,
-                                     epoch_order=epoch_order)
+    rollouts.draw_batch (--prompt-order epoch)."""
+    batch, seed = rollouts.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d,
+                                      epoch_order=epoch_order)
     return batch, random.Random(seed)
 
 
@@ -1179,7 +1180,7 @@ def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
     model -> stats (counts and reward terms summed over ranks, then averaged)."""
     timer = timer or metrics.Timer()
     batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d,
-                                trainer.epoch_order(args, step))
+                                rollouts.epoch_order(args, step))
     gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}
     with timer("generate+reward"):
         _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
@@ -1187,8 +1188,8 @@ def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
     # Groups are one episode's K candidates at one role step: they never span problems or ranks.
     adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
                                   scale=args.adv_scale, group_ids=[c.group for c in cands])
-    out = summarize(trainer.reduce_sums({k: v for k, v in stats.items()
-                                         if not k.endswith("_mean") and k not in RATES}))
+    out = summarize(rollouts.reduce_sums({k: v for k, v in stats.items()
+                                          if not k.endswith("_mean") and k not in RATES}))
     # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
     # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
     # taken against the old log-probs of a no-grad pass (as in grpo.py).

@@ -55,6 +55,7 @@ import cccs
 import data
 import flags
 import metrics
+import rollouts
 import tasks
 import trainer
 from engines import make_engine
@@ -114,7 +115,7 @@ def pair_prompt(tokenizer, kind: str, what) -> str:
     if kind == "roles":
         return data.render_prompt(tokenizer, what)
     problem, prefix = what
-    return trainer.prompt_text(tokenizer, problem, prefix)
+    return rollouts.prompt_text(tokenizer, problem, prefix)
 
 
 def corpus_texts(pairs) -> list[str]:
@@ -185,7 +186,7 @@ def stopping_point(evals: list[dict]) -> tuple[dict, bool]:
 # ----------------------------------------------------------------------------- training
 
 def eval_args(args) -> argparse.Namespace:
-    """What trainer.evaluate reads from a run's flags."""
+    """What rollouts.evaluate reads from a run's flags."""
     return argparse.Namespace(top_p=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed,
                               reward="binary", test_timeout=2.0,
                               sandbox_workers=args.sandbox_workers)
@@ -255,8 +256,8 @@ def train(args) -> None:
                  "lr": sched.get_last_lr()[0], "wall": round(time.time() - t0, 1)})
         if args.eval_every and (done % args.eval_every == 0 or done == args.steps):
             trainer.sync_weights(policy, engine, d)
-            res = trainer.evaluate(engine, tokenizer, valid, eval_args(args), d, args.eval_n,
-                                   1.0)
+            res = rollouts.evaluate(engine, tokenizer, valid, eval_args(args), d, args.eval_n,
+                                    1.0)
             row = {"step": done, "pass@1": res["pass@1"], f"pass@{res['k']}":
                    res[f"pass@{res['k']}"], "k": res["k"],
                    "pass@1_by_family": res["pass@1_by_family"], "rule": meets_rule(res)}
@@ -364,8 +365,8 @@ def export(args) -> None:
     figures = {}
     for name, problems in (("held_out", held), ("train", train)):
         t = time.time()
-        res = trainer.evaluate(engine, tokenizer, problems, eval_args(args), d, args.eval_n,
-                               1.0)
+        res = rollouts.evaluate(engine, tokenizer, problems, eval_args(args), d, args.eval_n,
+                                1.0)
         figures[name] = {k: v for k, v in res.items() if k != "rates"}
         figures[name]["family_pass_at_k"] = family_pass_at_k(problems, res["rates"],
                                                                args.eval_n)
@@ -411,11 +412,11 @@ def last_wall(out: str) -> float | None:
 
 
 def family_pass_at_k(problems, rates: dict, n: int) -> dict:
-    """{family: pass@n} from per-problem solved shares (trainer.evaluate's "rates")."""
+    """{family: pass@n} from per-problem solved shares (rollouts.evaluate's "rates")."""
     out: dict[str, list] = {}
     for p in problems:
         c = round(rates[p.id] * n)
-        out.setdefault(p.metadata["family"], []).append(trainer.pass_at_k(n, c, n))
+        out.setdefault(p.metadata["family"], []).append(rollouts.pass_at_k(n, c, n))
     return {f: sum(v) / len(v) for f, v in sorted(out.items())}
 
 

@@ -51,6 +51,7 @@ import torch
 
 import flags
 import losses
+import rollouts
 import trainer
 from losses import dynamic_sampling_keep, group_advantages
 from model import reference_like
@@ -82,10 +83,10 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
             break
         # --prompt-order epoch: the step's first round walks the epoch; resampling rounds
         # (dynamic sampling) draw with replacement.
-        epoch = trainer.epoch_order(args, step) if round_ == 0 else None
-        batch, seed = trainer.draw_batch(pool, rng, per_rank, d, need, epoch)
+        epoch = rollouts.epoch_order(args, step) if round_ == 0 else None
+        batch, seed = rollouts.draw_batch(pool, rng, per_rank, d, need, epoch)
         prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
-        ro = trainer.generate_and_score(engine, tokenizer, batch, args, seed, prefixes)
+        ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes)
         r = torch.tensor(ro.rewards)
         adv = group_advantages(r, G, args.adv_scale, eps=args.adv_eps)      # [P * G]
         keep = dynamic_sampling_keep(r, G) if args.dynamic_sampling else \
@@ -103,15 +104,15 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
                                       **trainer.sampler_extras(c, args)))
         sums["groups_seen"] += len(batch)
         sums["groups_kept"] += int(keep.sum())
-        for k, v in trainer.rollout_sums(ro).items():
+        for k, v in rollouts.rollout_sums(ro).items():
             sums[k] = sums.get(k, 0) + v
-    trainer.feed_curriculum(curriculum, updates)
+    rollouts.feed_curriculum(curriculum, updates)
     return samples, sums
 
 
 def rollout_log(sums: dict) -> dict:
-    """The step's rollout metrics from sums over ranks (trainer.reduce_sums)."""
-    return {**trainer.rollout_means(sums),
+    """The step's rollout metrics from sums over ranks (rollouts.reduce_sums)."""
+    return {**rollouts.rollout_means(sums),
             "groups_kept_frac": sums["groups_kept"] / max(sums["groups_seen"], 1)}
 
 
@@ -153,7 +154,7 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
     with r.timer("generate+reward"):
         samples, sums = rollout_step(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
                                      r.curriculum, step)
-    rollout = rollout_log(trainer.reduce_sums(sums))
+    rollout = rollout_log(rollouts.reduce_sums(sums))
     r.engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
     # --- old log-probs (several updates per batch), reference log-probs (beta > 0) -------------
     old = trainer.off_policy(args)

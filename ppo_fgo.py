@@ -77,6 +77,7 @@ import torch
 
 import flags
 import losses
+import rollouts
 import trainer
 from losses import gae, kl_in_reward, whiten
 from model import critic_like, reference_like
@@ -278,14 +279,14 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
     G = args.group_size
     pool = curriculum.pool(problems, step) if curriculum else problems
     per_rank = max(1, args.prompts_per_step // d.world)
-    batch, seed = trainer.draw_batch(pool, rng, per_rank, d,
-                                     epoch_order=trainer.epoch_order(args, step))
+    batch, seed = rollouts.draw_batch(pool, rng, per_rank, d,
+                                      epoch_order=rollouts.epoch_order(args, step))
     prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
-    ro = trainer.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
-                                    coverage=args.fgo)
+    ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
+                                     coverage=args.fgo)
     table = json.loads(args.reward_table) if args.reward_table else None
     scores = [stepcoder_reward(r.status if r is not None else None, table) for r in ro.results]
-    sums = {**trainer.rollout_sums(dataclasses.replace(ro, rewards=scores)),
+    sums = {**rollouts.rollout_sums(dataclasses.replace(ro, rewards=scores)),
             "fgo_tokens": sum(len(c.token_ids) for c in ro.completions), "fgo_masked": 0,
             "fgo_samples": 0}
     samples = []
@@ -302,8 +303,8 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
         status = "no_code" if res is None else res.status
         sums[f"status/{status}"] = sums.get(f"status/{status}", 0) + 1
     # The curricula see --reward (binary / fraction), not the StepCoder score.
-    trainer.feed_curriculum(curriculum, [(p.id, ro.rewards[g * G:(g + 1) * G])
-                                         for g, p in enumerate(batch)])
+    rollouts.feed_curriculum(curriculum, [(p.id, ro.rewards[g * G:(g + 1) * G])
+                                          for g, p in enumerate(batch)])
     return samples, sums
 
 
@@ -345,12 +346,12 @@ def ppo_advantages(samples: list[Sample], scores: trainer.Scores, args):
 
 
 def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
-    """The step's rollout metrics from sums over ranks (trainer.reduce_sums)."""
+    """The step's rollout metrics from sums over ranks (rollouts.reduce_sums)."""
     n = max(st["samples"], 1)
     tok = max(adv_st["tok"], 1)
     ret_mean = adv_st["ret_sum"] / tok
     ret_var = max(adv_st["ret_sq"] / tok - ret_mean ** 2, 1e-12)
-    row = {**trainer.rollout_means(st), "kl_ref": adv_st["kl_sum"] / tok,
+    row = {**rollouts.rollout_means(st), "kl_ref": adv_st["kl_sum"] / tok,
            "value_mean": adv_st["value_sum"] / tok, "return_mean": ret_mean,
            # 1 - Var(ret - V) / Var(ret), with the mean error counted (E[(ret - V)^2]).
            "vf_explained_var": 1 - adv_st["err_sq"] / tok / ret_var}
@@ -439,7 +440,7 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
     # --- weight sync ----------------------------------------------------------------------------
     with r.timer("sync"):
         trainer.sync_weights(r.policy, r.engine, r.d)
-    return {**rollout_log(trainer.reduce_sums(sums), trainer.reduce_sums(adv_sums), args.fgo),
+    return {**rollout_log(rollouts.reduce_sums(sums), rollouts.reduce_sums(adv_sums), args.fgo),
             **stats}
 
 

@@ -10,8 +10,8 @@ TRL is an optional, benchmark-only dependency: `pip install -r requirements-benc
 What is held equal (each framework runs in its own subprocess, so peak RSS is its own):
 - start: one warm-started checkpoint, made by `grpo.py --steps 0 --save-every 1000` (SFT on
   the reference solutions) unless --model names one;
-- prompts: trainer.prompt_text (the project's chat prompt), tokenized by the same tokenizer;
-- reward: trainer.score_completions (the sandbox, --reward binary), called by TRL as its
+- prompts: rollouts.prompt_text (the project's chat prompt), tokenized by the same tokenizer;
+- reward: rollouts.score_completions (the sandbox, --reward binary), called by TRL as its
   reward function with the completions TRL decoded;
 - optimizer and schedule: trainer.policy_optimizer (AdamW betas (0.9, 0.99), --lr, linear
   warm-up over --warmup-steps, then constant) built on TRL's model and passed to GRPOTrainer;
@@ -19,13 +19,13 @@ What is held equal (each framework runs in its own subprocess, so peak RSS is it
   beta 0, group-std advantages, one optimizer step per batch of P prompts x G samples (TRL:
   gradient accumulation over micro-batches of --micro-batch), clip 0.2 / 0.28 (inert on-policy:
   the ratio is 1), grad-norm clip 1.0, temperature 1, top-p 1, no top-k, fp32, one torch thread;
-- steps, and the evaluation: trainer.evaluate (pass@1 and pass@n, n = --eval-n samples per
+- steps, and the evaluation: rollouts.evaluate (pass@1 and pass@n, n = --eval-n samples per
   problem, the same engine and seed for every checkpoint), before and after.
 
 What differs by construction (the ablation knobs below change the first two):
 - data order: the same by default: both walk a permutation of the problems per epoch and drop
   the last partial batch (3 of the 51 built-in problems per epoch at 8 prompts a step; ours:
-  trainer.epoch_batch). --ours-prompt-order replacement draws each step's prompts uniformly,
+  rollouts.epoch_batch). --ours-prompt-order replacement draws each step's prompts uniformly,
   as grpo.py's CPU default does (it learned less here, not significantly, and more on the
   held-out testbed; README); --trl-prompt-order replacement does the same to TRL.
 - advantage epsilon: (r - mean) / (std + eps), eps 1e-6 here, 1e-4 in TRL (--ours-adv-eps).
@@ -74,6 +74,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ablate import mean_std  # noqa: E402  (the grid's mean and sample std)
 
 import grpo  # noqa: E402
+import rollouts  # noqa: E402
 import trainer  # noqa: E402
 from engines import make_engine  # noqa: E402
 from model import Dist, PolicyLogprobs, load_causal_lm, load_tokenizer  # noqa: E402
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="grpo.py's generation engine (TRL always uses transformers' generate)")
     g = p.add_argument_group("evaluation")
     g.add_argument("--eval-n", type=int, default=8,
-                   help="samples per problem for pass@1 / pass@n (trainer.evaluate)")
+                   help="samples per problem for pass@1 / pass@n (rollouts.evaluate)")
     g.add_argument("--eval-engine", choices=["auto", "vllm", "hf"], default="hf",
                    help="engine of every evaluation (the same for all checkpoints)")
     g = p.add_argument_group("ablation knobs (for the learning gap between the two)")
@@ -270,7 +271,7 @@ def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
     timed; the sandbox calls timed inside it to split generation from reward."""
     args = grpo.parse_args(grpo_argv(a, model, out))
     sandbox = Stopwatch()
-    trainer.score_completions = sandbox.wrap(trainer.score_completions)
+    rollouts.score_completions = sandbox.wrap(rollouts.score_completions)
     steps: list[dict] = []
     engine = {}
 
@@ -313,13 +314,13 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
     lm = load_causal_lm(model, torch.device("cpu"))                       # fp32
     optimizer, scheduler = trainer.policy_optimizer(PolicyLogprobs(lm), args)
     dataset = Dataset.from_dict({
-        "prompt": [trainer.prompt_text(tokenizer, p) for p in train_problems],
+        "prompt": [rollouts.prompt_text(tokenizer, p) for p in train_problems],
         "problem_index": list(range(len(train_problems)))})
     sandbox, generation = Stopwatch(), Stopwatch()
 
     def sandbox_reward(prompts, completions, problem_index, **_):
-        rewards, _, _ = trainer.score_completions([train_problems[i] for i in problem_index],
-                                                  completions, args)
+        rewards, _, _ = rollouts.score_completions([train_problems[i] for i in problem_index],
+                                                   completions, args)
         return rewards
     sandbox_reward = sandbox.wrap(sandbox_reward)
 
@@ -411,7 +412,7 @@ def warm_start(a: argparse.Namespace) -> str:
 
 
 def evaluate_checkpoint(a: argparse.Namespace, ckpt: str) -> dict:
-    """pass@1 / pass@n of a checkpoint with the project's evaluator (trainer.evaluate), the
+    """pass@1 / pass@n of a checkpoint with the project's evaluator (rollouts.evaluate), the
     same engine, problems, seed and sampling settings for every checkpoint."""
     args = grpo.parse_args(grpo_argv(a, ckpt, os.path.join(a.out, "eval")))
     if args.cpu_threads > 0:
@@ -420,8 +421,8 @@ def evaluate_checkpoint(a: argparse.Namespace, ckpt: str) -> dict:
     d = Dist(0, 1, 0, torch.device("cpu"))
     engine = make_engine(a.eval_engine, ckpt, d.device, seed=args.seed)
     try:
-        res = trainer.evaluate(engine, load_tokenizer(ckpt), eval_problems, args, d, a.eval_n,
-                               args.eval_temperature)
+        res = rollouts.evaluate(engine, load_tokenizer(ckpt), eval_problems, args, d, a.eval_n,
+                                args.eval_temperature)
     finally:
         engine.close()
     return {"pass@1": res["pass@1"], "pass@n": res[f"pass@{a.eval_n}"],

@@ -13,7 +13,7 @@ import torch  # noqa: E402
 
 import data  # noqa: E402
 import ppo_fgo  # noqa: E402
-import trainer  # noqa: E402
+import rollouts  # noqa: E402
 from engines import make_engine  # noqa: E402
 from model import load_tokenizer  # noqa: E402
 
@@ -32,7 +32,7 @@ def main():
     tok = load_tokenizer(a.model)
     engine = make_engine("hf", a.model, torch.device("cpu"))
     problems = data.load_problems("builtin")
-    ro = trainer.generate_and_score(engine, tok, problems, args, seed=0, coverage=True)
+    ro = rollouts.generate_and_score(engine, tok, problems, args, seed=0, coverage=True)
     comps, results, programs = ro.completions, ro.results, ro.programs
     total = masked = covered = shown = 0
     by_status = {}

@@ -7,7 +7,7 @@ import pytest
 
 import agents
 import data
-import trainer
+import rollouts
 from agents import EpisodeState, GameConfig, parse_tests, run_episodes
 
 REF = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -790,7 +790,7 @@ def _rows(out):
 
 def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
     """agents.py parses trainer's --prompt-order epoch, and rank_batch given
-    trainer.epoch_order(args, step) (what rl_step passes it) walks the epoch: 10 problems, 4 a
+    rollouts.epoch_order(args, step) (what rl_step passes it) walks the epoch: 10 problems, 4 a
     step: 2 steps an epoch (the partial batch of 2 dropped), no problem twice within one."""
     import random
 
@@ -802,13 +802,13 @@ def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
     args = agents.parse_args(["--prompt-order", "epoch"])
     assert args.prompt_order == "epoch"
     rng = random.Random(3)
-    steps = [agents.rank_batch(problems, rng, 4, d, trainer.epoch_order(args, s))[0]
+    steps = [agents.rank_batch(problems, rng, 4, d, rollouts.epoch_order(args, s))[0]
              for s in range(4)]
     for epoch in (steps[:2], steps[2:]):
         ids = [p.id for b in epoch for p in b]
         assert len(ids) == 8 == len(set(ids))
     args = agents.parse_args(["--prompt-order", "replacement"])
-    assert trainer.epoch_order(args, 5) is None
+    assert rollouts.epoch_order(args, 5) is None
 
 
 def test_ranks_play_disjoint_slices_of_one_global_batch():

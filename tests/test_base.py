@@ -22,10 +22,10 @@ CLEAN_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 def prompt() -> str:
     """The coder prompt of the first held-out arith problem, as the trainers render it."""
     import data
-    import trainer
+    import rollouts
     p = next(p for p in data.load_problems("tasks", split="eval")
              if p.metadata["family"] == "arith")
-    return trainer.prompt_text(model.load_tokenizer(SHIPPED), p)
+    return rollouts.prompt_text(model.load_tokenizer(SHIPPED), p)
 
 
 def test_shipped_files_match_their_digests():

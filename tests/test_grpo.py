@@ -12,6 +12,7 @@ sys.path.insert(0, ROOT)
 
 import grpo  # noqa: E402
 import model  # noqa: E402
+import rollouts  # noqa: E402
 import trainer  # noqa: E402
 
 
@@ -126,9 +127,9 @@ def test_micro_batch_split_invariance(agg):
 def test_dynamic_sampling_and_pass_at_k():
     keep = grpo.dynamic_sampling_keep(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), 2)
     assert keep.tolist() == [False, True, False]
-    assert trainer.pass_at_k(5, 2, 1) == pytest.approx(0.4)
-    assert trainer.pass_at_k(5, 2, 2) == pytest.approx(0.7)       # 1 - C(3,2)/C(5,2)
-    assert trainer.pass_at_k(5, 0, 3) == 0.0 and trainer.pass_at_k(5, 4, 2) == 1.0
+    assert rollouts.pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert rollouts.pass_at_k(5, 2, 2) == pytest.approx(0.7)       # 1 - C(3,2)/C(5,2)
+    assert rollouts.pass_at_k(5, 0, 3) == 0.0 and rollouts.pass_at_k(5, 4, 2) == 1.0
 
 
 def test_chunked_logprobs_equal_plain_with_temperature_and_grad():

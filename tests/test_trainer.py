@@ -15,6 +15,7 @@ import torch
 import flags
 import metrics
 import model
+import rollouts
 import trainer
 
 # ----------------------------------------------------------------------------- curricula
@@ -326,17 +327,17 @@ def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
     function of (seed, step), so a resumed run repeats it."""
     pool = list(range(51))
     one = model.Dist(0, 1, 0, torch.device("cpu"))
-    epoch0 = [trainer.epoch_batch(pool, 8, one, 0, step) for step in range(6)]
+    epoch0 = [rollouts.epoch_batch(pool, 8, one, 0, step) for step in range(6)]
     seen = [p for b in epoch0 for p in b]
     assert all(len(b) == 8 for b in epoch0) and len(set(seen)) == 48
-    epoch1 = [p for step in range(6, 12) for p in trainer.epoch_batch(pool, 8, one, 0, step)]
+    epoch1 = [p for step in range(6, 12) for p in rollouts.epoch_batch(pool, 8, one, 0, step)]
     assert len(set(epoch1)) == 48 and epoch1 != seen
-    ranks = [trainer.epoch_batch(pool, 4, model.Dist(r, 2, r, torch.device("cpu")), 0, 3)
+    ranks = [rollouts.epoch_batch(pool, 4, model.Dist(r, 2, r, torch.device("cpu")), 0, 3)
              for r in (0, 1)]
     assert sorted(ranks[0] + ranks[1]) == sorted(epoch0[3])
-    assert trainer.epoch_batch(pool, 8, one, 0, 3) == epoch0[3]          # same (seed, step)
-    assert trainer.epoch_batch(pool, 8, one, 1, 3) != epoch0[3]          # another seed
-    assert len(trainer.epoch_batch([7, 9], 8, one, 0, 0)) == 8           # small pool: cycled
+    assert rollouts.epoch_batch(pool, 8, one, 0, 3) == epoch0[3]          # same (seed, step)
+    assert rollouts.epoch_batch(pool, 8, one, 1, 3) != epoch0[3]          # another seed
+    assert len(rollouts.epoch_batch([7, 9], 8, one, 0, 0)) == 8           # small pool: cycled
 
 
 def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
@@ -377,11 +378,11 @@ def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
     for p, score in zip(probs, [3, 40, 10, 25, 7, 30, 5, 12]):
         p.metadata["score"] = score
     solved = {"p0": 4, "p1": 0, "p2": 4, "p3": 2, "p4": 4, "p5": 1, "p6": 4, "p7": 4}
-    out = trainer.hardest_quarter(probs, solved, 4)
+    out = rollouts.hardest_quarter(probs, solved, 4)
     # the 2 hardest: p1 (40, 0 of 4) and p5 (30, 1 of 4)
     assert out["pass@1_hardest_quarter"] == 1 / 8 and out["pass@4_hardest_quarter"] == 0.5
     assert (out["hardest_quarter_problems"], out["hardest_quarter_min_score"]) == (2, 30)
-    assert trainer.hardest_quarter([_problem("x")], {"x": 4}, 4) == {}   # no score: none
+    assert rollouts.hardest_quarter([_problem("x")], {"x": 4}, 4) == {}   # no score: none
 
 
 def test_pass_at_1_by_family_pools_the_samples_of_each_family():
@@ -389,10 +390,10 @@ def test_pass_at_1_by_family_pools_the_samples_of_each_family():
     for p, fam in zip(probs, ["arith", "classify", "arith", "classify", "classify"]):
         p.metadata["family"] = fam
     solved = {"p0": 4, "p1": 0, "p2": 1, "p3": 2, "p4": 1}     # of 4 samples each
-    out = trainer.by_family(probs, solved, 4)["pass@1_by_family"]
+    out = rollouts.by_family(probs, solved, 4)["pass@1_by_family"]
     assert out == {"arith": 5 / 8, "classify": 3 / 12}
-    assert trainer.by_family(probs[:2], {"p0": 4}, 4)["pass@1_by_family"] == {"arith": 1.0}
-    assert trainer.by_family([_problem("x")], {"x": 4}, 4) == {}    # no family: none
+    assert rollouts.by_family(probs[:2], {"p0": 4}, 4)["pass@1_by_family"] == {"arith": 1.0}
+    assert rollouts.by_family([_problem("x")], {"x": 4}, 4) == {}    # no family: none
 
 
 def test_bench_update_runs_and_reports_every_size():
@@ -409,18 +410,18 @@ def test_bench_update_runs_and_reports_every_size():
 def test_standard_error_plain_and_within_families():
     xs = [0.0, 1.0, 0.0, 1.0]
     # s^2 = 1/3, se = sqrt(1/3 / 4)
-    assert trainer.standard_error(xs) == pytest.approx(math.sqrt(1 / 12))
+    assert rollouts.standard_error(xs) == pytest.approx(math.sqrt(1 / 12))
     # Two families, each all-0 or all-1: the spread is all between them, and the mix is fixed.
-    assert trainer.standard_error(xs, ["a", "b", "a", "b"]) == 0.0
+    assert rollouts.standard_error(xs, ["a", "b", "a", "b"]) == 0.0
     # Within families: family a {0, 1}, b {1, 1}: only a varies; (2/4)^2 * (1/2)/2 = 1/16
-    assert trainer.standard_error([0.0, 1.0, 1.0, 1.0], ["a", "a", "b", "b"]) == \
+    assert rollouts.standard_error([0.0, 1.0, 1.0, 1.0], ["a", "a", "b", "b"]) == \
         pytest.approx(0.25)
-    assert trainer.standard_error([0.5]) == 0.0
+    assert rollouts.standard_error([0.5]) == 0.0
     problems = [types.SimpleNamespace(id=i, metadata={"family": f}) for i, f in
                 ((1, "a"), (2, "b"))]
-    assert trainer.family_labels(problems, [2, 1]) == ["b", "a"]
-    assert trainer.family_labels(problems + [types.SimpleNamespace(id=3, metadata={})],
-                                 [3]) is None
+    assert rollouts.family_labels(problems, [2, 1]) == ["b", "a"]
+    assert rollouts.family_labels(problems + [types.SimpleNamespace(id=3, metadata={})],
+                                  [3]) is None
 
 
 # ----------------------------------------------------------------------------- rewards
@@ -439,5 +440,5 @@ def test_fraction_reward_does_not_depend_on_the_order_of_the_tests(reward, expec
         p = Problem(id="p", source="test", question="q", starter_code="", fn_name=None,
                     tests=tests, solutions=[], difficulty="easy")
         text = f"```python\n{LOOP_ON_ZERO}```"
-        rewards += trainer.score_completions([p], [text], args)[0]
+        rewards += rollouts.score_completions([p], [text], args)[0]
     assert rewards == [expected, expected]

@@ -1,0 +1,262 @@
+"""A step's rollouts and the evaluation: drawing the problems, generating completions and
+scoring them in the sandbox, their sums over ranks, and pass@k on a problem set (evaluate)."""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch.distributed as dist
+
+import cccs
+import data
+import sandbox
+from model import Dist, all_reduce_sum
+
+# ----------------------------------------------------------------------------- rollouts, rewards
+
+def prompt_text(tokenizer, problem, prefix: str = "") -> str:
+    """The coder prompt. With a CCCS prefix the answer is opened for the model
+    ("```python\\n" + prefix) so it continues the canonical program (cccs.completion_prompt)."""
+    return cccs.completion_prompt(data.render_prompt(tokenizer, data.coder_messages(problem)),
+                                  prefix, prefill=True)
+
+
+def score_completions(problems, texts: list[str], args, prefixes=None, coverage=False):
+    """Run each completion's program on its problem's tests in one sandbox batch.
+
+    Returns (rewards, results, programs); a completion with no code gets reward 0 and result
+    None (counted as no_code, never an error). With CCCS prefixes the rewarded program is
+    prefix + completion (cccs.rewarded_program). Reward: --reward binary (all tests pass) or
+    fraction (share of tests passed).
+    """
+    programs, jobs, where = [], [], []
+    for i, (p, t) in enumerate(zip(problems, texts)):
+        code = cccs.rewarded_program(prefixes[i] if prefixes else "", t, prefill=True)
+        programs.append(code)
+        if code is not None:
+            where.append(i)
+            # The fraction reward counts each test on its own, so a test after a timeout is
+            # run, not counted as failed (binary: the first failure decides, stop there).
+            jobs.append(dict(code=code, tests=p.tests, fn_name=p.fn_name,
+                             timeout=args.test_timeout, coverage=coverage,
+                             stop_after_timeout=args.reward != "fraction"))
+    results = [None] * len(texts)
+    for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)):
+        results[i] = res
+    rewards = [0.0 if r is None else
+               (r.pass_rate if args.reward == "fraction" else float(r.status == "pass"))
+               for r in results]
+    return rewards, results, programs
+
+
+@dataclass
+class Rollouts:
+    """args.group_size completions per problem of a batch, with their sandbox verdicts; the
+    flat lists are ordered problem by problem (completion j belongs to problem j // G)."""
+    prompt_ids: list[list[int]]        # per problem
+    completions: list                  # engines.Completion, [P * G]
+    rewards: list[float]               # --reward of each completion
+    results: list                      # sandbox results (None: no code)
+    programs: list[str | None]         # the rewarded programs
+
+
+def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
+                       coverage: bool = False) -> Rollouts:
+    """Sample args.group_size completions per problem of `batch` and run them on the tests
+    (with line coverage when asked: FGO)."""
+    G = args.group_size
+    prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
+               for i, p in enumerate(batch)]
+    outs = engine.generate(prompts, n=G, temperature=args.temperature, top_p=args.top_p,
+                           max_new_tokens=args.max_new_tokens, seed=seed)
+    comps = [c for o in outs for c in o]
+    flat = [p for p in batch for _ in range(G)]
+    flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
+    rewards, results, programs = score_completions(flat, [c.text for c in comps], args,
+                                                   flat_prefix, coverage)
+    return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
+                    programs)
+
+
+def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
+               need: int | None = None, epoch_order: tuple[int, int] | None = None
+               ) -> tuple[list, int]:
+    """This rank's problems for one round of rollouts and its sampling seed. Every rank draws
+    the same global batch (same rng), then takes its own slice (the first `need` of it).
+    epoch_order=(seed, step): the problems come from epoch_batch (without replacement); rng
+    is consumed as in the default, so both orders give a step the same sampling seed."""
+    batch = [pool[rng.randrange(len(pool))] for _ in range(per_rank * d.world)]
+    seed = rng.randrange(2**31)
+    mine = batch[d.rank::d.world] if epoch_order is None else \
+        epoch_batch(pool, per_rank, d, *epoch_order)
+    return mine[:need], seed + d.rank
+
+
+def epoch_order(args, step: int) -> tuple[int, int] | None:
+    """draw_batch's epoch_order for RL step `step` under --prompt-order (None: replacement)."""
+    return (args.seed, step) if args.prompt_order == "epoch" else None
+
+
+def epoch_batch(pool: Sequence, per_rank: int, d: Dist, seed: int, step: int) -> list:
+    """This rank's problems for RL step `step` when prompts are drawn without replacement, as
+    TRL's sampler does: epoch e = step // S walks its own permutation of the pool (seeded by
+    seed and e), S = len(pool) // (per_rank * world) steps an epoch, the partial batch at the
+    end of an epoch dropped. A function of (seed, step) alone, so a resumed run draws what a
+    straight one would (nothing to checkpoint); a pool smaller than a batch is cycled."""
+    k = per_rank * d.world
+    per_epoch = max(1, len(pool) // k)
+    epoch, offset = divmod(step, per_epoch)
+    order = list(range(len(pool)))
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    order = order * math.ceil(k / len(order))
+    batch = [pool[i] for i in order[offset * k:(offset + 1) * k]]
+    return batch[d.rank::d.world]
+
+
+def feed_curriculum(curriculum, updates: list[tuple]) -> None:
+    """(problem id, rewards of its group) from every rank, in rank order, so that every rank's
+    curriculum stays identical."""
+    if curriculum is not None:
+        for pid, rewards in gather_objects(updates):
+            curriculum.update(pid, rewards)
+
+
+def rollout_sums(rollouts: Rollouts) -> dict:
+    """Sums over this rank's completions for the step's metrics (rollout_means)."""
+    rs, comps = rollouts.rewards, rollouts.completions
+    return {"samples": len(comps), "reward_sum": sum(rs), "reward_sq": sum(x * x for x in rs),
+            "pass_sum": sum(r is not None and r.status == "pass" for r in rollouts.results),
+            "len_sum": sum(len(c.token_ids) for c in comps),
+            "truncated": sum(c.finish_reason == "length" for c in comps),
+            "no_code": sum(p is None for p in rollouts.programs)}
+
+
+def rollout_means(sums: dict) -> dict:
+    """rollout_sums summed over ranks -> reward_mean / std, pass_rate, response_len,
+    truncated_frac, no_code_frac."""
+    n = max(sums["samples"], 1)
+    mean = sums["reward_sum"] / n
+    return {"reward_mean": mean, "reward_std": max(sums["reward_sq"] / n - mean * mean, 0) ** 0.5,
+            "pass_rate": sums["pass_sum"] / n, "response_len": sums["len_sum"] / n,
+            "truncated_frac": sums["truncated"] / n, "no_code_frac": sums["no_code"] / n}
+
+
+def gather_objects(items: list) -> list:
+    """Concatenate a Python list from every rank, in rank order (identity in a world of 1)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return list(items)
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, items)
+    return [x for part in out for x in part]
+
+
+def reduce_sums(sums: Mapping[str, float]) -> dict:
+    """Sum each entry over ranks (keys may differ between ranks: their union, sorted)."""
+    keys = sorted(set().union(*(set(k) for k in gather_objects([list(sums)]))))
+    return {k: all_reduce_sum(sums.get(k, 0.0)) for k in keys}
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k)."""
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def standard_error(values: Sequence[float], strata: Sequence | None = None) -> float:
+    """Standard error of the mean of per-problem solve rates x_1..x_N:
+
+        se = sqrt(s^2 / N),   s^2 = sum_i (x_i - mean)^2 / (N - 1)
+
+    It holds both the spread between problems and each rate's sampling noise, so it says how
+    far another draw of problems and samples could move pass@1 (0 for fewer than 2).
+    strata (one label a problem, e.g. tasks.py's family): the set's mix of strata is fixed by
+    design, so only the spread within each stratum h (N_h problems, variance s_h^2) counts:
+
+        se = sqrt(sum_h (N_h / N)^2 s_h^2 / N_h)
+
+    (a stratum of one problem adds nothing: its variance is unknown)."""
+    def var_of_mean(xs):
+        if len(xs) < 2:
+            return 0.0
+        m = sum(xs) / len(xs)
+        return sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
+    n = len(values)
+    if n < 2:
+        return 0.0
+    if strata is None:
+        return math.sqrt(var_of_mean(values))
+    groups: dict = {}
+    for v, h in zip(values, strata):
+        groups.setdefault(h, []).append(v)
+    return math.sqrt(sum((len(xs) / n) ** 2 * var_of_mean(xs) for xs in groups.values()))
+
+
+def family_labels(problems, ids: Sequence) -> list | None:
+    """The tasks.py family of each problem id in `ids` (standard_error's strata); None when
+    one has none (other data sets)."""
+    family = {p.id: p.metadata.get("family") for p in problems}
+    labels = [family.get(i) for i in ids]
+    return None if None in labels else labels
+
+
+def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
+    """pass@1 / pass@n on the quarter of `problems` with the highest difficulty score
+    (tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations; ties keep the
+    given order), from solved = {problem id: samples of n that passed}. DRIVE's claim is about
+    this tail. {} when a problem has no score (other data sets) or none was evaluated."""
+    scored = [p for p in problems if p.id in solved]
+    if not scored or any("score" not in p.metadata for p in scored):
+        return {}
+    hard = sorted(scored, key=lambda p: -p.metadata["score"])[:max(1, len(scored) // 4)]
+    counts = [solved[p.id] for p in hard]
+    return {"pass@1_hardest_quarter": sum(counts) / (n * len(hard)),
+            f"pass@{n}_hardest_quarter": sum(pass_at_k(n, c, n) for c in counts) / len(hard),
+            "hardest_quarter_problems": len(hard),
+            "hardest_quarter_min_score": hard[-1].metadata["score"]}
+
+
+def by_family(problems, solved: Mapping, n: int) -> dict:
+    """pass@1 per tasks.py family, {"pass@1_by_family": {family: sum of solved / (n * count)}},
+    from solved = {problem id: samples of n that passed}: which families a gain comes from
+    (the long, branchy ones are CCCS's and FGO's). {} when a problem has no family."""
+    seen = [p for p in problems if p.id in solved]
+    if not seen or any("family" not in p.metadata for p in seen):
+        return {}
+    counts: dict = {}
+    for p in seen:
+        counts.setdefault(p.metadata["family"], []).append(solved[p.id])
+    return {"pass@1_by_family": {f: sum(c) / (n * len(c)) for f, c in sorted(counts.items())}}
+
+
+def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float) -> dict:
+    """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
+
+    Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "rates": {problem id: solved
+    share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error,
+    within families when the problems have them: the set's family mix is fixed);
+    the per-problem rates feed --offline-filter and DRIVE's hard focus.
+    """
+    mine = problems[d.rank::d.world]
+    outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
+                           temperature=temperature, top_p=args.top_p,
+                           max_new_tokens=args.max_new_tokens, seed=args.seed + 7) if mine else []
+    flat_p = [p for p in mine for _ in range(n)]
+    _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
+    solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
+              for i in range(len(mine))]
+    counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
+    total = max(len(counts), 1)
+    by_id = dict(counts)
+    return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
+            "pass@1_se": standard_error([c / n for _, c in counts],
+                                        family_labels(problems, [pid for pid, _ in counts]))
+            if n else 0.0,
+            f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
+            "problems": len(counts), **hardest_quarter(problems, by_id, n),
+            **by_family(problems, by_id, n),
+            "rates": {pid: c / n for pid, c in counts}}
