@@ -89,7 +89,7 @@ Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): t
   loop on trainer.py's pieces (start / prepare_run -> rl_steps, end_step -> end_run: checkpoints
   with --save-every, --resume) with GRPO's advantages and loss (losses.py, grpo.update_loss;
   no KL term, as AT-GRPO).
-  Warm start: trainer.sft per model on its roles' warm_start_pairs: turn-0 prompts and
+  Warm start: actor.sft per model on its roles' warm_start_pairs: turn-0 prompts and
   (--repair-sft) turn-1 prompts from repair_states (a wrong program or a wrong test, with its
   answer). Step: play prompts_per_step episodes (each rank its slice, so groups never span
   ranks) -> group advantages over (problem, episode, turn, role) -> one GRPO update per
@@ -113,6 +113,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+import actor
 import data
 import flags
 import grpo
@@ -1010,12 +1011,12 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
 
 
 def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
-    """warm_start_pairs tokenized into trainer.Samples (answer + EOS), for trainer.sft."""
+    """warm_start_pairs tokenized into actor.Samples (answer + EOS), for actor.sft."""
     out = []
     for messages, answer in warm_start_pairs(problems, roles, max_tests, repairs):
         ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
         out.append(
-            trainer.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0)
+            actor.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0)
         )
     return out
 
@@ -1156,12 +1157,12 @@ def sandbox_runner(args):
 
 
 def training_samples(candidates, roles, tokenizer, advantages):
-    """run_episodes candidates of these roles -> trainer.Sample (prompt, sampled ids, advantage)."""
+    """run_episodes candidates of these roles -> actor.Sample (prompt, sampled ids, advantage)."""
     out = []
     for c, adv in zip(candidates, advantages.tolist()):
         if c.role in roles:
             ids = tokenizer(data.render_prompt(tokenizer, c.messages))["input_ids"]
-            out.append(trainer.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
+            out.append(actor.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
     return out
 
 
@@ -1194,23 +1195,23 @@ def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
     # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
     # taken against the old log-probs of a no-grad pass (as in grpo.py).
     loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0, agg=args.agg,
-                            off_policy=trainer.off_policy(args))
+                            off_policy=actor.off_policy(args))
     for m, roles in distinct(team):
         m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
         samples = training_samples(cands, roles, m.tokenizer, adv)
         shape = dict(micro_batch=args.micro_batch, pad_id=m.tokenizer.pad_token_id,
                      device=d.device, temperature=args.temperature)
-        if trainer.off_policy(args):   # old log-probs of the policy that played the episodes
+        if actor.off_policy(args):   # old log-probs of the policy that played the episodes
             with timer("score"):
-                old = trainer.score(samples, policy=m.policy, **shape).logp
-            samples = trainer.with_scores(samples, old_logp=old)
+                old = actor.score(samples, policy=m.policy, **shape).logp
+            samples = actor.with_scores(samples, old_logp=old)
         with timer("update"):
             # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
-            st = trainer.updates(m.policy, m.optimizer, samples, loss,
-                                 epochs=args.epochs, mini_batches=args.mini_batches,
-                                 agg=args.agg, max_len=max(max_new_tokens(args, r) for r in roles),
-                                 max_grad_norm=args.max_grad_norm,
-                                 skip_zero_advantage=True, **shape)
+            st = actor.updates(m.policy, m.optimizer, samples, loss,
+                               epochs=args.epochs, mini_batches=args.mini_batches,
+                               agg=args.agg, max_len=max(max_new_tokens(args, r) for r in roles),
+                               max_grad_norm=args.max_grad_norm,
+                               skip_zero_advantage=True, **shape)
             m.scheduler.step()
         with timer("sync"):
             trainer.sync_weights(m.policy, m.engine, d)
@@ -1289,7 +1290,7 @@ def make_team(r, args):
 
 
 def warm_start(team, r):
-    """SFT of each model on its roles' warm-start pairs (trainer.sft), weight sync."""
+    """SFT of each model on its roles' warm-start pairs (actor.sft), weight sync."""
     a = r.args
     n_calls = sum(p.fn_name is not None for p in r.train_problems)
     r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
@@ -1303,7 +1304,7 @@ def warm_start(team, r):
         )
     for m, roles in distinct(team):
         tag = "/".join(roles)
-        trainer.sft(
+        actor.sft(
             m.policy,
             m.tokenizer,
             warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),

@@ -19,7 +19,7 @@ parameters only; never an instance of rl or eval, nor of the first testbed's tes
 The family tasks.RL_ONLY_FAMILY (piecewise: classify whose bodies are arithmetic) is never
 in the corpus: the base meets it only by combining what it knows, RL from reward alone.
 
-Training: the project's supervised path (trainer.update with trainer.sft_loss, token-mean
+Training: the project's supervised path (actor.update with actor.sft_loss, token-mean
 NLL of the answers), AdamW with warm-up and cosine decay, batch --batch drawn uniformly from
 the corpus by a Random seeded with (seed, step), so a run resumed from any checkpoint
 (--resume) takes the same steps as one that never stopped. Every --eval-every steps: pass@1
@@ -50,6 +50,7 @@ import time
 import torch
 from safetensors.torch import load_file
 
+import actor
 import agents
 import cccs
 import data
@@ -123,11 +124,11 @@ def corpus_texts(pairs) -> list[str]:
     return [t for kind, what, answer in pairs for t in (pair_prompt(None, kind, what), answer)]
 
 
-def corpus_examples(tokenizer, pairs) -> list[trainer.Sample]:
+def corpus_examples(tokenizer, pairs) -> list[actor.Sample]:
     """The pairs tokenized: prompt ids, answer ids + EOS (the loss is on the answer only)."""
     prompts = tokenizer([pair_prompt(tokenizer, k, w) for k, w, _ in pairs])["input_ids"]
     answers = tokenizer([a for _, _, a in pairs])["input_ids"]
-    return [trainer.Sample(p, a + [tokenizer.eos_token_id], 1.0)
+    return [actor.Sample(p, a + [tokenizer.eos_token_id], 1.0)
             for p, a in zip(prompts, answers)]
 
 
@@ -244,10 +245,10 @@ def train(args) -> None:
     for step in bar:
         rng = random.Random(f"{args.seed}-{step}")
         batch = [examples[rng.randrange(len(examples))] for _ in range(args.batch)]
-        st = trainer.update(policy, optimizer, batch[d.rank::d.world], trainer.sft_loss,
-                            micro_batch=args.micro_batch, agg="token-mean", max_len=None,
-                            pad_id=tokenizer.pad_token_id, device=d.device,
-                            max_grad_norm=1.0)
+        st = actor.update(policy, optimizer, batch[d.rank::d.world], actor.sft_loss,
+                          micro_batch=args.micro_batch, agg="token-mean", max_len=None,
+                          pad_id=tokenizer.pad_token_id, device=d.device,
+                          max_grad_norm=1.0)
         sched.step()
         bar.set_postfix(nll=f"{st['loss']:.3f}")
         done = step + 1

@@ -19,7 +19,7 @@ the batch is split.
 Simplifications, stated up front:
 - On-policy by default: one optimizer step per batch of rollouts, so old = logp.detach()
   (ratio 1, the gradient is the policy gradient, the clip never acts). With --mini-batches M
-  and/or --epochs E the batch makes M x E optimizer steps (trainer.updates, as verl's
+  and/or --epochs E the batch makes M x E optimizer steps (actor.updates, as verl's
   ppo_mini_batch_size / TRL's num_iterations): old comes from one no-grad pass of the policy
   that sampled, and from the second step on ratio, clip and clip-higher (--eps-high) act;
   clip_frac, ratio_mean and approx_kl (k3 of KL(old || new)) are logged, averaged over the
@@ -49,13 +49,14 @@ import argparse
 
 import torch
 
+import actor
 import flags
 import losses
 import rollouts
 import trainer
+from actor import Sample
 from losses import dynamic_sampling_keep, group_advantages
 from model import reference_like
-from trainer import Sample
 
 # The math lives in losses.py; these names stay importable from here (tests, bench).
 aggregate, k3_kl, policy_loss, tis_weights = (losses.aggregate, losses.k3_kl,
@@ -101,7 +102,7 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
                 samples.append(Sample(ro.prompt_ids[g], c.token_ids, float(adv[j]),
                                       [0] * len(c.token_ids) if cut else None,
                                       ro.rewards[j], key=(problem.id, j),
-                                      **trainer.sampler_extras(c, args)))
+                                      **actor.sampler_extras(c, args)))
         sums["groups_seen"] += len(batch)
         sums["groups_kept"] += int(keep.sum())
         for k, v in rollouts.rollout_sums(ro).items():
@@ -121,11 +122,11 @@ def rollout_log(sums: dict) -> dict:
 
 def update_loss(*, eps_low: float, eps_high: float, beta: float, agg: str,
                 off_policy: bool = False, tis_cap: float = 0.0):
-    """The loss trainer.update calls on each micro-batch: losses.grpo_loss on the batch's
+    """The loss actor.update calls on each micro-batch: losses.grpo_loss on the batch's
     tensors (the clipped surrogate against batch.old_logp when off_policy, several updates per
     batch, else logp.detach(); TIS weights against batch.sampler_logp when tis_cap > 0; beta
     * k3 against batch.ref_logp)."""
-    def loss(out: trainer.Forward, batch: trainer.Batch, denom: trainer.Denominators):
+    def loss(out: actor.Forward, batch: actor.Batch, denom: actor.Denominators):
         return losses.grpo_loss(out.logp, batch.advantages, batch.mask,
                                 old_logp=batch.old_logp if off_policy else None,
                                 sampler_logp=batch.sampler_logp, ref_logp=batch.ref_logp,
@@ -157,21 +158,21 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
     rollout = rollout_log(rollouts.reduce_sums(sums))
     r.engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
     # --- old log-probs (several updates per batch), reference log-probs (beta > 0) -------------
-    old = trainer.off_policy(args)
+    old = actor.off_policy(args)
     if old or r.ref is not None:
         with r.timer("score"):
             scores = r.score(samples, policy=r.policy if old else None, ref=r.ref)
         if old:
-            samples = trainer.with_scores(samples, old_logp=scores.logp)
+            samples = actor.with_scores(samples, old_logp=scores.logp)
         if r.ref is not None:
-            samples = trainer.with_scores(samples, ref_logp=scores.ref_logp)
+            samples = actor.with_scores(samples, ref_logp=scores.ref_logp)
     # --- policy update: --epochs x --mini-batches optimizer steps -----------------------------
     with r.timer("update"):
         loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
                            agg=args.agg, off_policy=old, tis_cap=args.tis_cap)
-        stats = trainer.updates(r.policy, r.optimizer, samples, loss,
-                                skip_zero_advantage=zero_advantage_is_inert(args),
-                                **r.update_settings())
+        stats = actor.updates(r.policy, r.optimizer, samples, loss,
+                              skip_zero_advantage=zero_advantage_is_inert(args),
+                              **r.update_settings())
         r.scheduler.step()
     # --- weight sync --------------------------------------------------------------------------
     with r.timer("sync"):

@@ -53,7 +53,7 @@ def local_denominator(masks: list[torch.Tensor], agg: str, max_len: int | None =
     """The divisor `aggregate` would use on the concatenation of `masks` [B_k, T_k] (this
     rank's micro-batches): sum(m), the number of rows B, or B * T with T = `max_len` (the
     response budget, so every rank agrees on it) or else the longest mask. Summed over ranks
-    it is the global denominator of one optimizer step (trainer.global_denominator)."""
+    it is the global denominator of one optimizer step (actor.global_denominator)."""
     if agg == "token-mean":
         return sum(float(m.sum()) for m in masks)
     if agg == "seq-mean-token-mean":

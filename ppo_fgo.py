@@ -59,7 +59,7 @@ Simplifications and choices (the paper leaves these open):
   policy after the SFT warm start (StepCoder's SFT model) and are saved with every checkpoint
   (ref.pt, critic.pt); advantages are whitened over the tokens the policy loss sees
   (FGO-kept); the critic's learning rate is constant; one PPO epoch by default (--epochs,
-  with --mini-batches: trainer.updates, the mechanism GRPO uses too), so the ratio is 1 and
+  with --mini-batches: actor.updates, the mechanism GRPO uses too), so the ratio is 1 and
   the clip only acts from the second optimizer step on a batch. --tis-cap weights the policy
   loss by truncated importance weights against the engine's log-probs, as in grpo.py.
 - FGO trusts coverage only from runs that report it completely (FGO_STATUSES) and that report
@@ -75,14 +75,15 @@ import json
 
 import torch
 
+import actor
 import flags
 import losses
 import rollouts
 import trainer
+from actor import Sample
 from losses import gae, kl_in_reward, whiten
 from model import critic_like, reference_like
 from sandbox import executable_lines
-from trainer import Sample
 
 # The PPO math lives in losses.py; these names stay importable from here (tests, bench).
 last_valid_index, value_loss = losses.last_valid_index, losses.value_loss
@@ -299,7 +300,7 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
             sums["fgo_samples"] += mask is not None
             sums["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
         samples.append(Sample(ro.prompt_ids[g], c.token_ids, 0.0, mask, scores[j],
-                              key=(batch[g].id, j), **trainer.sampler_extras(c, args)))
+                              key=(batch[g].id, j), **actor.sampler_extras(c, args)))
         status = "no_code" if res is None else res.status
         sums[f"status/{status}"] = sums.get(f"status/{status}", 0) + 1
     # The curricula see --reward (binary / fraction), not the StepCoder score.
@@ -315,7 +316,7 @@ def _padded(rows: list[list[float]]) -> torch.Tensor:
     return out
 
 
-def ppo_advantages(samples: list[Sample], scores: trainer.Scores, args):
+def ppo_advantages(samples: list[Sample], scores: actor.Scores, args):
     """KL-in-reward, GAE and whitening from the no-grad scores of the samples (response
     tokens only, right padded to [N, T]; no reference: KL 0). Returns (new Samples with their
     per-token advantage, old_logp, old_values and returns; sums for the log: kl,
@@ -367,13 +368,13 @@ def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
 
 def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: float, agg: str,
                 tis_cap: float = 0.0):
-    """The loss trainer.update calls on each micro-batch: losses.ppo_loss on the batch's
+    """The loss actor.update calls on each micro-batch: losses.ppo_loss on the batch's
     tensors: the clipped policy loss over batch.mask (FGO-kept tokens) against
     batch.old_logp + vf_coef * the clipped value loss over every response token
     (batch.response_mask, its own global normaliser) against batch.old_values and
     batch.returns. One backward trains the policy and the critic (separate, or the policy's
     value head)."""
-    def loss(out: trainer.Forward, batch: trainer.Batch, denom: trainer.Denominators):
+    def loss(out: actor.Forward, batch: actor.Batch, denom: actor.Denominators):
         return losses.ppo_loss(out.logp, out.values, batch.advantages, batch.mask,
                                batch.response_mask, old_logp=batch.old_logp,
                                old_values=batch.old_values, returns=batch.returns,
@@ -384,12 +385,12 @@ def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: flo
 
 
 def forward_with_values(policy, critic, temperature: float, with_entropy: bool = False):
-    """forward_fn for trainer.score / update: the policy's Forward with values [B, L-1] from
+    """forward_fn for actor.score / update: the policy's Forward with values [B, L-1] from
     the separate critic (value at position t = the state after token t) or, critic None
     (--critic shared), from the policy's own value head in the same forward."""
-    def forward_fn(batch: trainer.Batch) -> trainer.Forward:
-        out = trainer.forward(policy, batch, temperature, with_entropy,
-                              with_values=critic is None)
+    def forward_fn(batch: actor.Batch) -> actor.Forward:
+        out = actor.forward(policy, batch, temperature, with_entropy,
+                            with_values=critic is None)
         if critic is not None:
             out.values = critic(batch.input_ids, batch.attention_mask)[:, :-1]
         return out
@@ -397,7 +398,7 @@ def forward_with_values(policy, critic, temperature: float, with_entropy: bool =
 
 
 def critic_training(r: trainer.Run) -> list[tuple]:
-    """trainer.update's also_train: the separate critic and its optimizer (none when shared:
+    """actor.update's also_train: the separate critic and its optimizer (none when shared:
     the value head is in the policy and its optimizer)."""
     return [] if r.critic is None else [("critic", r.critic, r.critic_optimizer)]
 
@@ -432,10 +433,10 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
     with r.timer("update"):
         loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, vf_clip=args.vf_clip,
                            vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap)
-        stats = trainer.updates(r.policy, r.optimizer, samples, loss, also_train=critic_training(r),
-                                forward_fn=forward_with_values(r.policy, r.critic,
-                                                               args.temperature, True),
-                                **r.update_settings())
+        stats = actor.updates(r.policy, r.optimizer, samples, loss, also_train=critic_training(r),
+                              forward_fn=forward_with_values(r.policy, r.critic,
+                                                             args.temperature, True),
+                              **r.update_settings())
         r.scheduler.step()
     # --- weight sync ----------------------------------------------------------------------------
     with r.timer("sync"):

@@ -1,8 +1,8 @@
-"""CPU time of one optimizer step (trainer.update) by --micro-batch, on the tiny model.
+"""CPU time of one optimizer step (actor.update) by --micro-batch, on the tiny model.
 
     OMP_NUM_THREADS=1 python bench/bench_update.py [--steps 8] [--batch 32] [--sizes 32,16,8,4]
 
-What it measures: an SFT step (trainer.sft_loss, the warm start's loss) on `--batch` reference
+What it measures: an SFT step (actor.sft_loss, the warm start's loss) on `--batch` reference
 answers of the procedural train split (tasks.py), for each micro-batch size in turn on the same
 batches, with the learning rate at 0 so every size sees the same weights. It reports the median
 *process* CPU time per step (not wall time), so the figure holds on a loaded machine too. The
@@ -19,9 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
+import actor  # noqa: E402
 import data  # noqa: E402
 import model  # noqa: E402
-import trainer  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -37,7 +37,7 @@ def main(argv=None) -> None:
     tok = model.load_tokenizer(path)
     policy = model.PolicyLogprobs(model.load_causal_lm(path, torch.device("cpu")))
     problems = data.task_problems("train")
-    examples = trainer.sft_examples(tok, problems[:a.problems] if a.problems else problems)
+    examples = actor.sft_examples(tok, problems[:a.problems] if a.problems else problems)
     opt = torch.optim.SGD(policy.parameters(), lr=0.0)
     sizes = [int(x) for x in a.sizes.split(",")]
     times = {m: [] for m in sizes}
@@ -46,9 +46,9 @@ def main(argv=None) -> None:
         batch = [examples[rng.randrange(len(examples))] for _ in range(a.batch)]
         for m in sizes:          # interleaved: a change of load hits every size alike
             t = time.process_time()
-            trainer.update(policy, opt, batch, trainer.sft_loss, micro_batch=m,
-                           agg="token-mean", max_len=None, pad_id=tok.pad_token_id,
-                           device=torch.device("cpu"), max_grad_norm=1.0)
+            actor.update(policy, opt, batch, actor.sft_loss, micro_batch=m,
+                         agg="token-mean", max_len=None, pad_id=tok.pad_token_id,
+                         device=torch.device("cpu"), max_grad_norm=1.0)
             times[m].append(time.process_time() - t)
     base = sorted(times[sizes[0]][1:])[(a.steps - 1) // 2]
     for m in sizes:

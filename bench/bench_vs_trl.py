@@ -36,7 +36,7 @@ What differs by construction (the ablation knobs below change the first two):
 - generation: grpo.py samples with its engine (--engine: vLLM on CPU by default), TRL with
   transformers' generate on the training model itself; different random streams either way.
 - logged entropy: grpo.py's is over the trained samples only (zero-advantage groups are
-  skipped, trainer.update), TRL's over every sample, so the two are not strictly comparable.
+  skipped, actor.update), TRL's over every sample, so the two are not strictly comparable.
 
 Time per step is the wall time of one optimizer step (rollouts included; the final checkpoint
 and the evaluations excluded). Split: generation (ours: generate+reward minus the sandbox;

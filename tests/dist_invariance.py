@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import actor  # noqa: E402
 import grpo  # noqa: E402
 import model  # noqa: E402
-import trainer  # noqa: E402
 
 
 def main():
@@ -26,21 +26,21 @@ def main():
     for i in range(8):   # different prompt and response lengths, advantages of both signs
         p = torch.randint(1, 200, (3 + i % 3,), generator=g).tolist()
         r = torch.randint(1, 200, (2 + (i * 5) % 7,), generator=g).tolist()
-        samples.append(trainer.Sample(p, r, float(i % 3) - 1.0))
+        samples.append(actor.Sample(p, r, float(i % 3) - 1.0))
     args = SimpleNamespace(beta=0.0, temperature=0.9, eps_low=0.2, eps_high=0.28, agg=agg,
                            epochs=epochs, mini_batches=mini, tis_cap=0.0)
     mine = samples[d.rank::d.world]
-    if trainer.off_policy(args):
-        old = trainer.score(mine, micro_batch=micro, pad_id=0, device=d.device,
-                            temperature=0.9, policy=policy).logp
-        mine = trainer.with_scores(mine, old_logp=old)
+    if actor.off_policy(args):
+        old = actor.score(mine, micro_batch=micro, pad_id=0, device=d.device,
+                          temperature=0.9, policy=policy).logp
+        mine = actor.with_scores(mine, old_logp=old)
     opt = torch.optim.SGD(policy.parameters(), lr=1.0)
     loss = grpo.update_loss(eps_low=0.2, eps_high=0.28, beta=0.0, agg=agg,
-                            off_policy=trainer.off_policy(args))
-    st = trainer.updates(policy, opt, mine, loss, epochs=epochs,
-                         mini_batches=mini, micro_batch=micro, agg=agg, max_len=8, pad_id=0,
-                         device=d.device, max_grad_norm=1e9, temperature=0.9,
-                         skip_zero_advantage=grpo.zero_advantage_is_inert(args))
+                            off_policy=actor.off_policy(args))
+    st = actor.updates(policy, opt, mine, loss, epochs=epochs,
+                       mini_batches=mini, micro_batch=micro, agg=agg, max_len=8, pad_id=0,
+                       device=d.device, max_grad_norm=1e9, temperature=0.9,
+                       skip_zero_advantage=grpo.zero_advantage_is_inert(args))
     sd = {k: v.clone() for k, v in model.iter_full_params(policy, d.device)}
     if d.main:
         torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"],

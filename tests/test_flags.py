@@ -20,7 +20,7 @@ import ppo_fgo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_POINTS = {"grpo.py": grpo, "ppo_fgo.py": ppo_fgo, "agents.py": agents}
-SHARED = ("trainer.py", "flags.py", "rollouts.py")   # the code every method runs
+SHARED = ("trainer.py", "actor.py", "rollouts.py", "metrics.py", "flags.py")   # every method runs
 
 
 def dests(parser: argparse.ArgumentParser) -> set[str]:

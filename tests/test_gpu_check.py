@@ -68,17 +68,17 @@ def test_mfu_formula():
 
 
 def test_update_phase_is_the_trainers_update(monkeypatch):
-    # The measured update is trainer.update itself on the step's samples (prompt + completion,
+    # The measured update is actor.update itself on the step's samples (prompt + completion,
     # its group's advantage) with the GRPO loss on-policy; tokens count prompt and response.
     import torch
 
-    import trainer
+    import actor
     calls = []
 
     def recording_update(policy, optimizer, samples, loss_fn, **kw):
         calls.append((samples, loss_fn, kw))
         return {"loss": 0.5, "clip_frac": 0.25, "grad_norm": 1.5, "entropy": 3.0}
-    monkeypatch.setattr(trainer, "update", recording_update)
+    monkeypatch.setattr(actor, "update", recording_update)
     args = gpu_check.parse_args(["--cpu-smoke"])               # group 2
     comps = [types.SimpleNamespace(token_ids=t) for t in ([7, 8], [9], [4, 5, 6], [])]
     out = gpu_check.update_phase("policy", "optimizer", [[1, 2], [3]], comps,

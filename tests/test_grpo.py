@@ -10,10 +10,11 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import actor  # noqa: E402
 import grpo  # noqa: E402
+import losses  # noqa: E402
 import model  # noqa: E402
 import rollouts  # noqa: E402
-import trainer  # noqa: E402
 
 
 def test_group_advantages_by_hand():
@@ -106,7 +107,7 @@ def test_aggregations_by_hand():
     assert grpo.aggregate(loss, mask, "seq-mean-token-sum-norm").item() == pytest.approx(10 / 6)
 
 
-@pytest.mark.parametrize("agg", trainer.AGGREGATIONS)
+@pytest.mark.parametrize("agg", losses.AGGREGATIONS)
 def test_micro_batch_split_invariance(agg):
     torch.manual_seed(0)
     logp = torch.randn(6, 5, requires_grad=True)
@@ -116,7 +117,7 @@ def test_micro_batch_split_invariance(agg):
     full, _ = grpo.policy_loss(logp, logp.detach(), adv, mask, agg=agg)
     (g_full,) = torch.autograd.grad(full, logp)
     parts = [slice(0, 1), slice(1, 4), slice(4, 6)]
-    denom = trainer.global_denominator([mask[s] for s in parts], agg, max_len=5)
+    denom = actor.global_denominator([mask[s] for s in parts], agg, max_len=5)
     total = sum(grpo.policy_loss(logp[s], logp[s].detach(), adv[s], mask[s], agg=agg,
                                  denom=denom)[0] for s in parts)
     (g_split,) = torch.autograd.grad(total, logp)
@@ -150,9 +151,9 @@ def test_chunked_logprobs_equal_plain_with_temperature_and_grad():
 
 def test_response_mask_keeps_eos_when_pad_is_eos():
     eos = pad = 0
-    s1 = trainer.Sample([5, 6, 7], [8, 9, eos], 1.0)        # stopped on EOS (== pad)
-    s2 = trainer.Sample([5, 6], [8, eos], -1.0)
-    b = trainer.collate([s1, s2], pad, "cpu")
+    s1 = actor.Sample([5, 6, 7], [8, 9, eos], 1.0)        # stopped on EOS (== pad)
+    s2 = actor.Sample([5, 6], [8, eos], -1.0)
+    b = actor.collate([s1, s2], pad, "cpu")
     ids, attn, mask, adv = b.input_ids, b.attention_mask, b.mask, b.advantages
     # logp position t scores token t+1: row 1 response tokens are at 3,4,5 -> positions 2,3,4
     assert mask[0].tolist() == [0, 0, 1, 1, 1]
@@ -162,9 +163,9 @@ def test_response_mask_keeps_eos_when_pad_is_eos():
 
 
 def test_token_mask_applies_to_response_tokens_only():
-    s = trainer.Sample([1, 2], [3, 4, 5], 1.0, token_mask=[1, 0, 1],
-                       returns=[.5, .25, 1])
-    b = trainer.collate([s], 0, "cpu")
+    s = actor.Sample([1, 2], [3, 4, 5], 1.0, token_mask=[1, 0, 1],
+                     returns=[.5, .25, 1])
+    b = actor.collate([s], 0, "cpu")
     assert b.mask[0].tolist() == [0, 1, 0, 1]     # positions 1..3 score tokens 2..4
     assert b.response_mask[0].tolist() == [0, 1, 1, 1]
     assert b.returns[0].tolist() == [0, .5, .25, 1]
@@ -254,9 +255,9 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
     token-mean normaliser) gives the same update as running them, with fewer sequences."""
     from types import SimpleNamespace
     g = torch.Generator().manual_seed(3)
-    samples = [trainer.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
-                              torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
-                              [1.0, 0.0, 0.0, -0.5][i % 4]) for i in range(8)]
+    samples = [actor.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
+                            torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
+                            [1.0, 0.0, 0.0, -0.5][i % 4]) for i in range(8)]
     args = SimpleNamespace(beta=0.0, temperature=1.0, eps_low=0.2, eps_high=0.28,
                            agg="token-mean", epochs=1, mini_batches=1, tis_cap=0.0)
     assert grpo.zero_advantage_is_inert(args)
@@ -266,12 +267,12 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
         policy = model.PolicyLogprobs(model.load_causal_lm(small_model, torch.device("cpu")), 4)
         seen = []
         policy.register_forward_hook(lambda m, inp, out, seen=seen: seen.append(inp[0].shape[0]))
-        st = trainer.update(policy, torch.optim.SGD(policy.parameters(), lr=1.0), samples,
-                            grpo.update_loss(eps_low=0.2, eps_high=0.28, beta=0.0,
-                                             agg="token-mean"),
-                            micro_batch=3, agg="token-mean", max_len=8,
-                            pad_id=0, device=torch.device("cpu"), max_grad_norm=1e9,
-                            skip_zero_advantage=skip)
+        st = actor.update(policy, torch.optim.SGD(policy.parameters(), lr=1.0), samples,
+                          grpo.update_loss(eps_low=0.2, eps_high=0.28, beta=0.0,
+                                           agg="token-mean"),
+                          micro_batch=3, agg="token-mean", max_len=8,
+                          pad_id=0, device=torch.device("cpu"), max_grad_norm=1e9,
+                          skip_zero_advantage=skip)
         results[skip] = (sum(seen), st["loss"], policy.state_dict())
         assert st["grad_norm"] > 1e-3                           # the update did something
         assert st.get("zero_adv_frac") == (0.5 if skip else None)
@@ -286,9 +287,9 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
 
 def _fixed_samples(n=8, seed=3):
     g = torch.Generator().manual_seed(seed)
-    return [trainer.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
-                           torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
-                           [1.0, -1.0, 0.5, -0.5][i % 4]) for i in range(n)]
+    return [actor.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
+                         torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
+                         [1.0, -1.0, 0.5, -0.5][i % 4]) for i in range(n)]
 
 
 def _grpo_args(**kw):
@@ -318,14 +319,14 @@ def test_one_update_with_old_logprobs_from_a_no_grad_pass_equals_the_on_policy_s
         args = _grpo_args()
         batch = samples
         if off:
-            old = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu",
-                                policy=policy).logp
-            batch = trainer.with_scores(samples, old_logp=old)
-        st = trainer.updates(policy, torch.optim.SGD(policy.parameters(), lr=1.0), batch,
-                             grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high,
-                                              beta=args.beta, agg=args.agg, off_policy=off),
-                             epochs=1, mini_batches=1,
-                             **UPDATE)
+            old = actor.score(samples, micro_batch=8, pad_id=0, device="cpu",
+                              policy=policy).logp
+            batch = actor.with_scores(samples, old_logp=old)
+        st = actor.updates(policy, torch.optim.SGD(policy.parameters(), lr=1.0), batch,
+                           grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high,
+                                            beta=args.beta, agg=args.agg, off_policy=off),
+                           epochs=1, mini_batches=1,
+                           **UPDATE)
         assert st["grad_norm"] > 1e-3 and st["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
         weights.append(policy.state_dict())
     assert max((weights[0][k] - weights[1][k]).abs().max().item() for k in weights[0]) < 1e-6
@@ -337,7 +338,7 @@ def test_four_mini_batches_clip_after_the_first_update(small_model):
     samples = _fixed_samples(16)
     policy = _policy(small_model)
     args = _grpo_args(eps_high=0.2)
-    old = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu", policy=policy).logp
+    old = actor.score(samples, micro_batch=8, pad_id=0, device="cpu", policy=policy).logp
     seen = []
     loss_fn = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
                                agg=args.agg, off_policy=True)
@@ -346,9 +347,9 @@ def test_four_mini_batches_clip_after_the_first_update(small_model):
         loss, st = loss_fn(out, batch, denom)
         seen.append(st)
         return loss, st
-    st = trainer.updates(policy, torch.optim.SGD(policy.parameters(), lr=3.0),
-                         trainer.with_scores(samples, old_logp=old), recording, epochs=1,
-                         mini_batches=4, **UPDATE)
+    st = actor.updates(policy, torch.optim.SGD(policy.parameters(), lr=3.0),
+                       actor.with_scores(samples, old_logp=old), recording, epochs=1,
+                       mini_batches=4, **UPDATE)
     assert len(seen) == 4 and st["updates"] == 4               # one micro-batch per update
     assert seen[0]["clip_frac"] == 0 and seen[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
     assert seen[0]["approx_kl"] == pytest.approx(0.0, abs=1e-9)
@@ -358,11 +359,11 @@ def test_four_mini_batches_clip_after_the_first_update(small_model):
 
 
 def test_mini_batch_slices_do_not_depend_on_the_number_of_ranks():
-    assert trainer.mini_batch_slices(list(range(10)), 3) == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    assert actor.mini_batch_slices(list(range(10)), 3) == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
     samples = list(range(12))                  # dealt round-robin: rank r holds r, r + W, ...
     for world, m in ((2, 2), (2, 3), (3, 2), (4, 3)):
-        per_rank = [trainer.mini_batch_slices(samples[r::world], m) for r in range(world)]
-        for k, part in enumerate(trainer.mini_batch_slices(samples, m)):
+        per_rank = [actor.mini_batch_slices(samples[r::world], m) for r in range(world)]
+        for k, part in enumerate(actor.mini_batch_slices(samples, m)):
             assert sorted(x for rank in per_rank for x in rank[k]) == part, (world, m, k)
 
 

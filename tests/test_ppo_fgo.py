@@ -6,6 +6,7 @@ import sys
 import pytest
 import torch
 
+import actor
 import ppo_fgo
 import trainer
 from model import ValueModel
@@ -447,7 +448,7 @@ def test_rollout_rewards_and_logged_fgo_share(bpe_tokenizer, cccs):
 
 
 def test_ppo_advantages_assembly_by_hand():
-    from trainer import Sample, Scores
+    from actor import Sample, Scores
     a = Sample([1], [5, 6, 7], 0.0, None, 1.0)
     b = Sample([1, 2], [8, 9], 0.0, [1, 0], -0.3)
     scores = Scores(logp=[[-1.0, -1.0, -1.0], [-1.0, -1.0]],
@@ -474,16 +475,16 @@ def test_ppo_advantages_assembly_by_hand():
 
 
 def test_score_samples_align_with_unpadded_forwards(tiny_lm):
+    from actor import Sample
     from model import PolicyLogprobs
-    from trainer import Sample
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, chunk_size=4)
     critic = ValueModel.from_policy(lm)
     torch.nn.init.normal_(critic.head.weight)
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6]), Sample([1, 2], [3])]
-    scores = trainer.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
-                           policy=policy, with_values=True,
-                           forward_fn=ppo_fgo.forward_with_values(policy, critic, 0.7))
+    scores = actor.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
+                         policy=policy, with_values=True,
+                         forward_fn=ppo_fgo.forward_with_values(policy, critic, 0.7))
     assert scores.ref_logp is None                   # no reference: ppo_advantages uses logp
     with torch.no_grad():
         for i, s in enumerate(samples):
@@ -498,10 +499,10 @@ def test_score_samples_align_with_unpadded_forwards(tiny_lm):
 
 def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     """PolicyLogprobs(value_head=True): same log-probs, values = head(hidden) in the same
-    forward; the head never shows in the exported (HF / engine) weights; trainer.forward gives
+    forward; the head never shows in the exported (HF / engine) weights; actor.forward gives
     the PPO loss its (logp, entropy, values) and the value loss trains head and body."""
+    from actor import Sample
     from model import PolicyLogprobs, iter_full_params
-    from trainer import Sample
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, chunk_size=4, value_head=True)
     assert torch.all(policy.value_head.weight == 0) and policy.value_head.bias.item() == 0
@@ -521,10 +522,10 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
         PolicyLogprobs(lm, 4)(ids, attn, with_values=True)
     assert [n for n, _ in iter_full_params(policy, "cpu")] == [n for n, _ in
                                                               lm.named_parameters()]
-    # trainer.score with with_values takes the values from the policy's own forward.
+    # actor.score with with_values takes the values from the policy's own forward.
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6])]
-    scores = trainer.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
-                           policy=policy, with_values=True)
+    scores = actor.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
+                         policy=policy, with_values=True)
     with torch.no_grad():
         for i, s in enumerate(samples):
             row = torch.tensor([s.prompt_ids + s.response_ids])
@@ -535,10 +536,10 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     samples = [Sample(s.prompt_ids, s.response_ids, [0.0] * len(s.response_ids),
                       old_logp=scores.logp[i], old_values=scores.values[i],
                       returns=[1.0] * len(s.response_ids)) for i, s in enumerate(samples)]  # no PG
-    batch = trainer.collate(samples, 0, "cpu")
-    out = trainer.forward(policy, batch, temperature=0.7, with_entropy=True, with_values=True)
+    batch = actor.collate(samples, 0, "cpu")
+    out = actor.forward(policy, batch, temperature=0.7, with_entropy=True, with_values=True)
     assert out.logp.shape == out.entropy.shape == out.values.shape == (2, 4)   # L = 5 tokens
-    denom = trainer.Denominators(float(batch.mask.sum()), float(batch.response_mask.sum()))
+    denom = actor.Denominators(float(batch.mask.sum()), float(batch.response_mask.sum()))
     loss_fn = ppo_fgo.update_loss(eps_low=0.2, eps_high=0.2, vf_clip=0.2, vf_coef=1.0,
                                   agg="token-mean")
     loss, st = loss_fn(out, batch, denom)

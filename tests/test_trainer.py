@@ -12,7 +12,9 @@ import types
 import pytest
 import torch
 
+import actor
 import flags
+import losses
 import metrics
 import model
 import rollouts
@@ -236,30 +238,30 @@ def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_
     from model import PolicyLogprobs, ValueModel
     lm = tiny_lm(0)
     policy, critic = PolicyLogprobs(lm, 4), ValueModel.from_policy(lm)
-    samples = [trainer.Sample([3, 4], [5, 6, 7], [1.0, 0.0, -1.0]),
-               trainer.Sample([3], [8, 9], [0.5, 0.5])]
+    samples = [actor.Sample([3, 4], [5, 6, 7], [1.0, 0.0, -1.0]),
+               actor.Sample([3], [8, 9], [0.5, 0.5])]
     seen = []
 
     def loss_fn(out, batch, denom):
         seen.append((out.values.shape, denom))
         # value loss only: (V - 1)^2 over the response tokens, global normaliser
-        return trainer.aggregate((out.values - 1) ** 2, batch.response_mask, "token-mean",
-                                 denom.response), {"v": 1.0}
+        return losses.aggregate((out.values - 1) ** 2, batch.response_mask, "token-mean",
+                                denom.response), {"v": 1.0}
     opt = torch.optim.SGD(policy.parameters(), lr=0.1)
     critic_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
     before = critic.head.bias.item()
 
     def with_critic_values(batch):      # what ppo_fgo.forward_with_values does
-        out = trainer.forward(policy, batch, with_entropy=True)
+        out = actor.forward(policy, batch, with_entropy=True)
         out.values = critic(batch.input_ids, batch.attention_mask)[:, :-1]
         return out
-    st = trainer.update(policy, opt, samples, loss_fn, micro_batch=1, agg="token-mean",
-                        max_len=None, pad_id=0, device="cpu", max_grad_norm=1e9,
-                        forward_fn=with_critic_values, also_train=[("critic", critic, critic_opt)])
+    st = actor.update(policy, opt, samples, loss_fn, micro_batch=1, agg="token-mean",
+                      max_len=None, pad_id=0, device="cpu", max_grad_norm=1e9,
+                      forward_fn=with_critic_values, also_train=[("critic", critic, critic_opt)])
     # two micro-batches (shortest first), each with the critic's values [1, L-1] and the
     # same global normaliser
     assert [s for s, _ in seen] == [(1, 2), (1, 4)]
-    assert all(d == trainer.Denominators(5.0, 5.0) for _, d in seen)
+    assert all(d == actor.Denominators(5.0, 5.0) for _, d in seen)
     assert st["loss"] == pytest.approx(1.0)          # V = 0 everywhere: mean (0 - 1)^2
     assert st["critic_grad_norm"] > 0 and critic.head.bias.item() > before   # V moves to 1
     assert st["grad_norm"] == 0.0                    # the policy got no gradient
@@ -269,16 +271,16 @@ def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_
 def test_score_reference_only_and_with_scores_returns_new_samples(tiny_lm):
     from model import PolicyLogprobs
     ref = PolicyLogprobs(tiny_lm(1), 4)
-    samples = [trainer.Sample([3, 4], [5, 6]), trainer.Sample([3], [7])]
-    scores = trainer.score(samples, micro_batch=8, pad_id=0, device="cpu", ref=ref)
+    samples = [actor.Sample([3, 4], [5, 6]), actor.Sample([3], [7])]
+    scores = actor.score(samples, micro_batch=8, pad_id=0, device="cpu", ref=ref)
     assert scores.logp is None and scores.values is None
     assert [len(x) for x in scores.ref_logp] == [2, 1]
-    new = trainer.with_scores(samples, ref_logp=scores.ref_logp)
+    new = actor.with_scores(samples, ref_logp=scores.ref_logp)
     assert samples[0].ref_logp is None and new[0].ref_logp == scores.ref_logp[0]
     assert new[0].old_logp is None
     with pytest.raises(TypeError):
-        trainer.with_scores(samples, logp=scores.ref_logp)     # not a per-token field
-    batch = trainer.collate(new, 0, "cpu")
+        actor.with_scores(samples, logp=scores.ref_logp)     # not a per-token field
+    batch = actor.collate(new, 0, "cpu")
     # position t scores token t+1: row 0's response tokens 5, 6 are at positions 1, 2
     assert batch.ref_logp[0, 1:3].tolist() == pytest.approx(scores.ref_logp[0])
 
@@ -313,12 +315,12 @@ def test_sampler_logprobs_travel_on_samples_and_tis_needs_them():
     with_lp = Completion("x", [5, 6], "stop", [-0.5, -1.0])
     without = Completion("x", [5, 6], "stop")
     args = argparse.Namespace(tis_cap=0.0)
-    assert trainer.sampler_extras(with_lp, args) == {"sampler_logp": [-0.5, -1.0]}
-    assert trainer.sampler_extras(without, args) == {}        # mismatch simply not logged
+    assert actor.sampler_extras(with_lp, args) == {"sampler_logp": [-0.5, -1.0]}
+    assert actor.sampler_extras(without, args) == {}        # mismatch simply not logged
     with pytest.raises(SystemExit, match="--tis-cap needs the engine's sampler log-probs"):
-        trainer.sampler_extras(without, argparse.Namespace(tis_cap=2.0))
-    assert not trainer.off_policy(argparse.Namespace(mini_batches=1, epochs=1))
-    assert trainer.off_policy(argparse.Namespace(mini_batches=1, epochs=2))
+        actor.sampler_extras(without, argparse.Namespace(tis_cap=2.0))
+    assert not actor.off_policy(argparse.Namespace(mini_batches=1, epochs=1))
+    assert actor.off_policy(argparse.Namespace(mini_batches=1, epochs=2))
 
 
 def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
