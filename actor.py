@@ -32,7 +32,15 @@ import torch.distributed as dist
 import data
 from losses import aggregate, local_denominator
 from metrics import progress
-from model import Dist, PolicyLogprobs, UserError, all_reduce_sum, response_mask, warmup_cosine
+from model import (
+    Dist,
+    Forward,
+    PolicyLogprobs,
+    UserError,
+    all_reduce_sum,
+    response_mask,
+    warmup_cosine,
+)
 from rollouts import prompt_text, reduce_sums
 
 # ----------------------------------------------------------------------------- loss normalisers
@@ -162,23 +170,13 @@ def micro_batches(samples: list[Sample], size: int, pad_id: int, device):
 
 # ----------------------------------------------------------------------------- forward, update
 
-@dataclass
-class Forward:
-    """What one forward pass gives the loss: logp, entropy, values [B, L-1] (None: not asked)."""
-    logp: torch.Tensor
-    entropy: torch.Tensor | None = None
-    values: torch.Tensor | None = None
-
-
 def forward(policy: PolicyLogprobs, batch: Batch, temperature: float = 1.0,
             with_entropy: bool = False, with_values: bool = False) -> Forward:
-    """Run the policy on a batch -> Forward (logp, and entropy / the value head's values when
-    asked), whatever the model's tuple. A method with other values (PPO's separate critic)
-    wraps this in its own forward_fn (update, score)."""
-    out = policy(batch.input_ids, batch.attention_mask, temperature=temperature,
-                 with_entropy=with_entropy, with_values=with_values)
-    out = out if isinstance(out, tuple) else (out,)
-    return Forward(out[0], out[1] if with_entropy else None, out[-1] if with_values else None)
+    """Run the policy on a batch -> model.Forward (logp, and entropy / the value head's values
+    when asked). A method with other values (PPO's separate critic) wraps this in its own
+    forward_fn (update, score)."""
+    return policy(batch.input_ids, batch.attention_mask, temperature=temperature,
+                  with_entropy=with_entropy, with_values=with_values)
 
 
 def update(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: int, agg: str,

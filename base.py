@@ -256,7 +256,7 @@ def train(args) -> None:
             log({"phase": "sft", "step": done, "nll": st["loss"], "grad_norm": st["grad_norm"],
                  "lr": sched.get_last_lr()[0], "wall": round(time.time() - t0, 1)})
         if args.eval_every and (done % args.eval_every == 0 or done == args.steps):
-            trainer.sync_weights(policy, engine, d)
+            trainer.sync_weights(policy, engine)
             res = rollouts.evaluate(engine, tokenizer, valid, eval_args(args), d, args.eval_n,
                                     1.0)
             row = {"step": done, "pass@1": res["pass@1"], f"pass@{res['k']}":

@@ -6,7 +6,7 @@ rollouts come from the new policy:
 
     samples = engine.generate(prompts, n=8, temperature=1.0, max_new_tokens=512)
     ... reward, advantages, optimizer step ...
-    engine.load_weights(model.iter_full_params(policy, device))
+    engine.load_weights(model.iter_full_params(policy))
 
 Two engines:
 - HFEngine: transformers' generate on a plain (unsharded) copy of the model. Always works.
@@ -16,7 +16,7 @@ Two engines:
   collective_rpc; on CUDA the engine sleeps during training:
 
     engine.sleep()                                   # free its GPU memory, then train
-    engine.load_weights(model.iter_full_params(policy, device))   # wakes it, loads, resets cache
+    engine.load_weights(model.iter_full_params(policy))   # wakes it, loads, resets cache
 
 Both engines return, per prompt, n Completions whose token_ids are the sampled tokens with
 the EOS included when generation stopped on it (it is a sampled token and gets trained).

@@ -56,7 +56,7 @@ import rollouts
 import trainer
 from actor import Sample
 from losses import dynamic_sampling_keep, group_advantages
-from model import reference_like
+from model import Forward, reference_like
 
 # The math lives in losses.py; these names stay importable from here (tests, bench).
 aggregate, k3_kl, policy_loss, tis_weights = (losses.aggregate, losses.k3_kl,
@@ -126,7 +126,7 @@ def update_loss(*, eps_low: float, eps_high: float, beta: float, agg: str,
     tensors (the clipped surrogate against batch.old_logp when off_policy, several updates per
     batch, else logp.detach(); TIS weights against batch.sampler_logp when tis_cap > 0; beta
     * k3 against batch.ref_logp)."""
-    def loss(out: actor.Forward, batch: actor.Batch, denom: actor.Denominators):
+    def loss(out: Forward, batch: actor.Batch, denom: actor.Denominators):
         return losses.grpo_loss(out.logp, batch.advantages, batch.mask,
                                 old_logp=batch.old_logp if off_policy else None,
                                 sampler_logp=batch.sampler_logp, ref_logp=batch.ref_logp,
@@ -176,7 +176,7 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
         r.scheduler.step()
     # --- weight sync --------------------------------------------------------------------------
     with r.timer("sync"):
-        trainer.sync_weights(r.policy, r.engine, r.d)
+        trainer.sync_weights(r.policy, r.engine)
     return {**rollout, **stats}
 
 

@@ -24,7 +24,6 @@ one line naming the file, not vLLM's and then transformers' tracebacks.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -370,12 +369,21 @@ def seed_everything(seed: int) -> None:
 
 # ----------------------------------------------------------------------------- log-probs
 
+@dataclass
+class Forward:
+    """What one forward pass gives the loss: logp, entropy, values [B, L-1] (None: not asked)."""
+    logp: torch.Tensor
+    entropy: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+
+
 def chunked_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
                            temperature: float = 1.0, chunk_size: int = 256,
                            with_entropy: bool = False):
     """Log-probabilities of `targets` under softmax(hidden @ weight.T / temperature).
 
-    hidden [B, T, H], weight [V, H], targets [B, T] -> logp [B, T] fp32 (and entropy [B, T]).
+    hidden [B, T, H], weight [V, H], targets [B, T] -> (logp [B, T] fp32, entropy [B, T] fp32
+    with with_entropy, else None).
     Only a [B, chunk, V] slice of logits exists at a time; each chunk is recomputed in the
     backward pass (checkpointed), so peak memory is O(B * chunk * V) instead of O(B * T * V).
     """
@@ -398,7 +406,7 @@ def chunked_token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, targets: 
         outs.append(lp)
         ents.append(en)
     logp = torch.cat(outs, dim=1)
-    return (logp, torch.cat(ents, dim=1)) if with_entropy else logp
+    return logp, torch.cat(ents, dim=1) if with_entropy else None
 
 
 def plain_token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0):
@@ -463,23 +471,23 @@ class PolicyLogprobs(nn.Module):
                                         device=next(lm.parameters()).device)
 
     def forward(self, input_ids, attention_mask, temperature: float = 1.0,
-                with_entropy: bool = False, with_values: bool = False):
-        """input_ids, attention_mask [B, L] -> logp [B, L-1] (and entropy [B, L-1]; and, with
-        with_values, the value head's values [B, L-1] fp32, last: position t is the state
-        after token t, in which token t+1 was chosen). Values are computed here, inside the
-        root forward, so FSDP has the head's weights gathered."""
+                with_entropy: bool = False, with_values: bool = False) -> Forward:
+        """input_ids, attention_mask [B, L] -> Forward: logp [B, L-1], entropy [B, L-1] with
+        with_entropy, and with with_values the value head's values [B, L-1] fp32 (position t
+        is the state after token t, in which token t+1 was chosen); None where not asked.
+        Values are computed here, inside the root forward, so FSDP has the head's weights
+        gathered."""
         body = self.lm.get_decoder()
         hidden = body(input_ids=input_ids, attention_mask=attention_mask,
                       use_cache=False).last_hidden_state                # [B, L, H]
         weight = self.lm.get_output_embeddings().weight                 # [V, H]
-        out = chunked_token_logprobs(hidden[:, :-1], weight, input_ids[:, 1:], temperature,
-                                     self.chunk_size, with_entropy)
+        logp, entropy = chunked_token_logprobs(hidden[:, :-1], weight, input_ids[:, 1:],
+                                               temperature, self.chunk_size, with_entropy)
         if not with_values:
-            return out
+            return Forward(logp, entropy)
         if self.value_head is None:
             raise ValueError("with_values=True needs PolicyLogprobs(..., value_head=True)")
-        values = self.value_head(hidden[:, :-1])                        # [B, L-1]
-        return (*out, values) if with_entropy else (out, values)
+        return Forward(logp, entropy, self.value_head(hidden[:, :-1]))  # values [B, L-1]
 
 
 class ValueModel(nn.Module):
@@ -500,11 +508,6 @@ class ValueModel(nn.Module):
         """A new body loaded from a checkpoint (kwargs go to AutoModel.from_pretrained)."""
         body = AutoModel.from_pretrained(path, **kwargs)
         return cls(body, body.config.hidden_size)
-
-    @classmethod
-    def from_policy(cls, lm: nn.Module) -> "ValueModel":
-        """A deep copy of a loaded causal LM's body (tests; the trainer uses critic_like)."""
-        return cls(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.body(input_ids=input_ids, attention_mask=attention_mask,
@@ -540,7 +543,7 @@ def _gathered_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
                                                                  cpu_offload=True))
 
 
-def iter_full_params(module: PolicyLogprobs, device: torch.device):
+def iter_full_params(module: PolicyLogprobs):
     """Yield (HF name, full tensor) one parameter at a time (for weight sync on GPU).
 
     Each FSDP2 parameter is a DTensor; full_tensor() all-gathers just that one, so the full

@@ -82,7 +82,7 @@ import rollouts
 import trainer
 from actor import Sample
 from losses import gae, kl_in_reward, whiten
-from model import critic_like, reference_like
+from model import Forward, critic_like, reference_like
 from sandbox import executable_lines
 
 # The PPO math lives in losses.py; these names stay importable from here (tests, bench).
@@ -256,7 +256,7 @@ def completion_fgo_mask(tokenizer, completion, prefix: str, program: str | None,
     coverage, or the decoded tokens do not reproduce the text the reward was computed on).
 
     The rewarded program is data.extract_code of head + text, head = "```python\\n" + prefix
-    for a CCCS prefix (cccs.rewarded_program with prefill) and "" otherwise; the token spans
+    for a CCCS prefix (cccs.rewarded_program) and "" otherwise; the token spans
     are shifted by len(head), so prefix lines simply have no tokens.
     """
     executed = fgo_executed_lines(result.status, result.executed_lines) if result else None
@@ -374,7 +374,7 @@ def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: flo
     (batch.response_mask, its own global normaliser) against batch.old_values and
     batch.returns. One backward trains the policy and the critic (separate, or the policy's
     value head)."""
-    def loss(out: actor.Forward, batch: actor.Batch, denom: actor.Denominators):
+    def loss(out: Forward, batch: actor.Batch, denom: actor.Denominators):
         return losses.ppo_loss(out.logp, out.values, batch.advantages, batch.mask,
                                batch.response_mask, old_logp=batch.old_logp,
                                old_values=batch.old_values, returns=batch.returns,
@@ -388,7 +388,7 @@ def forward_with_values(policy, critic, temperature: float, with_entropy: bool =
     """forward_fn for actor.score / update: the policy's Forward with values [B, L-1] from
     the separate critic (value at position t = the state after token t) or, critic None
     (--critic shared), from the policy's own value head in the same forward."""
-    def forward_fn(batch: actor.Batch) -> actor.Forward:
+    def forward_fn(batch: actor.Batch) -> Forward:
         out = actor.forward(policy, batch, temperature, with_entropy,
                             with_values=critic is None)
         if critic is not None:
@@ -440,7 +440,7 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
         r.scheduler.step()
     # --- weight sync ----------------------------------------------------------------------------
     with r.timer("sync"):
-        trainer.sync_weights(r.policy, r.engine, r.d)
+        trainer.sync_weights(r.policy, r.engine)
     return {**rollout_log(rollouts.reduce_sums(sums), rollouts.reduce_sums(adv_sums), args.fgo),
             **stats}
 

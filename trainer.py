@@ -164,9 +164,9 @@ class NoOptimizer:
         pass
 
 
-def sync_weights(policy, engine, d: Dist) -> None:
+def sync_weights(policy, engine) -> None:
     """Push the trainer's weights into the generation engine (every rank into its own)."""
-    engine.load_weights(iter_full_params(policy, d.device))
+    engine.load_weights(iter_full_params(policy))
 
 
 # ----------------------------------------------------------------------------- curricula
@@ -399,7 +399,7 @@ def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
 def sft_warm_start(r: Run) -> None:
     """The default warm start: SFT on the train problems' reference solutions, weight sync."""
     sft(r.policy, r.tokenizer, sft_examples(r.tokenizer, r.train_problems), r.args, r.d, r.log)
-    sync_weights(r.policy, r.engine, r.d)
+    sync_weights(r.policy, r.engine)
 
 
 def select_problems(r: Run, rates: dict) -> dict:
@@ -443,7 +443,7 @@ def resume(r: Run, ckpt: str) -> int:
     r.rng.setstate(rng_state_from_json(r.state["rng"]))
     if r.curriculum is not None and "curriculum" in r.state:
         r.curriculum.load_state_dict(r.state["curriculum"])
-    sync_weights(r.policy, r.engine, r.d)
+    sync_weights(r.policy, r.engine)
     dropped = r.log.forget_after(r.state["step"], ("rl", "eval"))
     r.say(f"resumed from {ckpt} at step {r.state['step']}"
           + (f" ({dropped} metrics rows past it dropped)" if dropped else ""))

@@ -42,7 +42,7 @@ def child(args):
     if args.variant == "plain":
         logp = model.plain_token_logprobs(h @ w.T, y)
     else:
-        logp = model.chunked_token_logprobs(h, w, y, chunk_size=args.chunk)
+        logp, _ = model.chunked_token_logprobs(h, w, y, chunk_size=args.chunk)
     if args.backward:
         logp.sum().backward()
     seconds = time.perf_counter() - t

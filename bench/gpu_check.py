@@ -294,7 +294,7 @@ def train_throughput(policy, vocab: int, n_params: int, dev: Device, args, peak)
     attn = torch.ones_like(ids)
 
     def one():
-        logp = policy(ids, attn)
+        logp = policy(ids, attn).logp
         logp.float().mean().backward()
         policy.zero_grad(set_to_none=True)
 
@@ -336,7 +336,7 @@ def logprob_check(hidden: int, vocab: int, dev: Device, args) -> dict:
         if variant == "plain":
             lp = model.plain_token_logprobs(hh @ w.T, y)
         else:
-            lp = model.chunked_token_logprobs(hh, w, y, chunk_size=args.logprob_chunk)
+            lp, _ = model.chunked_token_logprobs(hh, w, y, chunk_size=args.logprob_chunk)
         lp.sum().backward()
         seconds = dev.now() - t
         peak = dev.peak_bytes()
@@ -374,7 +374,7 @@ def trainer_logprobs(policy, ids: list[int], device):
     import torch
     x = torch.tensor([ids], device=device)
     with torch.no_grad():
-        return policy(x, torch.ones_like(x))[0].float().cpu()
+        return policy(x, torch.ones_like(x)).logp[0].float().cpu()
 
 
 def half_rewards(n: int, group: int, rng) -> list[float]:
@@ -513,7 +513,7 @@ def grpo_steps(kind: str, path: str, policy, optimizer, tokenizer, problems, n_p
             st["update_peak_gib"] = dev.peak_gib()
 
             t = dev.now()
-            engine.load_weights(model.iter_full_params(policy, dev.device))
+            engine.load_weights(model.iter_full_params(policy))
             st["sync_s"] = dev.now() - t
             st["step_s"] = dev.now() - t_step
             last = st["step_s"]

@@ -41,7 +41,7 @@ def main():
                        mini_batches=mini, micro_batch=micro, agg=agg, max_len=8, pad_id=0,
                        device=d.device, max_grad_norm=1e9, temperature=0.9,
                        skip_zero_advantage=grpo.zero_advantage_is_inert(args))
-    sd = {k: v.clone() for k, v in model.iter_full_params(policy, d.device)}
+    sd = {k: v.clone() for k, v in model.iter_full_params(policy)}
     if d.main:
         torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"],
                     "approx_kl_last": st.get("approx_kl_last", 0.0)}, out)

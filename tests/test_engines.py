@@ -61,13 +61,13 @@ def policy_logprobs(policy, ids: list[int], temperature: float = 1.0) -> torch.T
     """Transformers' log-probs of ids[1:] given the prefix (the trainer's computation)."""
     x = torch.tensor([ids])
     with torch.no_grad():
-        return policy(x, torch.ones_like(x), temperature=temperature)[0]
+        return policy(x, torch.ones_like(x), temperature=temperature).logp[0]
 
 
 def train_step(policy, optimizer, tokenizer):
     """One AdamW step of next-token NLL on TARGET (lr is large so outputs change)."""
     ids = torch.tensor([tokenizer(TARGET)["input_ids"]])
-    loss = -policy(ids, torch.ones_like(ids)).mean()
+    loss = -policy(ids, torch.ones_like(ids)).logp.mean()
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
@@ -187,15 +187,15 @@ def test_fsdp_train_sync_matches_transformers(tiny, vllm_engine, hf_engine, toke
     before = assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer)
 
     train_step(policy, optimizer, tokenizer)
-    n = vllm_engine.load_weights(model.iter_full_params(policy, d.device))
-    hf_engine.load_weights(model.iter_full_params(policy, d.device))
+    n = vllm_engine.load_weights(model.iter_full_params(policy))
+    hf_engine.load_weights(model.iter_full_params(policy))
     after1 = assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer)
     assert n == len(list(policy.parameters())) + 1          # + the tied lm_head
     # the step really moved the outputs (else the comparison above proves nothing)
     assert max(abs(a - b) for a, b in zip(after1[0], before[0])) > 0.1
 
     train_step(policy, optimizer, tokenizer)
-    full = {k: v.clone() for k, v in model.iter_full_params(policy, d.device)}
+    full = {k: v.clone() for k, v in model.iter_full_params(policy)}
     vllm_engine.load_weights(full.items())
     hf_engine.load_weights(full.items())
     after2 = assert_engine_matches(policy, vllm_engine, hf_engine, tokenizer)

@@ -182,7 +182,9 @@ def test_policy_logprobs_module_matches_model_logits(tmp_path):
     pol = model.PolicyLogprobs(lm, chunk_size=4)
     ids = torch.randint(0, lm.config.vocab_size, (2, 9))
     attn = torch.ones_like(ids)
-    got = pol(ids, attn, temperature=0.8)
+    out = pol(ids, attn, temperature=0.8)
+    assert out.entropy is None and out.values is None     # not asked for
+    got = out.logp
     ref = model.plain_token_logprobs(lm(ids, attention_mask=attn).logits[:, :-1], ids[:, 1:], 0.8)
     assert torch.allclose(got, ref, atol=1e-5)
 

@@ -1,5 +1,6 @@
 """Tests for ppo_fgo.py: hand-worked GAE, whitening, value loss, KL-in-reward, the reward
 table, FGO line and token masks (with a real byte-level BPE tokenizer built offline), critic."""
+import copy
 import math
 import sys
 
@@ -301,7 +302,7 @@ def test_value_model_shapes_gradients_and_sharing(tmp_path, tiny_lm):
     lm = tiny_lm()
     ids = torch.randint(0, 50, (2, 6))
     attn = torch.ones(2, 6, dtype=torch.long)
-    critic = ValueModel.from_policy(lm)                     # a separate copy
+    critic = ValueModel(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)  # a copy
     values = critic(ids, attn)
     assert values.shape == (2, 6) and values.dtype == torch.float32
     assert torch.all(values == 0)                           # zero-initialised head
@@ -479,7 +480,7 @@ def test_score_samples_align_with_unpadded_forwards(tiny_lm):
     from model import PolicyLogprobs
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, chunk_size=4)
-    critic = ValueModel.from_policy(lm)
+    critic = ValueModel(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)
     torch.nn.init.normal_(critic.head.weight)
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6]), Sample([1, 2], [3])]
     scores = actor.score(samples, micro_batch=2, pad_id=0, device="cpu", temperature=0.7,
@@ -491,7 +492,7 @@ def test_score_samples_align_with_unpadded_forwards(tiny_lm):
             ids = torch.tensor([s.prompt_ids + s.response_ids])
             attn = torch.ones_like(ids)
             a, n = len(s.prompt_ids) - 1, len(s.response_ids)
-            lp = policy(ids, attn, temperature=0.7)[0, a:a + n]
+            lp = policy(ids, attn, temperature=0.7).logp[0, a:a + n]
             v = critic(ids, attn)[0, a:a + n]       # state before each response token
             assert scores.logp[i] == pytest.approx(lp.tolist(), abs=1e-5)
             assert scores.values[i] == pytest.approx(v.tolist(), abs=1e-5)
@@ -511,8 +512,10 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     ids = torch.randint(1, 50, (2, 7))
     attn = torch.ones_like(ids)
     with torch.no_grad():
-        logp, values = policy(ids, attn, temperature=0.7, with_values=True)
-        torch.testing.assert_close(logp, PolicyLogprobs(lm, 4)(ids, attn, temperature=0.7))
+        out = policy(ids, attn, temperature=0.7, with_values=True)
+        logp, values = out.logp, out.values
+        assert out.entropy is None
+        torch.testing.assert_close(logp, PolicyLogprobs(lm, 4)(ids, attn, temperature=0.7).logp)
         hidden = lm.get_decoder()(input_ids=ids, attention_mask=attn).last_hidden_state
         head = policy.value_head
         expect = torch.nn.functional.linear(hidden, head.weight, head.bias).squeeze(-1)[:, :-1]
@@ -520,7 +523,7 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     assert values.shape == (2, 6)
     with pytest.raises(ValueError):
         PolicyLogprobs(lm, 4)(ids, attn, with_values=True)
-    assert [n for n, _ in iter_full_params(policy, "cpu")] == [n for n, _ in
+    assert [n for n, _ in iter_full_params(policy)] == [n for n, _ in
                                                               lm.named_parameters()]
     # actor.score with with_values takes the values from the policy's own forward.
     samples = [Sample([3, 4, 5], [6, 7]), Sample([3], [9, 8, 7, 6])]
@@ -530,7 +533,7 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
         for i, s in enumerate(samples):
             row = torch.tensor([s.prompt_ids + s.response_ids])
             a, n = len(s.prompt_ids) - 1, len(s.response_ids)
-            v = policy(row, torch.ones_like(row), with_values=True)[1][0, a:a + n]
+            v = policy(row, torch.ones_like(row), with_values=True).values[0, a:a + n]
             assert scores.values[i] == pytest.approx(v.tolist(), abs=1e-5)
     # One forward with values: the loss's view, and the value loss reaches head + body.
     samples = [Sample(s.prompt_ids, s.response_ids, [0.0] * len(s.response_ids),

@@ -2,6 +2,7 @@
 protocol on its own (padding batches, separate critic), score."""
 
 import argparse
+import copy
 import io
 import json
 import math
@@ -237,7 +238,8 @@ def test_progress_lines_in_a_log_file_are_plain_and_throttled():
 def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_lm):
     from model import PolicyLogprobs, ValueModel
     lm = tiny_lm(0)
-    policy, critic = PolicyLogprobs(lm, 4), ValueModel.from_policy(lm)
+    policy = PolicyLogprobs(lm, 4)
+    critic = ValueModel(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)
     samples = [actor.Sample([3, 4], [5, 6, 7], [1.0, 0.0, -1.0]),
                actor.Sample([3], [8, 9], [0.5, 0.5])]
     seen = []
