@@ -1214,7 +1214,7 @@ def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
                                skip_zero_advantage=True, **shape)
             m.scheduler.step()
         with timer("sync"):
-            trainer.sync_weights(m.policy, m.engine, d)
+            trainer.sync_weights(m.policy, m.engine)
         tag = "/".join(roles)
         out.update({f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy", "updates",
                                                   "clip_frac", "ratio_mean", "approx_kl")
@@ -1298,7 +1298,9 @@ def warm_start(team, r):
     # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
     # turn-0 prompts, and in an early run every right turn-0 program was rewritten wrong.
     repairs = []
-    if a.repair_sft and a.max_turns > 1:
+    # The repair states cost a sandbox run over every train problem (minutes on 2,464):
+    # only when there is an SFT to use them.
+    if a.repair_sft and a.max_turns > 1 and a.sft_steps > 0:
         repairs = repair_states(
             r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
         )
@@ -1312,7 +1314,7 @@ def warm_start(team, r):
             r.d,
             lambda row, tag=tag: r.log({**row, "roles": tag}),
         )
-        trainer.sync_weights(m.policy, m.engine, r.d)
+        trainer.sync_weights(m.policy, m.engine)
 
 
 def build(team, r):
@@ -1346,7 +1348,7 @@ def catch_up_coder(team, r):
     coder = team["coder"]
     if coder is not team["tester"]:
         coder.scheduler.load_state_dict(r.scheduler.state_dict())
-        trainer.sync_weights(coder.policy, coder.engine, r.d)
+        trainer.sync_weights(coder.policy, coder.engine)
 
 
 def train(args):

@@ -693,6 +693,29 @@ def test_warm_start_examples_follow_the_roles():
     assert sum("The tester's tests:" in prompt for prompt, _ in coder) == 2
 
 
+def test_warm_start_builds_repair_states_only_for_an_sft(monkeypatch):
+    """The repair states (a sandbox run over every train problem) feed the SFT alone: with
+    --sft-steps 0 they are not built; with an SFT they are, and reach its examples."""
+    import types
+
+    import torch
+    calls, examples = [], []
+    monkeypatch.setattr(agents, "repair_states", lambda *a, **k: calls.append(a) or ["r"])
+    monkeypatch.setattr(agents, "warm_start_examples",
+                        lambda tok, probs, roles, n, repairs: examples.append(repairs) or [])
+    monkeypatch.setattr(agents.actor, "sft", lambda *a, **k: None)
+    engine = types.SimpleNamespace(load_weights=lambda params: list(params))
+    m = agents.RoleModel(None, torch.nn.Linear(1, 1), engine)
+    for steps in (0, 5):
+        args = types.SimpleNamespace(policy="shared", group_size=2, max_turns=2,
+                                     turn_order="tester-first", repair_sft=1, sft_steps=steps,
+                                     max_tests=2, test_timeout=2.0, sandbox_workers=1)
+        run = types.SimpleNamespace(args=args, train_problems=[make_problem("p0")], d=None,
+                                    say=lambda *a: None, log=lambda row: None)
+        agents.warm_start({"tester": m, "coder": m}, run)
+    assert len(calls) == 1 and examples == [[], ["r"]]
+
+
 def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
     problems = [make_problem("p0"), make_problem("p1", reference=MINUS), call_problem()]
     repairs = agents.repair_states(problems, max_tests=2)
