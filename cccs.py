@@ -107,53 +107,29 @@ def make_subtask(code: str, start_line: int | None) -> tuple[str, str]:
     return prefix, code[len(prefix) :]
 
 
-COMPLETION_INSTRUCTION = (
-    "Complete the following Python program. It stops in the middle; continue exactly where it "
-    "stops (keep the indentation) and write the rest of the program. Do not repeat the given "
-    "code."
-)
-
-
-def completion_prompt(prompt: str, prefix: str, prefill: bool = False) -> str:
-    """The trainer's prompt for a problem, plus the canonical prefix to complete.
-
-    prefill=False: `prompt` is the user message (data.problem_statement); an instruction and
-    the prefix in a ```python block are appended, and the model answers with the rest.
-    prefill=True: `prompt` is the rendered prompt that ends where the answer starts
-    (data.render_prompt); the answer is opened for the model ("```python\n" + prefix), so
-    generation continues the program directly -- what a base model (our tiny one) needs.
-    An empty prefix (the final stage) returns `prompt` unchanged: the last stage is exactly the
-    ordinary task. Either way the prefix is in the prompt and never gets a loss.
+def completion_prompt(prompt: str, prefix: str) -> str:
+    """The trainer's prompt for a problem at a stage: the rendered prompt, which ends where the
+    answer starts (data.render_prompt), with the answer opened for the model ("```python\n" +
+    the canonical prefix), so generation continues the program directly. An empty prefix
+    (the final stage) returns `prompt` unchanged: the last stage is exactly the ordinary task.
+    The prefix is in the prompt and never gets a loss.
     """
-    if not prefix:
-        return prompt
-    if prefill:
-        return f"{prompt}```python\n{prefix}"
-    return f"{prompt}\n\n{COMPLETION_INSTRUCTION}\n\n```python\n{prefix}```"
+    return f"{prompt}```python\n{prefix}" if prefix else prompt
 
 
-def rewarded_program(prefix: str, completion: str, prefill: bool = False) -> str | None:
+def rewarded_program(prefix: str, completion: str) -> str | None:
     """The program to run on the tests, prefix + the model's code; None = no code in the answer.
 
-    `completion` is the model's raw text; the code is read with data.extract_code (the last
-    ```python block), the rule every trainer uses, so a stage's reward is judged like the
-    final stage's. With prefill=True the answer was opened in the prompt, so the program is
-    the block "```python\n" + prefix + completion. If the model repeated the prefix anyway,
-    its code is taken as the whole program instead of doubling the prefix. The first completed
-    line is usually indented: extract_code keeps that indentation (it strips only newlines).
+    `completion` is the model's raw text after completion_prompt, which opened the answer, so
+    the program is the block "```python\n" + prefix + completion read with data.extract_code
+    (the last ```python block; an answer cut off before its closing fence counts whole), the
+    rule every trainer uses, so a stage's reward is judged like the final stage's (prefix "":
+    the model's own fenced answer). The first completed line is usually indented:
+    extract_code keeps that indentation (it strips only newlines).
     """
     if not prefix:
         return extract_code(completion)
-    if prefill:
-        return extract_code(f"```python\n{prefix}{completion}")
-    code = extract_code(completion)
-    if code is None:
-        return None
-    if code.lstrip().startswith(prefix.strip()):
-        return code
-    if not prefix.endswith(("\n", "\r")):
-        prefix += "\n"  # only when the prefix is the whole program with no final newline
-    return prefix + code
+    return extract_code(f"```python\n{prefix}{completion}")
 
 
 # ----------------------------------------------------------------------------- CCCS: schedule
@@ -165,7 +141,7 @@ class CCCSSchedule:
     Trainer loop:
         sched = CCCSSchedule({p.id: p.solutions[0] for p in problems}, threshold=0.8)
         prefix, _ = sched.subtask(p.id)                 # "" at the final stage
-        prompt = completion_prompt(base_prompt, prefix)
+        prompt = completion_prompt(base_prompt, prefix)   # base_prompt: rendered
         programs = [rewarded_program(prefix, c) for c in completions]
         sched.update(p.id, [r.pass_rate for r in results])   # once per problem per step
     """

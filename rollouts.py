@@ -20,7 +20,7 @@ def prompt_text(tokenizer, problem, prefix: str = "") -> str:
     """The coder prompt. With a CCCS prefix the answer is opened for the model
     ("```python\\n" + prefix) so it continues the canonical program (cccs.completion_prompt)."""
     return cccs.completion_prompt(data.render_prompt(tokenizer, data.coder_messages(problem)),
-                                  prefix, prefill=True)
+                                  prefix)
 
 
 def score_completions(problems, texts: list[str], args, prefixes=None, coverage=False):
@@ -33,7 +33,7 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
     """
     programs, jobs, where = [], [], []
     for i, (p, t) in enumerate(zip(problems, texts)):
-        code = cccs.rewarded_program(prefixes[i] if prefixes else "", t, prefill=True)
+        code = cccs.rewarded_program(prefixes[i] if prefixes else "", t)
         programs.append(code)
         if code is not None:
             where.append(i)
@@ -204,15 +204,23 @@ def family_labels(problems, ids: Sequence) -> list | None:
     return None if None in labels else labels
 
 
-def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
-    """pass@1 / pass@n on the quarter of `problems` with the highest difficulty score
-    (tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations; ties keep the
-    given order), from solved = {problem id: samples of n that passed}. DRIVE's claim is about
-    this tail. {} when a problem has no score (other data sets) or none was evaluated."""
-    scored = [p for p in problems if p.id in solved]
+def hardest_problems(problems, ids) -> list:
+    """The quarter (at least one) of the `problems` whose id is in `ids` with the highest
+    difficulty score (tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations;
+    ties keep the given order), hardest first. [] when none is in `ids` or one has no score
+    (other data sets)."""
+    scored = [p for p in problems if p.id in ids]
     if not scored or any("score" not in p.metadata for p in scored):
+        return []
+    return sorted(scored, key=lambda p: -p.metadata["score"])[:max(1, len(scored) // 4)]
+
+
+def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
+    """pass@1 / pass@n on hardest_problems(problems, solved), from solved = {problem id:
+    samples of n that passed}. DRIVE's claim is about this tail. {} when there is none."""
+    hard = hardest_problems(problems, solved)
+    if not hard:
         return {}
-    hard = sorted(scored, key=lambda p: -p.metadata["score"])[:max(1, len(scored) // 4)]
     counts = [solved[p.id] for p in hard]
     return {"pass@1_hardest_quarter": sum(counts) / (n * len(hard)),
             f"pass@{n}_hardest_quarter": sum(pass_at_k(n, c, n) for c in counts) / len(hard),

@@ -80,12 +80,12 @@ def main():
         for j, start in enumerate(starts):
             prefix, rest = make_subtask(code, start)
             bad_identity += prefix + rest != code
-            # model-style answers: a fenced block, or the continuation of a prefilled prompt;
-            # extract_code drops the newlines around a block, which changes nothing
-            # (the final stage's prompt is the ordinary one, so its answers are fenced both ways)
+            # model-style answers: the continuation of the prefilled prompt, closed or cut off
+            # (extract_code drops the newlines around a block, which changes nothing); the
+            # final stage's prompt is the ordinary one, so its answers are fenced blocks
             fenced = f"Here:\n```python\n{rest}\n```\n"
-            answers = ((fenced, False), (f"{rest}\n```\nDone." if prefix else fenced, True))
-            programs = [rewarded_program(prefix, text, prefill) for text, prefill in answers]
+            answers = (f"{rest}\n```\nDone." if prefix else fenced, rest if prefix else fenced)
+            programs = [rewarded_program(prefix, text) for text in answers]
             bad_identity += sum(p is None or p.strip("\n") != code.strip("\n") for p in programs)
             if start is not None and not rest.lstrip().startswith(("if", "elif", "match")):
                 bad_first_line += 1
@@ -94,7 +94,7 @@ def main():
             write_share.setdefault(left, []).append(share)
             subtasks.append((pid, j, programs[0], problem))
     print(f"subtasks (all stages of all problems): {len(subtasks)}")
-    print(f"identity failures (prefix+remainder; rewarded_program of a fenced / prefilled answer): "
+    print(f"identity failures (prefix+remainder; rewarded_program of a closed / cut-off answer): "
           f"{bad_identity}")
     print(f"remainders not starting with if/elif/match: {bad_first_line}")
     for left in sorted(write_share, reverse=True):

@@ -10,7 +10,7 @@ b_i (arm B):
 
     d = mean_i (a_i - b_i),    se(d) = standard error of the a_i - b_i within families
 
-(trainer.standard_error: the set's family mix is fixed). Over seeds s = 1..S:
+(rollouts.standard_error: the set's family mix is fixed). Over seeds s = 1..S:
 
     D = mean_s d_s,            se(D) = sd_s(d_s) / sqrt(S)
 
@@ -19,7 +19,7 @@ the seed's sign and |D| > 2 se(D), "reversed" when it has the other sign and |D|
 else "not shown".
 
 pass@k for every k <= n comes from each problem's c = share * n solved samples
-(trainer.pass_at_k, unbiased); the hardest quarter is trainer.hardest_quarter's (tasks.py's
+(rollouts.pass_at_k, unbiased); the hardest quarter is rollouts.hardest_problems's (tasks.py's
 difficulty score). Reads <cell>/summary.json, rates.json and metrics.jsonl; writes
 claims.json (every per-seed number), claims.md (the table) and claims.png (pass@k to 64 and
 the paired differences) under --out.
@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ablate  # noqa: E402
 
 import data  # noqa: E402
-import trainer  # noqa: E402
+import rollouts  # noqa: E402
 
 SEEDS = (0, 1, 2)
 
@@ -55,13 +55,13 @@ def counts(rates: dict, n: int) -> dict:
 
 def pass_at_k_curve(solved: dict, n: int, ks) -> dict:
     """{k: mean over problems of the unbiased pass@k} from {problem id: solved of n}."""
-    return {k: sum(trainer.pass_at_k(n, c, k) for c in solved.values()) / len(solved)
+    return {k: sum(rollouts.pass_at_k(n, c, k) for c in solved.values()) / len(solved)
             for k in ks}
 
 
 def per_problem(rates: dict, n: int, k: int) -> dict:
     """{problem id: pass@k of that problem} (k = 1: the solved share)."""
-    return {pid: trainer.pass_at_k(n, c, k) for pid, c in counts(rates, n).items()}
+    return {pid: rollouts.pass_at_k(n, c, k) for pid, c in counts(rates, n).items()}
 
 
 def paired(a: dict, b: dict, labels: dict) -> tuple[float, float]:
@@ -69,7 +69,7 @@ def paired(a: dict, b: dict, labels: dict) -> tuple[float, float]:
     ids = [i for i in a if i in b]
     diffs = [a[i] - b[i] for i in ids]
     strata = [labels[i] for i in ids] if all(i in labels for i in ids) else None
-    return sum(diffs) / len(diffs), trainer.standard_error(diffs, strata)
+    return sum(diffs) / len(diffs), rollouts.standard_error(diffs, strata)
 
 
 def over_seeds(values: list[float]) -> dict:
@@ -121,13 +121,6 @@ class Grid:
         return [s for s in SEEDS if all(self.summary(n, s) for n in names)]
 
 
-def hardest_ids(problems: list, ids) -> set:
-    """The hardest quarter (tasks.py difficulty score) of the evaluated problems."""
-    scored = [p for p in problems if p.id in ids]
-    hard = sorted(scored, key=lambda p: -p.metadata["score"])[:max(1, len(scored) // 4)]
-    return {p.id for p in hard}
-
-
 # ----------------------------------------------------------------------------- the claims
 
 def measure(grid: Grid) -> list[dict]:
@@ -158,7 +151,7 @@ def measure(grid: Grid) -> list[dict]:
                     "b": f"{b} ({when_b})", "metric": f"pass@{k}", **stat,
                     "within_seed_se": within, "verdict": verdict(stat, sign), "note": note})
 
-    hard = lambda rates: hardest_ids(problems, rates)  # noqa: E731
+    hard = lambda rates: {p.id for p in rollouts.hardest_problems(problems, rates)}  # noqa: E731
     compare("RL raises held-out pass@1 (GRPO)", "+", 1, "grpo", "grpo", when_b="before_rl")
     compare("PPO + GAE + critic raises held-out pass@1", "+", 1, "ppo", "ppo",
             when_b="before_rl")

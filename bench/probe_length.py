@@ -37,14 +37,14 @@ def probe(model, tok, k: int, problems: int, samples: int, rng: random.Random) -
         base = data.render_prompt(tok, data.coder_messages(p))
         for name, start in (("whole", None), ("stage0", cccs.stage_starts(p.solutions[0])[0])):
             prefix = cccs.make_subtask(p.solutions[0], start)[0] if start else ""
-            ids = tok(cccs.completion_prompt(base, prefix, prefill=True),
+            ids = tok(cccs.completion_prompt(base, prefix),
                       return_tensors="pt").input_ids
             with torch.no_grad():
                 out = model.generate(ids, do_sample=True, temperature=1.0, max_new_tokens=112,
                                      num_return_sequences=samples,
                                      pad_token_id=tok.pad_token_id or 0)
             for text in tok.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True):
-                code = cccs.rewarded_program(prefix, text, prefill=True)
+                code = cccs.rewarded_program(prefix, text)
                 jobs[name].append(dict(code=code or "", tests=p.tests, fn_name=p.fn_name,
                                        timeout=2.0))
     rates = {}

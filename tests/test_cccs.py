@@ -111,38 +111,25 @@ def test_make_subtask_rejects_line_zero():
         make_subtask(SIGN, 0)
 
 
-def test_completion_prompt_holds_prefix_and_final_stage_is_plain():
+def test_completion_prompt_opens_the_answer_with_the_prefix_and_final_stage_is_plain():
     prefix, _ = make_subtask(SIGN, 5)
-    prompt = completion_prompt("Print the sign of x.", prefix)
-    assert prompt.startswith("Print the sign of x.")
-    assert prefix in prompt and "Complete" in prompt
-    assert "elif" not in prompt  # the remainder is not leaked
-    assert completion_prompt("Print the sign of x.", "") == "Print the sign of x."
-    # prefill: the answer is opened in the prompt, generation continues the program
     rendered = "### User\nPrint the sign of x.\n\n### Assistant\n"
-    assert completion_prompt(rendered, prefix, prefill=True) == rendered + "```python\n" + prefix
-    assert completion_prompt(rendered, "", prefill=True) == rendered
+    prompt = completion_prompt(rendered, prefix)
+    assert prompt == rendered + "```python\n" + prefix   # generation continues the program
+    assert "elif" not in prompt  # the remainder is not leaked
+    assert completion_prompt(rendered, "") == rendered
 
 
-def test_rewarded_program_fenced_answer():
+def test_rewarded_program_is_prefix_plus_continuation():
     prefix, remainder = make_subtask(SIGN, 5)
-    # the block is the code; the indentation of its first line survives
-    answer = "Sure:\n```python\n" + remainder + "```\nDone."
-    assert rewarded_program(prefix, answer) == SIGN.rstrip("\n")
-    # the model repeated the prefix: do not double it
-    assert rewarded_program(prefix, "```python\n" + SIGN + "```") == SIGN.rstrip("\n")
-    # no code block: no program (the trainer's "no code" reward), as at the final stage
-    assert rewarded_program(prefix, remainder) is None
-    assert rewarded_program("", "```python\nprint(1)\n```") == "print(1)"
-
-
-def test_rewarded_program_prefill():
-    prefix, remainder = make_subtask(SIGN, 5)
-    program = rewarded_program(prefix, remainder + "```\nThis prints the sign.", prefill=True)
+    # the indentation of the first completed line survives
+    program = rewarded_program(prefix, remainder + "```\nThis prints the sign.")
     assert program == SIGN.rstrip("\n")
-    assert rewarded_program(prefix, remainder, prefill=True) == SIGN.rstrip("\n")  # cut off
+    assert rewarded_program(prefix, remainder) == SIGN.rstrip("\n")  # cut off before the fence
     # final stage: no prefix was prefilled, the answer is an ordinary one
-    assert rewarded_program("", "```python\nprint(1)\n```", prefill=True) == "print(1)"
+    assert rewarded_program("", "```python\nprint(1)\n```") == "print(1)"
+    # no code block at the final stage: no program (the trainer's "no code" reward)
+    assert rewarded_program("", "print(1)") is None
 
 
 def _schedule(**kw):
