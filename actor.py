@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -275,14 +276,17 @@ def updates(policy, optimizer, samples: list[Sample], loss_fn, *, epochs: int = 
     its own global normalisers. epochs = mini_batches = 1 is exactly one update(). From the
     second step on the policy is not the one that sampled, so the loss needs the old log-probs
     (Sample.old_logp, from a no-grad score() before the first step): ratio and clip act.
-    Returns the mean of each stat over the steps, and updates (how many)."""
+    Returns the mean of each stat over the steps that report it (a step whose samples all
+    had zero advantage and were skipped trains nothing and reports no ratio or clip
+    fraction: a zero there would dilute them), and updates (how many)."""
     steps = [update(policy, optimizer, part, loss_fn, **update_kw)
              for _ in range(epochs) for part in mini_batch_slices(samples, mini_batches)]
     keys = sorted(set().union(*steps))
-    out = {k: sum(s.get(k, 0.0) for s in steps) / len(steps) for k in keys}
+    out = {k: statistics.fmean(s[k] for s in steps if k in s) for k in keys}
     if len(steps) > 1:   # the first step is on-policy by construction; the last one shows drift
-        out.update(updates=len(steps), clip_frac_last=steps[-1].get("clip_frac", 0.0),
-                   approx_kl_last=steps[-1].get("approx_kl", 0.0))
+        last = next((s for s in reversed(steps) if "clip_frac" in s), {})   # that trained
+        out.update(updates=len(steps), clip_frac_last=last.get("clip_frac", 0.0),
+                   approx_kl_last=last.get("approx_kl", 0.0))
     return out
 
 

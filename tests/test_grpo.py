@@ -1,4 +1,5 @@
 """GRPO math against hand-worked numbers, log-prob chunking, masks, split invariance."""
+import dataclasses
 import math
 import os
 import subprocess
@@ -358,6 +359,24 @@ def test_four_mini_batches_clip_after_the_first_update(small_model):
     assert any(s["clip_frac"] > 0 for s in seen[1:]) and st["clip_frac_last"] > 0
     assert seen[-1]["approx_kl"] > 0
     assert st["clip_frac"] == pytest.approx(sum(s["clip_frac"] for s in seen) / 4, rel=1e-6)
+
+
+def test_update_stats_average_over_the_updates_that_trained(small_model):
+    """M = 4 with two slices whose advantages are all zero (a solved or failed group; skipped):
+    those updates train nothing and report no ratio or clip fraction, so the step's ratio_mean
+    is that of the two that trained (1 at lr 0), not diluted by zeros (0.5)."""
+    samples = [dataclasses.replace(s, advantage=0.0) if k // 4 % 2 else s
+               for k, s in enumerate(_fixed_samples(16))]
+    policy = _policy(small_model)
+    old = actor.score(samples, micro_batch=8, pad_id=0, device="cpu", policy=policy).logp
+    args = _grpo_args()
+    st = actor.updates(policy, torch.optim.SGD(policy.parameters(), lr=0.0),
+                       actor.with_scores(samples, old_logp=old),
+                       grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high,
+                                        beta=args.beta, agg=args.agg, off_policy=True),
+                       mini_batches=4, skip_zero_advantage=True, **UPDATE)
+    assert st["updates"] == 4 and st["zero_adv_frac"] == pytest.approx(0.5)
+    assert st["ratio_mean"] == pytest.approx(1.0, abs=1e-6) and st["clip_frac"] == 0
 
 
 def test_mini_batch_slices_do_not_depend_on_the_number_of_ranks():
