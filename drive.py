@@ -19,7 +19,7 @@ rolled out, so their pass rates are stale). A problem with no pass rate yet coun
 hardest, so it gets rolled out instead of being dropped unseen. Ties go to the earlier problem
 in the order given, so the selection is deterministic.
 
-The trainer (trainer.Curriculum, built from --hard-focus; trainer.warm_start for
+The trainer (trainer.Curriculum, built from --hard-focus; trainer.select_problems for
 --offline-filter) calls these around its rollouts. Plain Python on ids and floats: no model,
 no sandbox.
 """

@@ -252,7 +252,7 @@ def with_tied_head(named_tensors, tied: bool):
             yield "lm_head.weight", t
 
 
-# vLLM engines not yet closed: trainer.run_entry_point closes them when a run fails, before it
+# vLLM engines not yet closed: flags.entry_point closes them when a run fails, before it
 # leaves the process group (vLLM's own teardown at exit would fail on a group already gone).
 OPEN_ENGINES: weakref.WeakSet = weakref.WeakSet()
 

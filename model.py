@@ -66,7 +66,7 @@ BASE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "b
 
 class UserError(SystemExit):
     """A mistake the user can fix (a bad path, an unreachable hub id, a checkpoint from another
-    number of ranks). The message says what to do; trainer.run_entry_point prints it as one
+    number of ranks). The message says what to do; flags.entry_point prints it as one
     line and exits 2. A SystemExit, so that no `except Exception` swallows it."""
 
 # ----------------------------------------------------------------------------- tiny model
