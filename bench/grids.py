@@ -224,6 +224,19 @@ AGENT_RL = ["--train-data", "tasks:rl", "--eval-data", "tasks:eval", "--max-eval
             "70", "--train-eval-problems", "70", "--max-new-tokens", "112", "--steps", "20"]
 AGENT_BASE_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                       "metrics.jsonl:tester_catch_share_mean"]
+# StepCoder where CCCS and FGO have something to act on: 32 problems of the two branchy
+# families (classify and simulate: 3-4 conditionals in a ~10-line reference, so CCCS has
+# 2 completion stages before the whole program, and tests leave branches unexecuted) drawn
+# 10 times each in 40 steps; a stage moves on at a pass rate of 0.8 over its last 2 updates.
+# Held out: the first 100 of those families in tasks:eval x 4; the 32-problem pool beside.
+BRANCHY = ["--train-data", "tasks:rl@classify+simulate", "--max-problems", "32",
+           "--eval-data", "tasks:eval@classify+simulate", "--max-eval-problems", "100",
+           "--train-eval-problems", "32", "--eval-n", "4", "--steps", "40"]
+BRANCHY_CCCS = ["--curriculum", "cccs", "--cccs-span", "2"]
+# Clip-higher where the clip binds: 4 updates a batch at lr 5e-4 (10x the default, at which
+# the clipped share stays <= 0.4%); held out 140 (20 a family) x 4 at steps 0, 20 and 40.
+CLIP_BINDS = ["--eval-n", "4", "--max-eval-problems", "140", "--train-eval-problems", "0",
+              "--steps", "40", "--mini-batches", "4", "--lr", "5e-4", "--eval-every", "20"]
 GROUP_PPO = "GRPO and PPO (StepCoder)"
 GROUP_DAPO = "DAPO: off-policy updates and filters"
 GROUP_T = "the base at lower temperatures"
@@ -281,4 +294,18 @@ GRIDS["claims"] = [
      "cmd": ["grpo.py", *CLAIM_RL, "--dynamic-sampling", "--overlong-filter"],
      "metrics": ["metrics.jsonl:entropy"]},
     base_at("0.7"), base_at("0.3"),
+    *[{"name": f"branchy-{name}", "group": "StepCoder on branchy problems drawn 10 times",
+       "cmd": ["ppo_fgo.py", *BRANCHY, *extra],
+       "metrics": ["metrics.jsonl:fgo_masked_share"] if "--fgo" in extra else []}
+      for name, extra in (("ppo", []), ("ppo-cccs", BRANCHY_CCCS),
+                          ("ppo-cccs-fgo", [*BRANCHY_CCCS, "--fgo"]))],
+    *[{"name": f"clip-binds-eps{eps}", "group": "DAPO: clip-higher where the clip binds",
+       "cmd": ["grpo.py", *CLIP_BINDS, "--eps-high", eps],
+       "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]}
+      for eps in ("0.28", "0.2")],
+    # Dynamic sampling at equal rollouts: its up-to-3 rounds draw ~16 groups a step, so plain
+    # GRPO here draws 16 prompts a step.
+    {"name": "grpo-p16", "group": GROUP_DAPO,
+     "cmd": ["grpo.py", *CLAIM_RL, "--prompts-per-step", "16"],
+     "metrics": ["metrics.jsonl:entropy"]},
 ]
