@@ -105,11 +105,13 @@ class Grid:
         path = os.path.join(self.cell(name, seed), "summary.json")
         return json.load(open(path)) if os.path.isfile(path) else None
 
-    def rates(self, name: str, seed: int, when: str) -> dict | None:
+    def rates(self, name: str, seed: int, when: str, train: bool = False) -> dict | None:
+        """{problem id: solved share} of the held-out set (train: the train problems scored
+        beside it) at `when` (before_rl / after_rl)."""
         path = os.path.join(self.cell(name, seed), "rates.json")
         if not os.path.isfile(path):
             return None
-        return json.load(open(path)).get(f"rates_{when}")
+        return json.load(open(path)).get(f"{'train_' if train else ''}rates_{when}")
 
     def rl_mean(self, name: str, seed: int, key: str) -> float | None:
         """The mean of KEY over the cell's RL rows of metrics.jsonl (ablate.metric)."""
@@ -130,11 +132,11 @@ def measure(grid: Grid) -> list[dict]:
     out = []
 
     def compare(claim, seed_figure, sign, a, b, when_a="after_rl", when_b="after_rl", n=4, k=1,
-                subset=None, note=""):
+                subset=None, note="", train=False):
         seeds = grid.seeds(a, b)
         per_seed, within = [], []
         for s in seeds:
-            ra, rb = grid.rates(a, s, when_a), grid.rates(b, s, when_b)
+            ra, rb = grid.rates(a, s, when_a, train), grid.rates(b, s, when_b, train)
             if ra is None or rb is None:
                 continue
             if subset is not None:
@@ -148,7 +150,8 @@ def measure(grid: Grid) -> list[dict]:
             return
         stat = over_seeds(per_seed)
         out.append({"claim": claim, "seed": seed_figure, "a": f"{a} ({when_a})",
-                    "b": f"{b} ({when_b})", "metric": f"pass@{k}", **stat,
+                    "b": f"{b} ({when_b})", "metric": f"{'train ' if train else ''}pass@{k}",
+                    **stat,
                     "within_seed_se": within, "verdict": verdict(stat, sign), "note": note})
 
     hard = lambda rates: {p.id for p in rollouts.hardest_problems(problems, rates)}  # noqa: E731
@@ -186,6 +189,26 @@ def measure(grid: Grid) -> list[dict]:
         arm = "greedy" if t == "greedy" else "t" + t
         compare(f"RL beats the base, both sampled at T {t}", "+", 1, f"grpo-{arm}",
                 f"base-{arm}", when_a="before_rl", when_b="before_rl")
+    # StepCoder where CCCS and FGO can act: 32 branchy problems drawn 10 times each; held out
+    # first, the trained pool beside it
+    for train in (False, True):
+        where = "train pool" if train else "held out"
+        compare(f"Branchy pool: PPO raises pass@1 ({where})", "+", 1, "branchy-ppo",
+                "branchy-ppo", when_b="before_rl", train=train)
+        compare(f"Branchy pool: CCCS > PPO ({where})", "+1.5 (36.1 vs 34.6 without CCCS)", 1,
+                "branchy-ppo-cccs", "branchy-ppo", train=train)
+        compare(f"Branchy pool: CCCS + FGO > PPO ({where})", "+4.4 (36.1 vs 31.7, APPS+)", 1,
+                "branchy-ppo-cccs-fgo", "branchy-ppo", train=train)
+        compare(f"Branchy pool: FGO on top of CCCS ({where})", "+0.6 (36.1 vs 35.5)", 1,
+                "branchy-ppo-cccs-fgo", "branchy-ppo-cccs", train=train)
+    # Clip-higher where the clip binds (lr 5e-4, 4 updates a batch): pass@k and entropy
+    for k in (1, 4):
+        compare(f"Clip-higher at lr 5e-4: eps_high .28 vs .2, pass@{k}", "+", 1,
+                "clip-binds-eps0.28", "clip-binds-eps0.2", k=k)
+    out += metric_claims(grid, "Clip-higher at lr 5e-4 keeps entropy: eps_high .28 vs .2", "+",
+                         "clip-binds-eps0.28", "clip-binds-eps0.2", "entropy")
+    compare("DAPO dynamic sampling + overlong filter vs plain GRPO at equal rollouts "
+            "(16 prompts a step)", "+", 1, "grpo-dyn-overlong", "grpo-p16")
     out += agent_claims(grid)
     for k in (1, 4, 16, 64):
         compare(f"pass@{k} after RL vs the base (70 held out x 64)",
@@ -227,18 +250,44 @@ def agent_claims(grid: Grid) -> list[dict]:
     compare("AT-GRPO: catch bonus 1 vs 0, system after RL", "+", "agents-shared",
             f"after_rl.{turns}", "agents-shared-catch0", f"after_rl.{turns}")
     # does the tester learn to write catching tests: the share over training, bonus 1 vs 0
+    out += metric_claims(grid, "AT-GRPO: the catch bonus raises the tester's catching tests",
+                         "+", "agents-shared", "agents-shared-catch0", "tester_catch_share_mean")
+    return out
+
+
+def metric_claims(grid: Grid, claim: str, seed_figure: str, a: str, b: str, key: str,
+                  sign: int = 1) -> list[dict]:
+    """[the claim record] for a training metric: per seed the difference of KEY's mean over
+    the RL rows of metrics.jsonl (arm a - arm b); [] when no seed has both."""
     per_seed = []
-    for s in grid.seeds("agents-shared", "agents-shared-catch0"):
-        x = grid.rl_mean("agents-shared", s, "tester_catch_share_mean")
-        y = grid.rl_mean("agents-shared-catch0", s, "tester_catch_share_mean")
+    for s in grid.seeds(a, b):
+        x, y = grid.rl_mean(a, s, key), grid.rl_mean(b, s, key)
         if x is not None and y is not None:
             per_seed.append(x - y)
-    if per_seed:
-        stat = over_seeds(per_seed)
-        out.append({"claim": "AT-GRPO: the catch bonus raises the tester's catching tests",
-                    "seed": "+", "a": "agents-shared", "b": "agents-shared-catch0",
-                    "metric": "catch share (mean over RL steps)", **stat,
-                    "verdict": verdict(stat, 1), "note": ""})
+    if not per_seed:
+        return []
+    stat = over_seeds(per_seed)
+    return [{"claim": claim, "seed": seed_figure, "a": a, "b": b,
+             "metric": f"{key} (mean over RL steps)", **stat, "verdict": verdict(stat, sign),
+             "note": ""}]
+
+
+def curriculum_moves(grid: Grid) -> list[dict]:
+    """Per CCCS cell and seed: the train problems at each stage (cccs_final-J: J stages
+    before the whole program; a problem without conditionals is at "final" from the start)
+    at the first and the last RL step, from metrics.jsonl. Equal dicts: no stage moved."""
+    out = []
+    cells = os.path.join(grid.root, "cells")
+    for name in sorted(n for n in os.listdir(cells) if "cccs" in n):
+        for s in grid.seeds(name):
+            rows = [r for r in ablate.read_rows(os.path.join(grid.cell(name, s), "metrics.jsonl"))
+                    if "cccs_final" in r]
+            if not rows:
+                continue
+            stages = lambda r: {k: v for k, v in r.items()  # noqa: E731
+                                if k.startswith("cccs_final") and k != "cccs_final_share"}
+            out.append({"cell": name, "seed": s, "first": stages(rows[0]),
+                        "last": stages(rows[-1])})
     return out
 
 
@@ -301,7 +350,7 @@ def fmt(x, signed=True, scale=100.0) -> str:
     return "-" if x is None else (f"{x * scale:+.1f}" if signed else f"{x * scale:.1f}")
 
 
-def markdown(claims: list[dict], temps: list[dict], curves: dict) -> str:
+def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=()) -> str:
     lines = ["| claim | seed's figure | ours (points, mean ± se over seeds) | per seed | verdict |",
              "|---|---|---|---|---|"]
     for c in claims:
@@ -317,6 +366,12 @@ def markdown(claims: list[dict], temps: list[dict], curves: dict) -> str:
         lines += ["", "| k | " + " | ".join(curves) + " |", "|---" * (len(curves) + 1) + "|"]
         lines += [f"| {k} | " + " | ".join(f"{c[k]:.3f}" for c in curves.values()) + " |"
                   for k in ks]
+    if stages:
+        lines += ["", "| CCCS cell | seed | problems per stage, first RL step | last RL step |",
+                  "|---|---|---|---|"]
+        show = lambda d: ", ".join(f"{k[5:]} {v}" for k, v in sorted(d.items()))  # noqa: E731
+        lines += [f"| {r['cell']} | {r['seed']} | {show(r['first'])} | {show(r['last'])} |"
+                  for r in stages]
     return "\n".join(lines) + "\n"
 
 
@@ -374,12 +429,13 @@ def main(argv=None) -> int:
     if not os.path.isdir(os.path.join(a.grid_out, "cells")):
         p.error(f"{a.grid_out}/cells does not exist: run bench/ablate.py --grid claims first")
     grid = Grid(a.grid_out)
-    claims, temps = measure(grid), temperatures(grid)
+    claims, temps, stages = measure(grid), temperatures(grid), curriculum_moves(grid)
     curves = pass_curves(grid, [1, 2, 4, 8, 16, 32, 64])
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "claims.json"), "w") as f:
-        json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves}, f, indent=1)
-    md = markdown(claims, temps, curves) + "\n" + timeline_markdown(timeline(grid))
+        json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves,
+                   "cccs_stages": stages}, f, indent=1)
+    md = markdown(claims, temps, curves, stages) + "\n" + timeline_markdown(timeline(grid))
     with open(os.path.join(a.out, "claims.md"), "w") as f:
         f.write(md)
     picture(claims, curves, os.path.join(a.out, "claims.png"))

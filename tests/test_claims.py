@@ -85,3 +85,42 @@ def test_missing_grid_folder_is_one_line_error(tmp_path, capsys):
         claims.main(["--grid-out", str(tmp_path / "nope")])
     assert e.value.code == 2 and "run bench/ablate.py --grid claims first" in (
         capsys.readouterr().err)
+
+
+def test_train_pool_metrics_and_stage_moves(tmp_path):
+    """The branchy-pool claims read the train rates beside the held-out ones, a training
+    metric is compared by its mean over the RL rows, and the CCCS stages of the first and the
+    last RL row are reported (a stage that moved shows as two different dicts)."""
+    held = [p.id for p in data.load_problems("tasks", split="eval")[:4]]
+    for seed in range(3):
+        for name, gain in (("branchy-ppo", 0.0), ("branchy-ppo-cccs", 0.25)):
+            _cell(tmp_path, name, seed, {i: 0.5 for i in held}, {i: 0.5 for i in held})
+            cell = tmp_path / "cells" / name / f"seed{seed}"
+            rates = json.loads((cell / "rates.json").read_text())
+            rates["train_rates_before_rl"] = {"t1": 0.25, "t2": 0.5}
+            rates["train_rates_after_rl"] = {"t1": 0.25 + gain, "t2": 0.5 + gain}
+            (cell / "rates.json").write_text(json.dumps(rates))
+        for name, entropy in (("clip-binds-eps0.28", 0.6), ("clip-binds-eps0.2", 0.4)):
+            _cell(tmp_path, name, seed, {i: 0.5 for i in held}, {i: 0.5 for i in held})
+            rows = [{"phase": "eval", "step": 0},
+                    {"phase": "rl", "step": 1, "entropy": entropy},
+                    {"phase": "rl", "step": 2, "entropy": entropy + 0.1 * seed}]
+            (tmp_path / "cells" / name / f"seed{seed}" / "metrics.jsonl").write_text(
+                "".join(json.dumps(r) + "\n" for r in rows))
+        stage_rows = [{"phase": "rl", "step": 1, "cccs_final": 1, "cccs_final-1": 3},
+                      {"phase": "rl", "step": 2, "cccs_final": 3, "cccs_final-1": 1}]
+        (tmp_path / "cells" / "branchy-ppo-cccs" / f"seed{seed}" / "metrics.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in stage_rows))
+    grid = claims.Grid(str(tmp_path))
+    rows = {c["claim"]: c for c in claims.measure(grid)}
+    assert rows["Branchy pool: CCCS > PPO (held out)"]["mean"] == 0.0
+    train = rows["Branchy pool: CCCS > PPO (train pool)"]
+    assert train["metric"] == "train pass@1" and train["mean"] == pytest.approx(0.25)
+    entropy = rows["Clip-higher at lr 5e-4 keeps entropy: eps_high .28 vs .2"]
+    assert entropy["seeds"] == pytest.approx([0.2, 0.2, 0.2])
+    moves = claims.curriculum_moves(grid)
+    assert [(m["cell"], m["seed"]) for m in moves] == [("branchy-ppo-cccs", s) for s in range(3)]
+    assert moves[0]["first"] == {"cccs_final": 1, "cccs_final-1": 3}
+    assert moves[0]["last"] == {"cccs_final": 3, "cccs_final-1": 1}
+    md = claims.markdown([], [], {}, moves)
+    assert "| branchy-ppo-cccs | 0 | final 1, final-1 3 | final 3, final-1 1 |" in md
