@@ -27,6 +27,7 @@ the paired differences) under --out.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import math
 import os
@@ -291,6 +292,47 @@ def curriculum_moves(grid: Grid) -> list[dict]:
     return out
 
 
+def embeds_seen_output(program: str | None, tests: list[dict], valid: list[bool]) -> bool | None:
+    """Whether `program` holds, as a literal, the expected output of a valid test it was shown
+    (hard-coding what it saw); None when there is no program or it does not parse. Outputs
+    "", "0" and "1" are too common in real programs to count."""
+    if not program:
+        return None
+    try:
+        tree = ast.parse(program)
+    except (SyntaxError, ValueError):   # ValueError: NUL bytes
+        return None
+    literals = {str(n.value).strip() for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and n.value is not None}
+    seen = {str(t["output"]).strip() for t, ok in zip(tests, valid) if ok} - {"", "0", "1"}
+    return bool(seen & literals)
+
+
+def hard_coding(grid: Grid) -> list[dict]:
+    """Per AT-GRPO cell and evaluation (eval_<when>.jsonl, over its finished seeds): episodes,
+    final programs that parse, of those the ones shown a valid test, and of those the ones
+    holding a shown test's output as a literal (embeds_seen_output)."""
+    out = []
+    cells = os.path.join(grid.root, "cells")
+    for name in sorted(n for n in os.listdir(cells) if n.startswith("agents")):
+        for when in ("before_rl", "after_rl", "train_before_rl", "train_after_rl"):
+            row = {"cell": name, "when": when, "episodes": 0, "parsable": 0,
+                   "shown_valid_tests": 0, "embeds_seen_output": 0}
+            for s in grid.seeds(name):
+                for e in ablate.read_rows(os.path.join(grid.cell(name, s), f"eval_{when}.jsonl")):
+                    row["episodes"] += 1
+                    hit = embeds_seen_output(e.get("program"), e.get("tests") or [],
+                                             e.get("valid") or [])
+                    if hit is None:
+                        continue
+                    row["parsable"] += 1
+                    row["shown_valid_tests"] += any(e.get("valid") or [])
+                    row["embeds_seen_output"] += hit
+            if row["episodes"]:
+                out.append(row)
+    return out
+
+
 def temperatures(grid: Grid) -> list[dict]:
     """The base's held-out pass@1 at each evaluation temperature (mean over seeds)."""
     rows = []
@@ -350,7 +392,8 @@ def fmt(x, signed=True, scale=100.0) -> str:
     return "-" if x is None else (f"{x * scale:+.1f}" if signed else f"{x * scale:.1f}")
 
 
-def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=()) -> str:
+def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=(),
+             coded=()) -> str:
     lines = ["| claim | seed's figure | ours (points, mean ± se over seeds) | per seed | verdict |",
              "|---|---|---|---|---|"]
     for c in claims:
@@ -372,6 +415,12 @@ def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=()) -> 
         show = lambda d: ", ".join(f"{k[5:]} {v}" for k, v in sorted(d.items()))  # noqa: E731
         lines += [f"| {r['cell']} | {r['seed']} | {show(r['first'])} | {show(r['last'])} |"
                   for r in stages]
+    if coded:
+        lines += ["", "| AT-GRPO cell | evaluation | episodes | final programs that parse | "
+                  "shown a valid test | holding a shown test's output |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['cell']} | {r['when']} | {r['episodes']} | {r['parsable']} | "
+                  f"{r['shown_valid_tests']} | {r['embeds_seen_output']} |" for r in coded]
     return "\n".join(lines) + "\n"
 
 
@@ -430,12 +479,13 @@ def main(argv=None) -> int:
         p.error(f"{a.grid_out}/cells does not exist: run bench/ablate.py --grid claims first")
     grid = Grid(a.grid_out)
     claims, temps, stages = measure(grid), temperatures(grid), curriculum_moves(grid)
+    coded = hard_coding(grid)
     curves = pass_curves(grid, [1, 2, 4, 8, 16, 32, 64])
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "claims.json"), "w") as f:
         json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves,
-                   "cccs_stages": stages}, f, indent=1)
-    md = markdown(claims, temps, curves, stages) + "\n" + timeline_markdown(timeline(grid))
+                   "cccs_stages": stages, "hard_coding": coded}, f, indent=1)
+    md = markdown(claims, temps, curves, stages, coded) + "\n" + timeline_markdown(timeline(grid))
     with open(os.path.join(a.out, "claims.md"), "w") as f:
         f.write(md)
     picture(claims, curves, os.path.join(a.out, "claims.png"))

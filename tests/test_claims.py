@@ -124,3 +124,26 @@ def test_train_pool_metrics_and_stage_moves(tmp_path):
     assert moves[0]["last"] == {"cccs_final": 3, "cccs_final-1": 1}
     md = claims.markdown([], [], {}, moves)
     assert "| branchy-ppo-cccs | 0 | final 1, final-1 3 | final 3, final-1 1 |" in md
+
+
+def test_hard_coded_outputs_are_counted_per_cell(tmp_path):
+    """A final program holding a valid shown test's output as a literal counts as hard-coding;
+    an invalid test's output, an output of 0/1, a computed answer or unparsable text does not."""
+    shown = [{"input": "5\n", "output": "113\n"}, {"input": "2\n", "output": "7\n"}]
+    assert claims.embeds_seen_output("print(113)", shown, [True, False]) is True
+    assert claims.embeds_seen_output("print('113')", shown, [True, False]) is True
+    assert claims.embeds_seen_output("print(7)", shown, [True, False]) is False   # invalid test
+    assert claims.embeds_seen_output("print(int(input()) * 2)", shown, [True, True]) is False
+    assert claims.embeds_seen_output("print(1)", [{"input": "", "output": "1"}], [True]) is False
+    assert claims.embeds_seen_output("def f(:", shown, [True, True]) is None
+    assert claims.embeds_seen_output(None, shown, [True, True]) is None
+    cell = tmp_path / "cells" / "agents-shared" / "seed0"
+    cell.mkdir(parents=True)
+    (cell / "summary.json").write_text(json.dumps({"steps": 20}))
+    episodes = [{"program": "print(113)", "tests": shown, "valid": [True, False]},
+                {"program": "x = (", "tests": shown, "valid": [True, True]},
+                {"program": "print(input())", "tests": [], "valid": []}]
+    (cell / "eval_after_rl.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    rows = claims.hard_coding(claims.Grid(str(tmp_path)))
+    assert rows == [{"cell": "agents-shared", "when": "after_rl", "episodes": 3, "parsable": 2,
+                     "shown_valid_tests": 1, "embeds_seen_output": 1}]
