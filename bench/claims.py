@@ -277,19 +277,22 @@ def metric_claims(grid: Grid, claim: str, seed_figure: str, a: str, b: str, key:
 def curriculum_moves(grid: Grid) -> list[dict]:
     """Per CCCS cell and seed: the train problems at each stage (cccs_final-J: J stages
     before the whole program; a problem without conditionals is at "final" from the start)
-    at the first and the last RL step, from metrics.jsonl. Equal dicts: no stage moved."""
+    at the first and the last RL step (a stage with no problem has no key), and the mean over
+    RL steps of the share at the final stage, from metrics.jsonl. Equal dicts: no stage
+    moved."""
     out = []
     cells = os.path.join(grid.root, "cells")
     for name in sorted(n for n in os.listdir(cells) if "cccs" in n):
         for s in grid.seeds(name):
             rows = [r for r in ablate.read_rows(os.path.join(grid.cell(name, s), "metrics.jsonl"))
-                    if "cccs_final" in r]
+                    if "cccs_final_share" in r]
             if not rows:
                 continue
             stages = lambda r: {k: v for k, v in r.items()  # noqa: E731
                                 if k.startswith("cccs_final") and k != "cccs_final_share"}
             out.append({"cell": name, "seed": s, "first": stages(rows[0]),
-                        "last": stages(rows[-1])})
+                        "last": stages(rows[-1]), "final_share_mean": statistics.fmean(
+                            r["cccs_final_share"] for r in rows)})
     return out
 
 
@@ -411,11 +414,11 @@ def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=(),
         lines += [f"| {k} | " + " | ".join(f"{c[k]:.3f}" for c in curves.values()) + " |"
                   for k in ks]
     if stages:
-        lines += ["", "| CCCS cell | seed | problems per stage, first RL step | last RL step |",
-                  "|---|---|---|---|"]
+        lines += ["", "| CCCS cell | seed | problems per stage, first RL step | last RL step | "
+                  "share at the final stage, mean over steps |", "|---|---|---|---|---|"]
         show = lambda d: ", ".join(f"{k[5:]} {v}" for k, v in sorted(d.items()))  # noqa: E731
-        lines += [f"| {r['cell']} | {r['seed']} | {show(r['first'])} | {show(r['last'])} |"
-                  for r in stages]
+        lines += [f"| {r['cell']} | {r['seed']} | {show(r['first'])} | {show(r['last'])} | "
+                  f"{r['final_share_mean']:.2f} |" for r in stages]
     if coded:
         lines += ["", "| AT-GRPO cell | evaluation | episodes | final programs that parse | "
                   "shown a valid test | holding a shown test's output |",

@@ -107,8 +107,10 @@ def test_train_pool_metrics_and_stage_moves(tmp_path):
                     {"phase": "rl", "step": 2, "entropy": entropy + 0.1 * seed}]
             (tmp_path / "cells" / name / f"seed{seed}" / "metrics.jsonl").write_text(
                 "".join(json.dumps(r) + "\n" for r in rows))
-        stage_rows = [{"phase": "rl", "step": 1, "cccs_final": 1, "cccs_final-1": 3},
-                      {"phase": "rl", "step": 2, "cccs_final": 3, "cccs_final-1": 1}]
+        # no problem at the final stage at step 1: the row has no cccs_final key
+        stage_rows = [{"phase": "rl", "step": 1, "cccs_final-1": 4, "cccs_final_share": 0.0},
+                      {"phase": "rl", "step": 2, "cccs_final": 3, "cccs_final-1": 1,
+                       "cccs_final_share": 0.75}]
         (tmp_path / "cells" / "branchy-ppo-cccs" / f"seed{seed}" / "metrics.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in stage_rows))
     grid = claims.Grid(str(tmp_path))
@@ -120,10 +122,11 @@ def test_train_pool_metrics_and_stage_moves(tmp_path):
     assert entropy["seeds"] == pytest.approx([0.2, 0.2, 0.2])
     moves = claims.curriculum_moves(grid)
     assert [(m["cell"], m["seed"]) for m in moves] == [("branchy-ppo-cccs", s) for s in range(3)]
-    assert moves[0]["first"] == {"cccs_final": 1, "cccs_final-1": 3}
+    assert moves[0]["first"] == {"cccs_final-1": 4}
     assert moves[0]["last"] == {"cccs_final": 3, "cccs_final-1": 1}
+    assert moves[0]["final_share_mean"] == pytest.approx(0.375)
     md = claims.markdown([], [], {}, moves)
-    assert "| branchy-ppo-cccs | 0 | final 1, final-1 3 | final 3, final-1 1 |" in md
+    assert "| branchy-ppo-cccs | 0 | final-1 4 | final 3, final-1 1 | 0.38 |" in md
 
 
 def test_hard_coded_outputs_are_counted_per_cell(tmp_path):
