@@ -119,6 +119,10 @@ class Grid:
         rows = ablate.read_rows(os.path.join(self.cell(name, seed), "metrics.jsonl"))
         return ablate.metric({}, rows, f"metrics.jsonl:{key}")
 
+    def names(self) -> list[str]:
+        """The configs that have a cell folder, sorted."""
+        return sorted(os.listdir(os.path.join(self.root, "cells")))
+
     def seeds(self, *names: str) -> list[int]:
         """The seeds every named cell has finished."""
         return [s for s in SEEDS if all(self.summary(n, s) for n in names)]
@@ -284,8 +288,7 @@ def curriculum_moves(grid: Grid) -> list[dict]:
     RL steps of the share at the final stage, from metrics.jsonl. Equal dicts: no stage
     moved."""
     out = []
-    cells = os.path.join(grid.root, "cells")
-    for name in sorted(n for n in os.listdir(cells) if "cccs" in n):
+    for name in (n for n in grid.names() if "cccs" in n):
         for s in grid.seeds(name):
             rows = [r for r in ablate.read_rows(os.path.join(grid.cell(name, s), "metrics.jsonl"))
                     if "cccs_final_share" in r]
@@ -320,20 +323,19 @@ def hard_coding(grid: Grid) -> list[dict]:
     final programs that parse, of those the ones shown a valid test, and of those the ones
     holding a shown test's output as a literal (embeds_seen_output)."""
     out = []
-    cells = os.path.join(grid.root, "cells")
-    for name in sorted(n for n in os.listdir(cells) if n.startswith("agents")):
+    for name in (n for n in grid.names() if n.startswith("agents")):
         for when in ("before_rl", "after_rl", "train_before_rl", "train_after_rl"):
             row = {"cell": name, "when": when, "episodes": 0, "parsable": 0,
                    "shown_valid_tests": 0, "embeds_seen_output": 0}
             for s in grid.seeds(name):
                 for e in ablate.read_rows(os.path.join(grid.cell(name, s), f"eval_{when}.jsonl")):
                     row["episodes"] += 1
-                    hit = embeds_seen_output(e.get("program"), e.get("tests") or [],
-                                             e.get("valid") or [])
+                    valid = e.get("valid") or []
+                    hit = embeds_seen_output(e.get("program"), e.get("tests") or [], valid)
                     if hit is None:
                         continue
                     row["parsable"] += 1
-                    row["shown_valid_tests"] += any(e.get("valid") or [])
+                    row["shown_valid_tests"] += any(valid)
                     row["embeds_seen_output"] += hit
             if row["episodes"]:
                 out.append(row)
@@ -371,7 +373,7 @@ def timeline(grid: Grid) -> list[dict]:
     times, in start order: which cells ran side by side, and the grid's wall time."""
     rows = []
     cells = os.path.join(grid.root, "cells")
-    for name in sorted(os.listdir(cells)):
+    for name in grid.names():
         for seed_dir in sorted(os.listdir(os.path.join(cells, name))):
             cell = os.path.join(cells, name, seed_dir)
             start, end = (os.path.join(cell, f) for f in ("cmd.json", "summary.json"))
