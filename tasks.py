@@ -58,6 +58,7 @@ import hashlib
 import json
 import random
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -69,13 +70,28 @@ LENGTH_FAMILIES = ("chain_short", "chain_long")
 LENGTH_COUNTS = {"train": 160, "test": 32}
 LENGTH_SPLITS = ("length_train", "length_test")
 # The base world (generate_base): the shipped base model's corpus, RL's problems, held-out eval.
-# In rl and eval, never in the corpus: what RL alone must teach. arith with 4-5 operations
-# where the corpus has 1-3, so the base solves it rarely (pass@8 > 0); it never solves a new
-# construct or composition (piecewise, accumulate then arith: pass@8 0).
+# Each family is there for a method's precondition (generate_base's docstring):
+#   CORPUS_FAMILIES  whole programs in the corpus; the branchy ones (BRANCHY_FAMILIES: 1-5
+#                    conditionals) give FGO code that a few tests leave unexecuted
+#   CCCS_FAMILY      chain_long (4-6 guarded steps): the corpus holds only completions of its
+#                    last step (CCCS's easiest stage), never a whole program, so writing it
+#                    whole is rare for the base and finishing it is not: exploration is the
+#                    bottleneck, which is what CCCS's curriculum acts on
+#   RL_ONLY_FAMILY   arith with 4-5 operations where the corpus has 1-3: never in the corpus,
+#                    solved rarely (pass@8 > 0): what RL alone must teach
+CORPUS_FAMILIES = ("arith", "strings", "aggregate", "accumulate", "simulate", "tiers",
+                   "piecewise", "chain_short")
+BRANCHY_FAMILIES = ("simulate", "tiers", "piecewise", "chain_short", "chain_long")
+CCCS_FAMILY = "chain_long"
 RL_ONLY_FAMILY = "arith_long"
-BASE_FAMILIES = SPLIT_FAMILIES + (RL_ONLY_FAMILY,)
+BASE_FAMILIES = CORPUS_FAMILIES + (CCCS_FAMILY, RL_ONLY_FAMILY)
 BASE_SPLITS = ("corpus", "rl", "eval")
 BASE_COUNTS = {"corpus": 3000, "rl": 400, "eval": 160}   # at most, per family
+# Fewer for the two families the base rarely solves, so that they do not fill the hard
+# quarter of the eval split alone (DRIVE's tail is the hardest quarter of all problems);
+# the CCCS family's corpus instances only give last-step completions.
+BASE_COUNT_OVERRIDES = {CCCS_FAMILY: {"corpus": 1000, "eval": 80},
+                        RL_ONLY_FAMILY: {"corpus": 0, "eval": 80}}
 SPLITS = ("train", "test", "heldout", "train_sample") + LENGTH_SPLITS + BASE_SPLITS
 MIN_TESTS = 6
 WORDS = ("low mid high cold warm hot tiny small big huge red blue green gold iron wood "
@@ -307,6 +323,21 @@ def classify(rng: random.Random) -> Draft:
     return Draft("classify", io, {"cuts": cuts, "labels": labels}, q, code, tests)
 
 
+def tiers(rng: random.Random) -> Draft:
+    """if x < 12: 4 / elif x < 40: 9 / else: 1: 2-4 thresholds, numbers as the answers.
+
+    classify with numbers where classify has words: a small model copies a statement's
+    numbers, so the branches, not the labels, are what it has to get right."""
+    k = rng.randint(2, 4)
+    cuts, values = _thresholds(rng, k), rng.sample(range(100), k + 1)
+    io = _io(rng)
+    q = _rule_statement(io, cuts, [str(v) for v in values])
+    code = render(io, "tiers", "x", "x = int(input())", _chain(cuts, [str(v) for v in values]))
+    inputs = _fill(rng, _interval_inputs(rng, cuts), lambda: rng.randint(-20, 110))
+    tests = make_tests(io, inputs, lambda x: values[_first_interval(cuts, x)])
+    return Draft("tiers", io, {"cuts": cuts, "values": values}, q, code, tests)
+
+
 ARITH_BODIES = {  # name -> (code with x and {c}, python function)
     "times": ("x * {c}", lambda x, c: x * c), "plus": ("x + {c}", lambda x, c: x + c),
     "minus": ("x - {c}", lambda x, c: x - c), "square": ("x * x", lambda x, c: x * x),
@@ -522,7 +553,7 @@ def chain(rng: random.Random, family: str = "chain_long",
 
 FAMILIES = {"arith": arith, "strings": strings, "aggregate": aggregate, "classify": classify,
             "accumulate": accumulate, "simulate": simulate, "piecewise": piecewise,
-            "digits": digits,
+            "digits": digits, "tiers": tiers,
             "arith_long": lambda rng: arith(rng, "arith_long", 4, 5),
             "chain_short": lambda rng: chain(rng, "chain_short"),
             "chain_long": lambda rng: chain(rng, "chain_long")}
@@ -666,6 +697,73 @@ def _distinct(rng: random.Random, family: str, split: str, want: int, seen_q: se
     return out
 
 
+def base_count(family: str, split: str) -> int:
+    """How many instances of `family` the base world's `split` holds at most."""
+    return BASE_COUNT_OVERRIDES.get(family, {}).get(split, BASE_COUNTS[split])
+
+
+def reference_lines(code: str, test: dict, fn_name: str | None) -> frozenset[int]:
+    """The lines of one of OUR references that `test` executes, traced in this process.
+
+    Only for the generator's own programs (trusted, short, no loops without bounds): the
+    sandbox is for everything a model writes. stdio: input() reads the test's lines and
+    print() is discarded; call: the function is called on the test's arguments."""
+    compiled = compile(code, "<reference>", "exec")
+    lines: set[int] = set()
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename != "<reference>":
+            return None
+        if event == "line":
+            lines.add(frame.f_lineno)
+        return trace
+    feed = iter(test["input"].splitlines() if fn_name is None else ())
+    env = {"input": lambda *a: next(feed), "print": lambda *a, **k: None}
+    before = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        exec(compiled, env)
+        if fn_name is not None:
+            env[fn_name](*test["input"])
+    finally:
+        sys.settrace(before)
+    return frozenset(lines)
+
+
+def few_tests_first(code: str, tests: list, fn_name: str | None) -> list:
+    """`tests` reordered so that a first few leave branches of the reference unexecuted,
+    as the three tests APPS+ ships for training often do (StepCoder: one test runs about 75%
+    of a canonical solution), the way an example set goes: a common case, a second path,
+    another input on a path already shown, a third path, ...
+
+    First the test that runs the fewest lines; then, alternately, the test that adds the
+    fewest lines not yet run but at least one (a new path), and a test that adds none
+    (another input on a path run already); where no test of the wanted kind is left, the one
+    adding the fewest. Ties keep the original order. So the first three run two paths, and
+    every prefix is one --max-train-tests may keep; the whole list still runs every branch
+    (evaluation uses all of it)."""
+    runs = [reference_lines(code, t, fn_name) for t in tests]
+    left = list(range(len(tests)))
+    first = min(left, key=lambda i: len(runs[i]))
+    order, seen = [first], set(runs[first])
+    left.remove(first)
+    while left:
+        gains = {i: len(runs[i] - seen) for i in left}
+        new_path = len(order) % 2 == 1
+        wanted = [i for i in left if (gains[i] > 0) == new_path]
+        pick = min(wanted or left, key=lambda i: gains[i])
+        order.append(pick)
+        seen |= runs[pick]
+        left.remove(pick)
+    return [tests[i] for i in order]
+
+
+def _few_first(draft: Draft) -> Draft:
+    fn_name = None if draft.io == "stdio" else draft.solution.split("(")[0][len("def "):]
+    return Draft(draft.family, draft.io, draft.params, draft.question, draft.solution,
+                 few_tests_first(draft.solution, draft.tests, fn_name))
+
+
 @lru_cache(maxsize=2)
 def _generate_base(seed: int) -> str:
     """JSON of {"corpus", "rl", "eval"}: see generate_base."""
@@ -675,20 +773,22 @@ def _generate_base(seed: int) -> str:
     for row in old["test"] + old["heldout"]:
         seen_q.add(row["question"])
         seen_code.add(normalized_code(row["solutions"][0]))
-    n = BASE_COUNTS
-    held = {f: _distinct(random.Random(f"base-eval-{f}-{seed}"), f, "test", n["eval"], seen_q,
-                         seen_code, 40 * n["eval"]) for f in BASE_FAMILIES}
+    held = {f: _distinct(random.Random(f"base-eval-{f}-{seed}"), f, "test",
+                         base_count(f, "eval"), seen_q, seen_code, 40 * base_count(f, "eval"))
+            for f in BASE_FAMILIES}
     rl, corpus = {}, {}
     for f in BASE_FAMILIES:
-        want = n["rl"] + (n["corpus"] if f in SPLIT_FAMILIES else 0)
+        want = base_count(f, "rl") + base_count(f, "corpus")
         drafts = _distinct(random.Random(f"base-train-{f}-{seed}"), f, "train", want, seen_q,
                            seen_code, 4 * want)
         # RL's share first; a family with few distinct instances keeps 3/4 for the corpus.
-        k = min(n["rl"], len(drafts) if f not in SPLIT_FAMILIES else len(drafts) // 4)
+        k = min(base_count(f, "rl"), len(drafts) // 4 if base_count(f, "corpus") else
+                len(drafts))
         rl[f], corpus[f] = drafts[:k], drafts[k:]
     out = {}
     for split, per_family in (("corpus", corpus), ("rl", rl), ("eval", held)):
-        lists = [[_row(d, split, i) for i, d in enumerate(per_family[f])]
+        order = (lambda d: d) if split == "corpus" else _few_first
+        lists = [[_row(order(d), split, i) for i, d in enumerate(per_family[f])]
                  for f in BASE_FAMILIES if per_family[f]]
         out[split] = _interleave(lists)
     return json.dumps(out)
@@ -697,13 +797,16 @@ def _generate_base(seed: int) -> str:
 def generate_base(seed: int = 0) -> dict[str, list[dict]]:
     """The base world: {"corpus", "rl", "eval"}, each interleaving its families.
 
-    corpus  the base model's supervised corpus: up to 3000 instances of each SPLIT_FAMILY
-            whose parameters are in the train split (params_split)
-    rl      the problems RL trains on: up to 400 more train-parameter instances of each
-            SPLIT_FAMILY (3/4 of aggregate's few go to the corpus) and of RL_ONLY_FAMILY,
-            which the corpus never holds
-    eval    held out: up to 160 instances of each of BASE_FAMILIES whose parameters are in
-            the test split
+    corpus  the base model's supervised corpus: up to 3000 instances of each CORPUS_FAMILY
+            and 1000 of CCCS_FAMILY (base.py makes only last-step completions of those),
+            parameters in the train split (params_split)
+    rl      the problems RL trains on: up to 400 more train-parameter instances of every
+            family of BASE_FAMILIES (3/4 of a family with few distinct instances, aggregate,
+            go to the corpus)
+    eval    held out: up to 160 instances of each family (80 of CCCS_FAMILY and
+            RL_ONLY_FAMILY) whose parameters are in the test split
+    The tests of rl and eval problems are ordered by few_tests_first, so that the first N
+    (--max-train-tests N) need not run every branch; all of them still do.
     No statement or normalised reference appears twice across the three, nor in the first
     testbed's test and heldout splits. Each family and purpose draws from a Random of its own
     (named by family, purpose and seed), so changing one quota leaves the other lists as
@@ -725,7 +828,8 @@ def split_families(split: str) -> tuple[str, ...]:
     """The families a split holds (what tasks:SPLIT@FAMILY may name)."""
     return (HELDOUT_FAMILIES if split == "heldout" else
             LENGTH_FAMILIES if split in LENGTH_SPLITS else
-            BASE_FAMILIES if split in ("rl", "eval") else SPLIT_FAMILIES)
+            BASE_FAMILIES if split in ("rl", "eval") else
+            CORPUS_FAMILIES + (CCCS_FAMILY,) if split == "corpus" else SPLIT_FAMILIES)
 
 
 def task_rows(split: str, seed: int = 0) -> list[dict]:

@@ -298,8 +298,11 @@ def test_base_world_is_deterministic_and_is_what_the_base_was_trained_on():
 
 def test_base_world_sizes_and_families(base_world):
     fams = {s: {r["metadata"]["family"] for r in rows} for s, rows in base_world.items()}
-    assert fams["corpus"] == set(tasks.SPLIT_FAMILIES)         # the RL-only family is absent
+    # the RL-only family is absent from the corpus; the CCCS family is there (base.py makes
+    # only last-step completions of it)
+    assert fams["corpus"] == set(tasks.CORPUS_FAMILIES) | {tasks.CCCS_FAMILY}
     assert fams["rl"] == fams["eval"] == set(tasks.BASE_FAMILIES)
+    assert "classify" not in tasks.BASE_FAMILIES      # its word labels: pass@8 0 for the base
     assert len(base_world["corpus"]) > 10 * 960                # far more than the first train
     assert len(base_world["eval"]) >= 1000                     # enough for a 1-point error
 
@@ -332,3 +335,66 @@ def test_base_splits_load_by_name(base_world):
     assert [p.id for p in probs] == [r["id"] for r in base_world["eval"]]
     only = data.load_problems("tasks", path=f"rl@{tasks.RL_ONLY_FAMILY}")
     assert only and {p.metadata["family"] for p in only} == {tasks.RL_ONLY_FAMILY}
+
+
+# ---------------------------------------------------------------------------- few tests first
+
+def test_tiers_answers_are_numbers_and_its_chain_has_two_to_four_conditions():
+    rng = random.Random(3)
+    drafts = [tasks.tiers(rng) for _ in range(60)]
+    assert {tasks.difficulty(d.solution)["branches"] for d in drafts} == {2, 3, 4}
+    for d in drafts:
+        assert all(isinstance(t["output"], int) or t["output"].strip().isdigit()
+                   for t in d.tests)
+        assert all(str(v) in d.question for v in d.params["values"] + d.params["cuts"])
+
+
+def test_reference_lines_are_the_sandbox_coverage(base_world):
+    """The in-process tracer that orders the tests sees the lines the sandbox's coverage sees."""
+    sandbox = pytest.importorskip("sandbox")
+    rows = [r for r in base_world["rl"][:60] if r["metadata"]["family"] in
+            tasks.BRANCHY_FAMILIES][:12]
+    jobs = [dict(code=r["solutions"][0], tests=[t], fn_name=r["fn_name"], coverage=True)
+            for r in rows for t in r["tests"][:2]]
+    results = iter(sandbox.run_batch(jobs, workers=2))
+    for r in rows:
+        for t in r["tests"][:2]:
+            res = next(results)
+            assert res.status == "pass"
+            assert set(tasks.reference_lines(r["solutions"][0], t, r["fn_name"])) == \
+                res.executed_lines, r["id"]
+
+
+def test_few_tests_first_leaves_branches_to_the_full_set():
+    """A 5-way chain: the fewest lines first (x < 0), then a new path adding the fewest
+    lines (x < 10), then another input on a path already run (7), then new paths; the first
+    three leave three bodies unexecuted, and every test is kept."""
+    code = ("x = int(input())\nif x < 0:\n    print(1)\nelif x < 10:\n    print(2)\n"
+            "elif x < 20:\n    print(3)\nelif x < 30:\n    print(4)\nelse:\n    print(5)")
+    tests = [{"input": f"{x}\n", "output": "?"} for x in (35, 25, 15, 5, -5, 7)]
+    ordered = tasks.few_tests_first(code, tests, None)
+    assert [t["input"] for t in ordered] == ["-5\n", "5\n", "7\n", "15\n", "35\n", "25\n"]
+    first3 = set().union(*(tasks.reference_lines(code, t, None) for t in ordered[:3]))
+    assert first3 == {1, 2, 3, 4, 5}
+    assert tasks.few_tests_first(code, tests[:1], None) == tests[:1]
+
+
+def test_base_world_train_tests_leave_branchy_code_unexecuted(base_world):
+    """The precondition of FGO, by construction: under the first 3 tests of each rl problem
+    the references of the branchy families run about 80% of their lines on average, the
+    threshold families (tiers, piecewise) at most 80% (all tests: every line,
+    test_every_reference_passes_its_tests_and_runs_every_branch). Measured on all 400 a
+    family: tiers .67, piecewise .76, chain_long .83, simulate .90, chain_short .91."""
+    shares = {}
+    for r in base_world["rl"]:
+        fam = r["metadata"]["family"]
+        if fam in tasks.BRANCHY_FAMILIES and len(shares.get(fam, [])) < 40:
+            code = r["solutions"][0]
+            runs = [tasks.reference_lines(code, t, r["fn_name"]) for t in r["tests"]]
+            shares.setdefault(fam, []).append(len(set().union(*runs[:3])) /
+                                              len(set().union(*runs)))
+    mean = {f: sum(v) / len(v) for f, v in shares.items()}
+    assert set(mean) == set(tasks.BRANCHY_FAMILIES)
+    assert mean["tiers"] <= 0.8 and mean["piecewise"] <= 0.8, mean
+    assert all(v < 0.95 for v in mean.values()), mean
+    assert sum(mean.values()) / len(mean) <= 0.85, mean
