@@ -215,6 +215,10 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="nucleus sampling (1.0 keeps sampler and trainer log-probs consistent)")
     g.add_argument("--max-new-tokens", type=POSITIVE_INT, default=112,
                    help="response budget (AT-GRPO 4096; DRIVE 24k in stage 1)")
+    g.add_argument("--max-train-tests", type=COUNT, default=0,
+                   help="RL rewards on each train problem's first N tests only, always the "
+                        "same N (APPS+ ships 3 for training; StepCoder's FGO acts on the code "
+                        "they leave unexecuted); evaluation uses every test; 0 = all")
     g.add_argument("--reward", choices=["binary", "fraction"], default="binary",
                    help="binary: 1 when every test passes; fraction: share of tests passed "
                         "(PPO: what the curricula see; its reward is StepCoder's table)")

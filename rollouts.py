@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch.distributed as dist
 
@@ -51,6 +51,34 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
     return rewards, results, programs
 
 
+def train_view(problem, max_tests: int):
+    """The problem as RL's reward sees it under --max-train-tests N: its first N tests (APPS+
+    ships 3 a problem for training; tasks.py orders the base world's so that a first few
+    need not run every branch). N = 0, or no more tests than N: the problem itself.
+    Evaluation always judges on every test."""
+    if not max_tests or len(problem.tests) <= max_tests:
+        return problem
+    return replace(problem, tests=problem.tests[:max_tests])
+
+
+def false_passes(problems, programs, results, max_tests: int, args) -> list[bool]:
+    """Per completion: it passed its problem's first max_tests tests (the train reward's) and
+    fails one of the others: what the few tests let through. One sandbox batch over the
+    passing programs of problems with more tests; False where there is nothing to check."""
+    jobs, where = [], []
+    for i, (p, code, res) in enumerate(zip(problems, programs, results)):
+        if max_tests and res is not None and res.status == "pass" and \
+                len(p.tests) > max_tests:
+            where.append(i)
+            jobs.append(dict(code=code, tests=p.tests[max_tests:], fn_name=p.fn_name,
+                             timeout=args.test_timeout))
+    out = [False] * len(programs)
+    for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)
+                      if jobs else []):
+        out[i] = res.status != "pass"
+    return out
+
+
 @dataclass
 class Rollouts:
     """args.group_size completions per problem of a batch, with their sandbox verdicts; the
@@ -60,12 +88,14 @@ class Rollouts:
     rewards: list[float]               # --reward of each completion
     results: list                      # sandbox results (None: no code)
     programs: list[str | None]         # the rewarded programs
+    false_pass: list[bool] | None = None   # under --max-train-tests: false_passes, else None
 
 
 def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
                        coverage: bool = False) -> Rollouts:
     """Sample args.group_size completions per problem of `batch` and run them on the tests
-    (with line coverage when asked: FGO)."""
+    (with line coverage when asked: FGO), the first --max-train-tests of them when it is set
+    (train_view; then false_passes checks the passing programs on the rest)."""
     G = args.group_size
     prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
                for i, p in enumerate(batch)]
@@ -74,10 +104,13 @@ def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
     comps = [c for o in outs for c in o]
     flat = [p for p in batch for _ in range(G)]
     flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
-    rewards, results, programs = score_completions(flat, [c.text for c in comps], args,
+    n = args.max_train_tests
+    rewards, results, programs = score_completions([train_view(p, n) for p in flat],
+                                                   [c.text for c in comps], args,
                                                    flat_prefix, coverage)
+    false_pass = false_passes(flat, programs, results, n, args) if n else None
     return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
-                    programs)
+                    programs, false_pass)
 
 
 def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
@@ -130,17 +163,23 @@ def rollout_sums(rollouts: Rollouts) -> dict:
             "pass_sum": sum(r is not None and r.status == "pass" for r in rollouts.results),
             "len_sum": sum(len(c.token_ids) for c in comps),
             "truncated": sum(c.finish_reason == "length" for c in comps),
-            "no_code": sum(p is None for p in rollouts.programs)}
+            "no_code": sum(p is None for p in rollouts.programs),
+            **({"false_pass": sum(rollouts.false_pass)} if rollouts.false_pass is not None
+               else {})}
 
 
 def rollout_means(sums: dict) -> dict:
     """rollout_sums summed over ranks -> reward_mean / std, pass_rate, response_len,
-    truncated_frac, no_code_frac."""
+    truncated_frac, no_code_frac; under --max-train-tests also false_pass_frac, the share of
+    the programs that passed the train tests and fail the full set."""
     n = max(sums["samples"], 1)
     mean = sums["reward_sum"] / n
-    return {"reward_mean": mean, "reward_std": max(sums["reward_sq"] / n - mean * mean, 0) ** 0.5,
-            "pass_rate": sums["pass_sum"] / n, "response_len": sums["len_sum"] / n,
-            "truncated_frac": sums["truncated"] / n, "no_code_frac": sums["no_code"] / n}
+    out = {"reward_mean": mean, "reward_std": max(sums["reward_sq"] / n - mean * mean, 0) ** 0.5,
+           "pass_rate": sums["pass_sum"] / n, "response_len": sums["len_sum"] / n,
+           "truncated_frac": sums["truncated"] / n, "no_code_frac": sums["no_code"] / n}
+    if "false_pass" in sums:
+        out["false_pass_frac"] = sums["false_pass"] / max(sums["pass_sum"], 1)
+    return out
 
 
 def gather_objects(items: list) -> list:

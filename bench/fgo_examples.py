@@ -28,7 +28,7 @@ def main():
     a = p.parse_args()
     args = argparse.Namespace(group_size=a.n, temperature=1.0, top_p=1.0,
                               max_new_tokens=a.max_new_tokens, test_timeout=2.0,
-                              sandbox_workers=None, reward="binary")
+                              sandbox_workers=None, reward="binary", max_train_tests=0)
     tok = load_tokenizer(a.model)
     engine = make_engine("hf", a.model, torch.device("cpu"))
     problems = data.load_problems("builtin")

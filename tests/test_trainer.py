@@ -446,3 +446,33 @@ def test_fraction_reward_does_not_depend_on_the_order_of_the_tests(reward, expec
         text = f"```python\n{LOOP_ON_ZERO}```"
         rewards += rollouts.score_completions([p], [text], args)[0]
     assert rewards == [expected, expected]
+
+
+SMALL_ONLY = "x = int(input())\nprint(x + 1 if x < 10 else 0)\n"
+
+
+def test_max_train_tests_rewards_on_the_first_n_and_counts_what_they_let_through():
+    """--max-train-tests 2: the reward sees the first 2 tests, which a program right on small
+    inputs only passes; false_passes runs the passing programs on the rest and finds it;
+    rollout_means reports the share; N = 0 leaves the problem whole."""
+    tests = [{"input": f"{x}\n", "output": f"{x + 1}\n"} for x in (1, 2, 30)]
+    p = Problem(id="p", source="test", question="q", starter_code="", fn_name=None,
+                tests=tests, solutions=[], difficulty="easy")
+    assert rollouts.train_view(p, 0) is p and rollouts.train_view(p, 3) is p
+    assert rollouts.train_view(p, 2).tests == tests[:2] and p.tests == tests   # a copy
+    args = argparse.Namespace(reward="binary", test_timeout=2.0, sandbox_workers=1)
+    right = "x = int(input())\nprint(x + 1)\n"
+    texts = [f"```python\n{c}```" for c in (SMALL_ONLY, right, "print(0)")] + ["no code"]
+    flat = [p] * 4
+    rewards, results, programs = rollouts.score_completions(
+        [rollouts.train_view(q, 2) for q in flat], texts, args)
+    assert rewards == [1.0, 1.0, 0.0, 0.0]
+    assert rollouts.false_passes(flat, programs, results, 2, args) == [True, False, False,
+                                                                        False]
+    assert rollouts.false_passes(flat, programs, results, 0, args) == [False] * 4
+    ro = rollouts.Rollouts([[1]], [types.SimpleNamespace(token_ids=[1], finish_reason="stop")]
+                           * 4, rewards, results, programs, [True, False, False, False])
+    means = rollouts.rollout_means(rollouts.rollout_sums(ro))
+    assert means["false_pass_frac"] == 0.5 and means["pass_rate"] == 0.5
+    ro.false_pass = None
+    assert "false_pass_frac" not in rollouts.rollout_means(rollouts.rollout_sums(ro))
