@@ -8,9 +8,12 @@ Method (PettingLLMs / AT-GRPO, code tasks)
     3. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
        at most max_turns turns (seed config 10, the public configs 5).
   --turn-order coder-first swaps steps 1 and 2 (the coder acts on last turn's tests, the
-  tester then tests this turn's program). Both kinds of problem: standard I/O (tests are
-  stdin / expected stdout blocks) and call-based (fn_name: tests are `assert f(args) == value`
-  lines with literal arguments and value; the coder writes the function).
+  tester then tests this turn's program); --turn-order parallel is the public code's order:
+  both roles act from the state the last turn left (the coder's turn-0 prompt is the bare
+  problem), then this turn's program runs on this turn's tests. Both kinds of problem:
+  standard I/O (tests are stdin / expected stdout blocks) and call-based (fn_name: tests are
+  `assert f(args) == value` lines with literal arguments and value; the coder writes the
+  function).
 
 Rewards of one candidate (every term logged; defaults in GameConfig and the flags):
   coder   g      = pass rate of its program on the ground-truth tests (0 without code;
@@ -125,7 +128,11 @@ import trainer
 from model import all_reduce_sum
 
 ROLES = ("tester", "coder")
-TURN_ORDERS = {"tester-first": ("tester", "coder"), "coder-first": ("coder", "tester")}
+# Who acts on what within a turn. tester-first / coder-first: in sequence, the second role
+# sees what the first one just did; parallel (the public code's order): both act from the
+# state the last turn left, and the turn's program then runs on the turn's tests.
+TURN_ORDERS = {"tester-first": ("tester", "coder"), "coder-first": ("coder", "tester"),
+               "parallel": ("coder", "tester")}
 
 CODER_SYSTEM = (
     "You are the coder. Write a complete Python 3 program that reads from standard input and "
@@ -841,15 +848,40 @@ def role_step(role, states, generate, cfg, stats, run_batch):
     return chosen, candidates, choices
 
 
+def join_parallel(testers, coders, cfg, stats, run_batch):
+    """The parallel order's end of a turn: the tester's chosen branch takes the coder's chosen
+    program (and its candidates and ground-truth rate), and the program runs on the new tests
+    (one sandbox call), so the next turn shows both how the program did on them."""
+    out = []
+    for t, c in zip(testers, coders):
+        b = branch_of(t)
+        b.program, b.coder_acted = c.program, True
+        b.gt_pass_rate, b.coder_candidates = c.gt_pass_rate, list(c.coder_candidates)
+        out.append(b)
+    results = run_jobs([(b.program, b.tests, b.problem.fn_name, False) for b in out],
+                       run_batch, cfg.timeout, cfg.memory_mb)
+    stats["sandbox_calls"] += bool(results)
+    stats["sandbox_jobs"] += len(results)
+    for b in out:
+        b.passed, b.mismatches = _passed_and_mismatches(
+            _result(results, b.program, b.tests, b.problem.fn_name), b.tests, b.problem.fn_name)
+    return out
+
+
 def run_turn(states, generates, cfg, stats, run_batch):
     """One turn (both roles in cfg.turn_order) of the active states -> (states, candidates)."""
     samples = []
     records = [{} for _ in states]
+    start, chosen = states, {}
     for role in TURN_ORDERS[cfg.turn_order]:
-        states, cands, choices = role_step(role, states, generates[role], cfg, stats, run_batch)
+        states, cands, choices = role_step(role, start if cfg.turn_order == "parallel" else
+                                           states, generates[role], cfg, stats, run_batch)
+        chosen[role] = states
         samples += cands
         for rec, (i, terms) in zip(records, choices):
             rec[role], rec[f"{role}_choice"] = terms, i
+    if cfg.turn_order == "parallel":
+        states = join_parallel(chosen["tester"], chosen["coder"], cfg, stats, run_batch)
     for state, rec in zip(states, records):
         state.agree = state.program is not None and bool(state.tests) and all(state.passed)
         state.done = state.agree
@@ -938,39 +970,90 @@ def _norm(value):
     return value.strip() if isinstance(value, str) else repr(value)
 
 
-def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=512):
+def easy_tests(tests, n):
+    """The n tests a small tester can most likely get right, in their original order: the
+    shortest inputs (small values, single letters, the boundaries a statement names), tests
+    with an answer not yet taken first (two tests with one answer show one branch)."""
+    order = sorted(range(len(tests)), key=lambda i: (len(_norm(tests[i]["input"])), i))
+    picked, answers = [], set()
+    for i in order:
+        if _norm(tests[i]["output"]) not in answers:
+            picked.append(i)
+            answers.add(_norm(tests[i]["output"]))
+    picked += [i for i in order if i not in picked]
+    return [tests[i] for i in sorted(picked[:n])]
+
+
+_INT = re.compile(r"(?<![\w'.])\d+(?![\w'.])")
+_BOUNDS = {" < ": " <= ", " <= ": " < ", " > ": " >= ", " >= ": " > "}
+
+
+def near_misses(code):
+    """Programs one slip away from `code`, the kind of mistake a small model makes on a
+    template it knows: each integer literal one larger (a literal holds no sign, so this
+    never makes a divisor 0), and each comparison's bound made strict or loose (< <-> <=,
+    > <-> >=). In source order, without repeats; literals inside strings are left alone."""
+    out = []
+    for m in _INT.finditer(code):
+        out.append(code[:m.start()] + str(int(m.group()) + 1) + code[m.end():])
+    for op, other in _BOUNDS.items():
+        at = code.find(op)
+        while at >= 0:
+            out.append(code[:at] + other + code[at + len(op):])
+            at = code.find(op, at + len(op))
+    return list(dict.fromkeys(c for c in out if c != code))
+
+
+def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=512, seed=0):
     """Turn-1 states with a known right answer, so the warm start also covers the prompts
     the agents see after a disagreement -> [(state, right program, right tests)]:
-      wrong program: the next problem's (of the same kind) reference on the first max_tests
-                     ground-truth tests (the coder should write the reference, the tester keep
-                     its tests);
-      wrong test:    the reference on those tests with the first expected output replaced by
+      wrong program: a near miss of the reference (near_misses; the seed's choice among those
+                     that fail a ground-truth test), shown with easy tests that hold one it
+                     fails (the coder should write the reference, the tester keep its tests);
+                     without a near miss that fails, the next problem's (of the same kind)
+                     reference on the easy tests;
+      wrong test:    the reference on the easy tests with the first expected output replaced by
                      another test's (the coder should keep its program, the tester fix it).
-    Mismatches come from the sandbox (one run_batch); a state whose program passes anyway is
-    dropped."""
+    Mismatches come from the sandbox (the program's own outputs); a state whose program
+    passes anyway is dropped. Two run_batch calls: the near misses on the ground truth,
+    then every state's program on its shown tests."""
     problems = [p for p in problems if p.solutions and p.tests]
+    run_batch = run_batch or sandbox.run_batch
+    rng = random.Random(seed)
+    misses = {p.id: rng.sample(m, min(len(m), 3)) for p in problems
+              for m in [near_misses(p.solutions[0])]}
+    first = run_jobs([(c, p.tests, p.fn_name, False) for p in problems for c in misses[p.id]],
+                     run_batch, timeout, memory_mb)
     cfg = GameConfig(timeout=timeout, memory_mb=memory_mb)
     cases = []
     for kind in (True, False):
         same = [p for p in problems if (p.fn_name is None) == kind]
         for i, p in enumerate(same):
-            gt = copy.deepcopy(p.tests[:max_tests])
-            bad = copy.deepcopy(gt)
+            easy = copy.deepcopy(easy_tests(p.tests, max_tests))
+            wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
+            for code in misses[p.id]:
+                res = _result(first, code, p.tests, p.fn_name)
+                failed = [t for t, ok in zip(p.tests, _passed_and_mismatches(
+                    res, p.tests, p.fn_name)[0]) if not ok]
+                if failed:
+                    wrong = code
+                    if failed[0] not in easy:
+                        shown = copy.deepcopy([failed[0]] + easy)[:max_tests]
+                    break
+            bad = copy.deepcopy(easy)
             fallback = "0" if p.fn_name is None else None
             bad[0]["output"] = next(
-                (t["output"] for t in p.tests if _norm(t["output"]) != _norm(gt[0]["output"])),
+                (t["output"] for t in p.tests if _norm(t["output"]) != _norm(easy[0]["output"])),
                 fallback,
             )
-            for code, tests in (
-                (same[(i + 1) % len(same)].solutions[0], gt),
-                (p.solutions[0], bad),
-            ):
+            for code, tests, right in ((wrong, shown, shown), (p.solutions[0], bad, easy)):
                 state = EpisodeState(
-                    p, len(cases), turn=1, tests=tests, valid=[True] * len(tests), tester_acted=True
+                    p, len(cases), turn=1, tests=tests, valid=[True] * len(tests),
+                    tester_acted=True
                 )
-                cases.append((state, code, p.solutions[0], gt))
+                cases.append((state, code, p.solutions[0], right))
     jobs = [j for state, code, _, _ in cases for j in coder_jobs(state, [code], gt_every_test(cfg))]
-    results = run_jobs(jobs, run_batch or sandbox.run_batch, timeout, memory_mb)
+    results = run_jobs(jobs, run_batch, timeout, memory_mb)
     out = []
     for state, code, right_code, right_tests in cases:
         ((branch, _),) = score_coders(state, [code], results, cfg)
@@ -981,14 +1064,14 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
 
 def warm_start_pairs(problems, roles, max_tests, repairs=()):
     """SFT pairs (messages, answer): each role's turn-0 prompts -> every reference program (coder,
-    both without tests shown and with the first max_tests ground-truth tests shown, as in
-    tester-first order) / those tests in the tester's format (tester); and for each
-    repair_states entry, its turn-1 prompts -> the right program / the right tests."""
+    both without tests shown and with the problem's easy_tests shown, as in tester-first order)
+    / those tests in the tester's format (tester); and for each repair_states entry, its
+    turn-1 prompts -> the right program / the right tests."""
     pairs = []
     for p in problems:
-        gt = p.tests[:max_tests]
+        easy = easy_tests(p.tests, max_tests)
         bare = EpisodeState(p, 0)
-        shown = EpisodeState(p, 0, tests=copy.deepcopy(gt), tester_acted=True)
+        shown = EpisodeState(p, 0, tests=copy.deepcopy(easy), tester_acted=True)
         if "coder" in roles:
             pairs += [
                 (coder_turn_messages(s), data.format_answer(code))
@@ -997,7 +1080,7 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
             ]
         if "tester" in roles:
             pairs.append(
-                (tester_messages(bare, max_tests), format_tests(gt, p.fn_name, _is_method(p)))
+                (tester_messages(bare, max_tests), format_tests(easy, p.fn_name, _is_method(p)))
             )
     for state, program, tests in repairs:
         p = state.problem
@@ -1070,7 +1153,8 @@ def build_parser():
     g.add_argument("--turn-order", choices=sorted(TURN_ORDERS), default="tester-first",
                    help="tester-first: the documented workflow (the coder sees this turn's "
                         "tests); coder-first: the coder acts on last turn's tests, the tester "
-                        "then tests its program")
+                        "then tests its program; parallel: the public code's order, both act "
+                        "from last turn's state (the coder's first prompt is the bare problem)")
     g.add_argument("--alpha", type=flags.SHARE, default=0.7,
                    help="weight of the global reward (seed 0.7)")
     g.add_argument("--catch-bonus", type=flags.NON_NEGATIVE, default=1.0,
@@ -1184,6 +1268,8 @@ def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
                                 rollouts.epoch_order(args, step))
     gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}
     with timer("generate+reward"):
+        # The ground truth of training: each problem's first --max-train-tests tests.
+        batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
         _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
                                        cfg=game_config(args))
     # Groups are one episode's K candidates at one role step: they never span problems or ranks.
@@ -1241,13 +1327,15 @@ def episode_record(e, alone=None):
 def evaluate_episodes(team, problems, args, d, rng, dump=None):
     """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
     the coder alone (its program from the bare problem: the single-agent baseline, same model
-    and prompt) and the final program after up to max_turns turns with the tester."""
+    and prompt) and the final program after up to max_turns turns with the tester; and the
+    share of the tester's tests (all turns) that the reference solution passes."""
     mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
     gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
     cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
     alone = coder_alone(mine, gens["coder"], cfg, run_batch)
-    episodes, _, _ = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
+    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
     n = all_reduce_sum(len(episodes))
+    written, valid = all_reduce_sum(stats["tests_written"]), all_reduce_sum(stats["tests_valid"])
     n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
     final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
     agree = all_reduce_sum(sum(e.agree for e in episodes))
@@ -1255,7 +1343,9 @@ def evaluate_episodes(team, problems, args, d, rng, dump=None):
         with open(dump, "w") as f:
             f.writelines(json.dumps(episode_record(e, a)) + "\n" for e, a in zip(episodes, alone))
     return {"pass@1_coder_alone": n_alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
-            "agree_rate": agree / max(n, 1), "episodes": int(n)}
+            "agree_rate": agree / max(n, 1), "episodes": int(n),
+            # every test the tester wrote in these episodes that the reference passes
+            "tester_valid_share": valid / max(written, 1), "tests_written": int(written)}
 
 
 REWARD_TERMS = tuple(

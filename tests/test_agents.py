@@ -28,6 +28,7 @@ ABS_GT = [
     {"input": "0\n", "output": "0"},
 ]
 ADD = "def add(a, b):\n    return a + b\n"
+DOUBLE_SMALL = "n = int(input())\nif n < 5:\n    print(n * 2)\nelse:\n    print(n)\n"
 ADD_CALLS = [
     {"input": [1, 2], "output": 3},
     {"input": [-1, 1], "output": 0},
@@ -483,6 +484,47 @@ def test_turn_order_tester_first_by_default_coder_first_by_flag():
         GameConfig(turn_order="both")
 
 
+def test_parallel_order_both_roles_act_from_last_turns_state():
+    """The public code's order: at turn 0 both see the bare problem (the coder's first
+    program is the single-agent one); at turn 1 both see turn 0's program, turn 0's tests
+    and how the one did on the other; the episode's state joins the two choices."""
+    problem = make_problem()
+    coder = fixed(code(SMALL_ONLY))
+    tester = fixed(DISCRIMINATING)
+    episodes, samples, stats = run_episodes([problem], coder, tester, max_turns=2, k=1,
+                                            turn_order="parallel")
+    bare = EpisodeState(problem, 0)
+    assert coder.prompts[0] == agents.coder_turn_messages(bare)
+    assert tester.prompts[0] == agents.tester_messages(bare, GameConfig().max_tests)
+    c1, t1 = coder.prompts[1][1]["content"], tester.prompts[1][1]["content"]
+    for text in (c1, t1):   # turn 0's program on turn 0's tests: "20 3" catches SMALL_ONLY
+        assert "a < 10" in text and "20 3" in text and "passed 1 of the 2 tests" in text
+    assert "Your last tests:" in t1 and "The tester's tests:" in c1
+    (e,) = episodes
+    assert e.program.strip() == SMALL_ONLY.strip() and e.passed == [True, False]
+    assert e.turn == 2 and not e.agree
+    # turn 0's tester was shown no program: nothing to catch; turn 1's was shown SMALL_ONLY
+    assert [s.terms["catch_share"] for s in by_role(samples, "tester")] == [0.0, 0.5]
+    assert stats["sandbox_calls"] == 6          # per turn: tester, coder, the join
+
+
+def test_easy_tests_take_short_inputs_with_new_answers_in_their_order():
+    tests = [{"input": "100 200\n", "output": "300"}, {"input": "1 2\n", "output": "3"},
+             {"input": "2 1\n", "output": "3"}, {"input": "5 7\n", "output": "12"}]
+    assert agents.easy_tests(tests, 2) == [tests[1], tests[3]]   # "2 1" repeats an answer
+    # a new answer before a short input with a taken one
+    assert agents.easy_tests(tests, 3) == [tests[0], tests[1], tests[3]]
+    assert agents.easy_tests(tests, 4) == tests
+    assert agents.easy_tests(tests[:1], 2) == tests[:1]
+
+
+def test_near_misses_change_one_constant_or_one_bound():
+    code = "x = int(input())\nif x < 10:\n    print('a1')\nelse:\n    print(x * 2)"
+    assert agents.near_misses(code) == [
+        code.replace("10", "11"), code.replace("* 2", "* 3"), code.replace(" < ", " <= ")]
+    assert agents.near_misses("print(-1, 'x2')") == ["print(-2, 'x2')"]   # not in a string
+
+
 # --------------------------------------------------------------------------- the loop
 
 
@@ -717,7 +759,14 @@ def test_warm_start_builds_repair_states_only_for_an_sft(monkeypatch):
 
 
 def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
-    problems = [make_problem("p0"), make_problem("p1", reference=MINUS), call_problem()]
+    """Wrong program: a near miss of the reference that fails a ground-truth test, shown with
+    easy tests that hold the one it fails (answer: the reference, the same tests); wrong
+    test: the reference with one expected output replaced (answer: the same program, the
+    right tests). Without a near miss (no literal, no bound), the next problem's reference."""
+    problems = [make_problem("p0"), make_problem("p1", reference=MINUS), call_problem(),
+                make_problem("dbl", reference=DOUBLE_SMALL, tests=[
+                    {"input": "-3\n", "output": "-6"}, {"input": "2\n", "output": "4"},
+                    {"input": "7\n", "output": "7"}])]
     repairs = agents.repair_states(problems, max_tests=2)
     p0 = [(s, prog, tests) for s, prog, tests in repairs if s.problem.id == "p0"]
     (wrong_prog, prog_a, tests_a), (wrong_test, prog_b, tests_b) = p0
@@ -729,12 +778,21 @@ def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
     )  # keep the program, fix the test
     messages = agents.coder_turn_messages(wrong_prog)[1]["content"]
     assert "The coder's last program" in messages and "Program's actual output" in messages
-    # The call-based problem has no other call-based problem to borrow a wrong program from
-    # (its own reference passes), so only its wrong-test state is kept.
+    # dbl: a near miss of its own (n * 3; n < 6 and n <= 5 pass these tests), shown with the
+    # test it fails first and the easy ones, the mismatch holding the program's own output.
+    (near, right, shown), _ = [r for r in repairs if r[0].problem.id == "dbl"]
+    assert near.program == DOUBLE_SMALL.replace("* 2", "* 3") and right == DOUBLE_SMALL
+    assert [t["input"] for t in shown] == ["-3\n", "2\n"]
+    assert near.mismatches[0]["actual"].strip() == "-9"
+    assert shown == near.tests and not all(near.passed) and len(shown) == 2
+    assert all(m["actual"] != m["expected"] for m in near.mismatches)
+    # The call-based problem's only near misses pass (a + b has no literal or bound) and there
+    # is no other call-based problem to borrow a wrong program from, so only its wrong-test
+    # state is kept.
     (call_state, call_prog, call_tests), = [r for r in repairs if r[0].problem.id == "addf"]
     assert call_state.tests[0]["output"] == 0 and call_prog == ADD and call_tests == ADD_CALLS[:2]
     pairs = agents.warm_start_pairs(problems, ["coder"], 2, repairs)
-    assert len(pairs) == 2 * 3 + len(
+    assert len(pairs) == 2 * 4 + len(
         repairs
     )  # two turn-0 pairs per reference + one per repair state
 
