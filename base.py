@@ -40,10 +40,12 @@ rule.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import time
 
@@ -75,58 +77,88 @@ from model import (
 )
 
 COMPLETION_EVERY = 3     # one CCCS completion example per 3 instances with split points
-ROLES_EVERY = 20         # AT-GRPO role examples for one instance in 20
+ROLES_EVERY = 5          # AT-GRPO turn-0 role examples for one instance in 5
+REPAIR_EVERY = 10        # AT-GRPO repair turns (agents.repair_states) for one instance in 10
 BUILTIN_REPEAT = 4       # the 51 hand-written problems are few: weight them up
-ROLE_MAX_TESTS = 8       # agents' default --max-tests
+ROLE_MAX_TESTS = 2       # agents.py's CPU --max-tests: the tester's prompt names the number
+KINDS = ("coder", "completion", "roles", "repair", "builtin")
 VALID_PER_FAMILY = 24    # the stopping rule's validation sample, per family of the rl split
 RULE = dict(lo=0.2, hi=0.5, ratio=1.6, sometimes=(0.05, 0.6), families=2)
 
 
 # ----------------------------------------------------------------------------- the corpus
 
-def corpus_pairs(seed: int = 0) -> list[tuple[str, list[dict], str]]:
-    """(kind, problem or messages, answer text) of every corpus example, in a fixed order.
-
-    kind "coder" / "completion" carry a data.Problem and, for completion, the prefix in
-    the tuple's second slot as (problem, prefix); "roles" carry chat messages."""
+@functools.lru_cache(maxsize=2)
+def _corpus_json(seed: int) -> str:
     problems = [data.Problem(**row) for row in tasks.generate_base(seed)["corpus"]]
     out = []
     with_points = 0
+    role_problems, repair_problems = [], []
     for i, p in enumerate(problems):
         code = p.solutions[0]
-        out.append(("coder", (p, ""), data.format_answer(code)))
         starts = [s for s in cccs.stage_starts(code) if s is not None]
+        if p.metadata["family"] == tasks.CCCS_FAMILY:
+            # Only CCCS's easiest stage (finish the program from its last conditional):
+            # writing the whole program stays what exploration has to find.
+            prefix, rest = cccs.make_subtask(code, starts[0])
+            out.append(("completion", rollouts.prompt_text(None, p, prefix),
+                        rest.rstrip("\n") + "\n```"))
+            continue
+        out.append(("coder", rollouts.prompt_text(None, p), data.format_answer(code)))
         if starts:
             if with_points % COMPLETION_EVERY == 0:
                 start = starts[random.Random(f"{seed}-{p.id}").randrange(len(starts))]
                 prefix, rest = cccs.make_subtask(code, start)
-                out.append(("completion", (p, prefix), rest.rstrip("\n") + "\n```"))
+                out.append(("completion", rollouts.prompt_text(None, p, prefix),
+                            rest.rstrip("\n") + "\n```"))
             with_points += 1
         if i % ROLES_EVERY == 0:
-            out += [("roles", messages, answer) for messages, answer in
-                    agents.warm_start_pairs([p], ("coder", "tester"), ROLE_MAX_TESTS)]
+            role_problems.append(p)
+        if i % REPAIR_EVERY == 1:
+            repair_problems.append(p)
+    both = ("coder", "tester")
+    out += [("roles", data.render_prompt(None, m), a)
+            for m, a in agents.warm_start_pairs(role_problems, both, ROLE_MAX_TESTS)]
+    repairs = agents.repair_states(repair_problems, ROLE_MAX_TESTS, seed=seed)
+    out += [("repair", data.render_prompt(None, m), a)
+            for m, a in agents.warm_start_pairs([], both, ROLE_MAX_TESTS, repairs)]
     for _ in range(BUILTIN_REPEAT):
-        out += [("builtin", (p, ""), data.format_answer(s))
+        out += [("builtin", rollouts.prompt_text(None, p), data.format_answer(s))
                 for p in data.builtin_problems() for s in p.solutions]
-    return out
+    return json.dumps(out)
 
 
-def pair_prompt(tokenizer, kind: str, what) -> str:
-    """The prompt text of a corpus pair, exactly as the trainers render it at RL time."""
-    if kind == "roles":
-        return data.render_prompt(tokenizer, what)
-    problem, prefix = what
-    return rollouts.prompt_text(tokenizer, problem, prefix)
+def corpus_pairs(seed: int = 0) -> list[tuple[str, str, str]]:
+    """(kind, prompt text, answer text) of every corpus example, in a fixed order, the
+    prompts exactly as the trainers render them for the base's tokenizer (no chat template):
+      coder       a corpus problem's prompt -> its reference (every instance but the CCCS
+                  family's)
+      completion  StepCoder's CCCS prompt, the answer opened at a stage's prefix -> the rest
+                  (1 in COMPLETION_EVERY instances with split points; every instance of the
+                  CCCS family, at its last stage only)
+      roles       AT-GRPO's turn-0 prompts (agents.warm_start_pairs, 1 instance in
+                  ROLES_EVERY): the tester's -> easy ground-truth tests, the coder's with and
+                  without them shown -> the reference
+      repair      AT-GRPO's turn-1 prompts (agents.repair_states, 1 instance in REPAIR_EVERY):
+                  a near-miss program with its real mismatches -> the reference and the same
+                  tests; the reference with a wrong test -> the same program and the right test
+      builtin     the hand-written problems' solutions, BUILTIN_REPEAT times
+    The repair turns run the sandbox once (about a minute); the result is cached per seed."""
+    return [tuple(x) for x in json.loads(_corpus_json(seed))]
+
+
+def kind_counts(pairs) -> dict[str, int]:
+    return {k: sum(1 for p in pairs if p[0] == k) for k in KINDS}
 
 
 def corpus_texts(pairs) -> list[str]:
     """Texts the base's tokenizer is trained on: every prompt and answer of the corpus."""
-    return [t for kind, what, answer in pairs for t in (pair_prompt(None, kind, what), answer)]
+    return [t for _, prompt, answer in pairs for t in (prompt, answer)]
 
 
 def corpus_examples(tokenizer, pairs) -> list[actor.Sample]:
     """The pairs tokenized: prompt ids, answer ids + EOS (the loss is on the answer only)."""
-    prompts = tokenizer([pair_prompt(tokenizer, k, w) for k, w, _ in pairs])["input_ids"]
+    prompts = tokenizer([p for _, p, _ in pairs])["input_ids"]
     answers = tokenizer([a for _, _, a in pairs])["input_ids"]
     return [actor.Sample(p, a + [tokenizer.eos_token_id], 1.0)
             for p, a in zip(prompts, answers)]
@@ -135,9 +167,23 @@ def corpus_examples(tokenizer, pairs) -> list[actor.Sample]:
 def corpus_digest(pairs) -> str:
     """sha256 of the corpus (kind, prompt, answer) in order: the card names the data exactly."""
     h = hashlib.sha256()
-    for kind, what, answer in pairs:
-        h.update(json.dumps([kind, pair_prompt(None, kind, what), answer]).encode())
+    for kind, prompt, answer in pairs:
+        h.update(json.dumps([kind, prompt, answer]).encode())
     return h.hexdigest()
+
+
+def load_corpus(out: str, seed: int) -> list[tuple[str, str, str]]:
+    """The corpus a run trains on, written to <out>/corpus.json by its first start and read
+    back by every later one (a resume, or a copy of <out> on another machine): the repair
+    turns need the sandbox, which only the first start runs."""
+    path = os.path.join(out, "corpus.json")
+    if os.path.exists(path):
+        return [tuple(x) for x in json.load(open(path))]
+    pairs = corpus_pairs(seed)
+    with open(path + ".tmp", "w") as f:
+        json.dump(pairs, f)
+    os.replace(path + ".tmp", path)
+    return pairs
 
 
 def first_per_family(rows: list[dict], k: int) -> list:
@@ -214,17 +260,17 @@ def train(args) -> None:
         torch.set_num_threads(args.cpu_threads)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
-    pairs = corpus_pairs(args.corpus_seed)
+    pairs = load_corpus(args.out, args.corpus_seed)
     path = initial_model(args, corpus_texts(pairs))
     tokenizer = load_tokenizer(path)
     examples = corpus_examples(tokenizer, pairs)
     valid = validation_problems(args.corpus_seed)
-    kinds = {k: sum(1 for p in pairs if p[0] == k) for k in ("coder", "completion", "roles",
-                                                            "builtin")}
-    say(d, f"corpus {len(examples)} examples {kinds}, digest {corpus_digest(pairs)[:16]}; "
+    say(d, f"corpus {len(examples)} examples {kind_counts(pairs)}, digest "
+           f"{corpus_digest(pairs)[:16]}; "
            f"validation {len(valid)} rl problems; {time.time() - t0:.0f} s")
     log = metrics.MetricsLog(args.out, d.main, (), vars(args), "base")
-    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank)
+    engine = None if args.skip_validation else make_engine(args.engine, path, d.device,
+                                                             seed=args.seed + d.rank)
     policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device)), d.device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
     sched = warmup_cosine(optimizer, args.warmup_steps, args.steps)
@@ -256,22 +302,67 @@ def train(args) -> None:
             log({"phase": "sft", "step": done, "nll": st["loss"], "grad_norm": st["grad_norm"],
                  "lr": sched.get_last_lr()[0], "wall": round(time.time() - t0, 1)})
         if args.eval_every and (done % args.eval_every == 0 or done == args.steps):
-            trainer.sync_weights(policy, engine)
-            res = rollouts.evaluate(engine, tokenizer, valid, eval_args(args), d, args.eval_n,
-                                    1.0)
-            row = {"step": done, "pass@1": res["pass@1"], f"pass@{res['k']}":
-                   res[f"pass@{res['k']}"], "k": res["k"],
-                   "pass@1_by_family": res["pass@1_by_family"], "rule": meets_rule(res)}
-            state["evals"].append(row)
+            if not args.skip_validation:
+                trainer.sync_weights(policy, engine)
+                row = validate(engine, tokenizer, valid, args, d, done)
+                state["evals"].append(row)
+                log({"phase": "eval", **row, "wall": round(time.time() - t0, 1)})
             state["seconds"] = round(seconds_before + time.time() - t_start, 1)
-            log({"phase": "eval", **row, "wall": round(time.time() - t0, 1)})
-            k = res["k"]
-            say(d, f"step {done}: validation pass@1 {res['pass@1']:.3f} pass@{k} "
-                   f"{res[f'pass@{k}']:.3f}, meets the rule: {row['rule']}")
             save_checkpoint(args.out, done, policy, tokenizer, optimizer, sched, state, d,
                             keep=args.keep)
-    engine.close()
+    if engine is not None:
+        engine.close()
     say(d, f"done: {args.steps} steps in {time.time() - t0:.0f} s -> {args.out}")
+
+
+def validate(engine, tokenizer, problems, args, d, step: int) -> dict:
+    """The stopping rule's figures of the engine's weights at `step`: pass@1 and pass@k
+    (T = 1) overall and per family on the validation problems."""
+    res = rollouts.evaluate(engine, tokenizer, problems, eval_args(args), d, args.eval_n, 1.0)
+    k = res["k"]
+    row = {"step": step, "pass@1": res["pass@1"], f"pass@{k}": res[f"pass@{k}"], "k": k,
+           "pass@1_by_family": res["pass@1_by_family"], "rule": meets_rule(res)}
+    say(d, f"step {step}: validation pass@1 {res['pass@1']:.3f} pass@{k} "
+           f"{res[f'pass@{k}']:.3f}, meets the rule: {row['rule']}")
+    return row
+
+
+def checkpoint_steps(out: str) -> list[int]:
+    """The steps of <out>'s checkpoints that hold weights."""
+    return sorted(int(n[5:]) for n in os.listdir(out) if re.fullmatch(r"step_\d+", n)
+                  and os.path.exists(os.path.join(out, n, "model.safetensors")))
+
+
+def validated(out: str) -> list[dict]:
+    """Validation rows of a run: those its checkpoints carry (validated while training) and
+    those `--validate` wrote to <out>/validation.jsonl later, one per step, by step."""
+    rows = {}
+    ckpt = latest_checkpoint(out)
+    if ckpt is not None:
+        rows = {e["step"]: e for e in
+                json.load(open(os.path.join(ckpt, "trainer_state.json")))["evals"]}
+    path = os.path.join(out, "validation.jsonl")
+    if os.path.exists(path):
+        for line in open(path):
+            e = json.loads(line)
+            rows.setdefault(e["step"], e)
+    return [rows[k] for k in sorted(rows)]
+
+
+def validate_checkpoints(args) -> None:
+    """--validate: validate every checkpoint of --out that has no row yet (a run trained with
+    --skip-validation, e.g. on a machine whose sandbox is not this one's)."""
+    d = init_distributed()
+    done = {e["step"] for e in validated(args.out)}
+    todo = [s for s in checkpoint_steps(args.out) if s not in done]
+    valid = validation_problems(args.corpus_seed)
+    for step in todo:
+        path = os.path.join(args.out, f"step_{step}")
+        engine = make_engine(args.engine, path, d.device, seed=args.seed)
+        row = validate(engine, load_tokenizer(path), valid, args, d, step)
+        engine.close()
+        with open(os.path.join(args.out, "validation.jsonl"), "a") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 def say(d, msg: str) -> None:
@@ -287,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "its model card.")
     p.add_argument("--out", default="runs/base", help="checkpoints, metrics.jsonl")
     p.add_argument("--resume", action="store_true", help="continue from <out>/latest")
+    p.add_argument("--validate", action="store_true",
+                   help="instead of training: validate the checkpoints of --out that have no "
+                        "validation row yet (after --skip-validation)")
     p.add_argument("--export", default=None, metavar="DIR",
                    help="instead of training: evaluate the checkpoint the stopping rule picks "
                         "on the held-out eval split and write it with its card to DIR")
@@ -312,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("evaluation and checkpoints")
     g.add_argument("--eval-every", type=flags.COUNT, default=250,
                    help="validate and checkpoint every N steps (and at the end)")
+    g.add_argument("--skip-validation", action="store_true",
+                   help="checkpoint every --eval-every steps without validating (validate "
+                        "later with --validate, e.g. where the sandbox runs)")
     g.add_argument("--eval-n", type=flags.POSITIVE_INT, default=8, help="samples per problem")
     g.add_argument("--keep", type=flags.POSITIVE_INT, default=100,
                    help="checkpoints kept (the rule may pick an early one)")
@@ -328,6 +425,8 @@ def main(argv=None):
     def run(args):
         if args.export:
             export(args)
+        elif args.validate:
+            validate_checkpoints(args)
         else:
             train(args)
     flags.run_entry_point(run, build_parser().parse_args, argv)
@@ -349,6 +448,7 @@ def export(args) -> None:
         raise SystemExit(f"--export: no checkpoint in {args.out}; train first (python base.py "
                          f"--out {args.out})")
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
+    state["evals"] = validated(args.out)
     row, ok = stopping_point(state["evals"])
     chosen = os.path.join(args.out, f"step_{row['step']}")
     if not os.path.exists(os.path.join(chosen, "model.safetensors")):
@@ -375,18 +475,18 @@ def export(args) -> None:
         say(d, f"{name}: pass@1 {res['pass@1']:.3f} +- {res['pass@1_se']:.3f}, "
                f"pass@{args.eval_n} {res[f'pass@{args.eval_n}']:.3f} ({len(problems)} problems)")
     engine.close()
-    pairs = corpus_pairs(args.corpus_seed)
+    pairs = load_corpus(args.out, args.corpus_seed)
     cfg = json.load(open(os.path.join(args.export, "config.json")))
     card = {"step": row["step"], "meets_rule": ok, "rule": RULE, "validation": state["evals"],
             "train_seconds": state.get("seconds") or last_wall(args.out),
             "corpus_seed": args.corpus_seed, "corpus_sha256": corpus_digest(pairs),
-            "corpus_examples": {k: sum(1 for p in pairs if p[0] == k)
-                                for k in ("coder", "completion", "roles", "builtin")},
+            "corpus_examples": kind_counts(pairs),
             "parameters": parameter_count(args.export),
             "config": {k: cfg[k] for k in ("num_hidden_layers", "hidden_size",
                                            "intermediate_size", "num_attention_heads",
                                            "num_key_value_heads", "vocab_size")},
-            "eval_n": args.eval_n, "note": args.card_note, **figures}
+            "eval_n": args.eval_n, "note": args.card_note, "train_args": state["args"],
+            **figures}
     with open(os.path.join(args.export, "card.json"), "w") as f:
         json.dump(card, f, indent=1)
     with open(os.path.join(args.export, "README.md"), "w") as f:
@@ -450,14 +550,14 @@ every CPU run starts RL from it (`--model base`, the CPU default of grpo.py, ppo
 agents.py). Load it with `AutoModelForCausalLM.from_pretrained` or vLLM.
 
 ## How it was made
-    python base.py --out runs/base     # {steps_total} steps; --resume continues a stopped run
-    python base.py --out runs/base --export models/base
+    {train_command}   # --resume continues a stopped run
+{validate_line}    python base.py --out runs/base --export models/base
 
 - Corpus: `tasks.generate_base({corpus_seed})["corpus"]` (instances whose parameters are in the \
 train split, none of the rl or eval splits), sha256 {corpus_sha256}: {corpus_examples}.
-- Training: {minutes:.0f} minutes of wall time to the last checkpoint (one process, 1 torch \
-thread, on a 2-core machine shared with other runs), batch 32, AdamW lr 1e-3, warm-up then \
-cosine over 3000 steps; checkpoint and validation every 250 steps.
+- Training: batch {batch}, AdamW lr {lr:g}, warm-up then cosine over {steps} steps, a \
+checkpoint every {eval_every}; {minutes:.1f} minutes of training time to the last checkpoint \
+(where: the note below).
 - Stopping rule, written before the run (base.py `RULE`): the last checkpoint whose validation \
 pass@1 (T = 1, 8 samples, 24 unseen instances of each family of the rl split) is in \
 [0.2, 0.5] with pass@8 >= 1.6 x pass@1 and two or more families in 0.05-0.6; when none \
@@ -508,7 +608,27 @@ def model_card(card: dict) -> str:
                        rule_text=("meets" if card["meets_rule"] else "breaks"),
                        rl_only=tasks.RL_ONLY_FAMILY,
                        note_text=("\n" + card["note"] + "\n") if card.get("note") else "",
-                       steps_total=card["validation"][-1]["step"])
+                       train_command=train_command(card["train_args"]),
+                       validate_line=("    python base.py --out runs/base --validate\n"
+                                      if card["train_args"].get("skip_validation") else ""),
+                       **{k: card["train_args"][k] for k in ("batch", "lr", "steps",
+                                                             "eval_every")})
+
+
+def train_command(saved: dict) -> str:
+    """The training command of a run from the flags its checkpoints saved: the ones that
+    differ from today's defaults (where it wrote is always runs/base)."""
+    parser = build_parser()
+    skip = {"out", "resume", "export", "validate", "card_note"}
+    flags_ = []
+    for action in parser._actions:
+        key = action.dest
+        if key in skip or key not in saved or saved[key] == action.default:
+            continue
+        flag = action.option_strings[-1]
+        flags_.append(flag if isinstance(action, argparse._StoreTrueAction) else
+                      f"{flag} {saved[key]}")
+    return " ".join(["python base.py --out runs/base", *flags_])
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ TINY_SFT_STEPS = 450   # the tiny model copies a statement's values only after 3
 
 COMMON_PRESETS = {
     # The CPU default: the shipped base model (models/base, base.py) on the base world of
-    # tasks.py: RL on its rl split (2,464 problems it never saw, each drawn once), pass@1 on
-    # its held-out eval split (1,018 problems, test parameters), with 4 samples a problem (the
-    # standard error of pass@1 about 1 point) and 210 train problems beside (30 a family).
+    # tasks.py: RL on its rl split (3,614 problems it never saw, each drawn once), pass@1 on
+    # its held-out eval split (1,338 problems, test parameters), with 4 samples a problem (the
+    # standard error of pass@1 about 1 point) and 210 train problems beside (21 a family).
     "cpu": dict(eval_n=4, train_eval_problems=210),
     # A real run (run.sh on a GPU machine): AT-GRPO/DRIVE-like settings at 1.7B scale.
     "gpu": dict(model="Qwen/Qwen3-1.7B", train_data="apps,code_contests",
@@ -207,7 +207,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--prompt-order", choices=["epoch", "replacement"], default="epoch",
                    help="epoch: the steps walk a fresh permutation of the train problems each "
                         "epoch, the partial batch dropped (TRL's sampler, the data loaders' "
-                        "standard; on the CPU default's 2,464 fresh problems no problem is "
+                        "standard; on the CPU default's 3,614 fresh problems no problem is "
                         "drawn twice); replacement: each step's prompts drawn uniformly")
     g.add_argument("--temperature", type=POSITIVE, default=1.0,
                    help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 import base
+import cccs
 import model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -79,20 +80,67 @@ def test_corpus_is_made_again_exactly_as_the_card_says():
     assert kinds == card["corpus_examples"]
 
 
-def test_corpus_holds_no_rl_or_eval_instance():
-    """Every coder/completion prompt of the corpus is a corpus problem's; none is a
-    statement of the rl or eval splits (the splits' own test checks the references)."""
+def statement(prompt: str) -> str:
+    """The problem's question in a rendered prompt ("### User\n<question>\n\n...")."""
+    return prompt.split("### User\n", 1)[1].split("\n\n", 1)[0]
+
+
+def test_corpus_holds_no_rl_or_eval_instance_and_the_cccs_family_only_at_its_last_stage():
+    """Every prompt's problem is a corpus problem or a built-in one; none is a statement of
+    the rl or eval splits. The CCCS family appears only as completions from its last split
+    point; the RL-only family not at all."""
+    import data
     import tasks
     world = tasks.generate_base(0)
-    corpus_ids = {r["id"] for r in world["corpus"]}
+    corpus = {r["question"]: r for r in world["corpus"]}
+    builtin = {p.question.strip() for p in data.builtin_problems()}
     held = {r["question"] for r in world["rl"] + world["eval"]}
-    for kind, what, _ in base.corpus_pairs(0):
-        if kind != "roles":
-            problem, _ = what
-            assert problem.id in corpus_ids or problem.source == "builtin"
-            assert problem.question not in held
-        else:
-            assert not any(q in m["content"] for m in what for q in held if len(q) > 40)
+    kinds = set()
+    for kind, prompt, _ in base.corpus_pairs(0):
+        q = statement(prompt)
+        kinds.add(kind)
+        assert q not in held
+        assert q in corpus or q in builtin, (kind, q)
+        row = corpus.get(q)
+        if row and row["metadata"]["family"] == tasks.CCCS_FAMILY:
+            code = row["solutions"][0]
+            prefix, rest = cccs.make_subtask(code, cccs.stage_starts(code)[0])
+            assert kind == "completion" and prompt.endswith("```python\n" + prefix), q
+        assert not row or row["metadata"]["family"] != tasks.RL_ONLY_FAMILY
+    assert kinds == set(base.KINDS)
+
+
+def test_corpus_repair_turns_are_right_by_the_reference():
+    """The game's turn-1 examples as the corpus makes them (agents.repair_states on corpus
+    problems): every answer program passes the ground truth; a "keep" example (the program
+    shown is the reference) shows a test the reference fails, and its answer's tests are
+    all right; a "fix" example shows only right tests, one of which the program fails."""
+    import agents
+    import data
+    import sandbox
+    import tasks
+    rows = tasks.generate_base(0)["corpus"][1::base.REPAIR_EVERY][:40]
+    problems = [data.Problem(**r) for r in rows]
+    repairs = agents.repair_states(problems, base.ROLE_MAX_TESTS)
+    assert len(repairs) >= 60
+    jobs = []
+    for state, program, tests in repairs:
+        p = state.problem
+        jobs += [dict(code=program, tests=p.tests, fn_name=p.fn_name),
+                 dict(code=p.solutions[0], tests=state.tests, fn_name=p.fn_name),
+                 dict(code=p.solutions[0], tests=tests, fn_name=p.fn_name)]
+    res = sandbox.run_batch(jobs, workers=2)
+    keeps = 0
+    for i, (state, program, _) in enumerate(repairs):
+        gt, shown, answer = res[3 * i: 3 * i + 3]
+        assert gt.status == "pass" and answer.status == "pass"
+        assert not all(state.passed)
+        if state.program == program:           # keep the program: the shown test is wrong
+            keeps += 1
+            assert shown.status != "pass"
+        else:                                  # fix the program: the shown tests are right
+            assert shown.status == "pass" and state.program != program
+    assert 0 < keeps < len(repairs)
 
 
 def row(step, p1, pk, fams):

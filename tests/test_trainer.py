@@ -363,14 +363,14 @@ def test_max_problems_cuts_the_train_set_and_max_eval_problems_the_eval_set():
         flags.add_common_flags(args, "grpo")
         return trainer.load_problem_sets(args.parse_args(list(argv)))
     full_train, full_eval = sets()
-    assert (len(full_train), len(full_eval)) == (2464, 1018)     # tasks:rl, tasks:eval
+    assert (len(full_train), len(full_eval)) == (3614, 1338)     # tasks:rl, tasks:eval
     train, evals = sets("--max-problems", "50")                  # the old behaviour: both cut
     assert (len(train), len(evals)) == (50, 50)
     train, evals = sets("--max-problems", "50", "--max-eval-problems", "0")
-    assert (len(train), len(evals)) == (50, 1018)                # RL on 50, scored on all
+    assert (len(train), len(evals)) == (50, 1338)                # RL on 50, scored on all
     assert [p.id for p in evals] == [p.id for p in full_eval]
     train, evals = sets("--max-eval-problems", "10")
-    assert (len(train), len(evals)) == (2464, 10)
+    assert (len(train), len(evals)) == (3614, 10)
     # train = eval stays one list, so train_eval_set adds no duplicate train sample.
     train, evals = sets("--train-data", "builtin", "--eval-data", "builtin", "--max-problems", "6")
     assert evals is train and len(train) == 6
