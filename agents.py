@@ -970,26 +970,11 @@ def _norm(value):
     return value.strip() if isinstance(value, str) else repr(value)
 
 
-def _words(text):
-    """The numbers and words of a text, as tokens (-12, 89, gold, ...)."""
-    return set(re.findall(r"-?\d+|[A-Za-z_]\w*", str(text)))
-
-
-def easy_tests(tests, n, statement=""):
-    """The n tests a small tester can most likely get right, in their original order. A
-    test is easier when its answer can be read off rather than computed: first those whose
-    expected output is the input itself or a number or word of the statement (a label, a
-    starting total, a boundary's value), among them those whose input the statement names
-    (the boundary of a branch); then the shortest inputs (small values, single letters).
-    Tests with an answer not yet taken go first (two tests with one answer show one branch)."""
-    said = _words(statement)
-
-    def key(i):
-        t = tests[i]
-        out, inp = _norm(t["output"]), _norm(t["input"])
-        readable = out == inp or (out in said) or (inp.strip("[]") == out)
-        return (not readable, not (_words(inp) and _words(inp) <= said), len(inp), i)
-    order = sorted(range(len(tests)), key=key)
+def easy_tests(tests, n):
+    """The n tests a small tester can most likely get right, in their original order: the
+    shortest inputs (small values, single letters, the boundaries a statement names), tests
+    with an answer not yet taken first (two tests with one answer show one branch)."""
+    order = sorted(range(len(tests)), key=lambda i: (len(_norm(tests[i]["input"])), i))
     picked, answers = [], set()
     for i in order:
         if _norm(tests[i]["output"]) not in answers:
@@ -1044,7 +1029,7 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
     for kind in (True, False):
         same = [p for p in problems if (p.fn_name is None) == kind]
         for i, p in enumerate(same):
-            easy = copy.deepcopy(easy_tests(p.tests, max_tests, p.question))
+            easy = copy.deepcopy(easy_tests(p.tests, max_tests))
             wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
             for code in misses[p.id]:
                 res = _result(first, code, p.tests, p.fn_name)
@@ -1084,7 +1069,7 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
     turn-1 prompts -> the right program / the right tests."""
     pairs = []
     for p in problems:
-        easy = easy_tests(p.tests, max_tests, p.question)
+        easy = easy_tests(p.tests, max_tests)
         bare = EpisodeState(p, 0)
         shown = EpisodeState(p, 0, tests=copy.deepcopy(easy), tester_acted=True)
         if "coder" in roles:
@@ -1403,7 +1388,7 @@ def warm_start(team, r):
     # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
     # turn-0 prompts, and in an early run every right turn-0 program was rewritten wrong.
     repairs = []
-    # The repair states cost a sandbox run over every train problem (minutes on 3,614):
+    # The repair states cost a sandbox run over every train problem (minutes on 2,464):
     # only when there is an SFT to use them.
     if a.repair_sft and a.max_turns > 1 and a.sft_steps > 0:
         repairs = repair_states(

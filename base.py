@@ -77,7 +77,7 @@ from model import (
 )
 
 COMPLETION_EVERY = 3     # one CCCS completion example per 3 instances with split points
-ROLES_EVERY = 5          # AT-GRPO turn-0 role examples for one instance in 5
+ROLES_EVERY = 10         # AT-GRPO turn-0 role examples for one instance in 10
 REPAIR_EVERY = 10        # AT-GRPO repair turns (agents.repair_states) for one instance in 10
 BUILTIN_REPEAT = 4       # the 51 hand-written problems are few: weight them up
 ROLE_MAX_TESTS = 2       # agents.py's CPU --max-tests: the tester's prompt names the number

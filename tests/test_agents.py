@@ -518,18 +518,6 @@ def test_easy_tests_take_short_inputs_with_new_answers_in_their_order():
     assert agents.easy_tests(tests[:1], 2) == tests[:1]
 
 
-def test_easy_tests_prefer_answers_read_off_the_statement():
-    """tiers-like: the answer of a boundary input is the label after it in the statement;
-    an input that comes back unchanged is as easy; a computed answer comes last."""
-    statement = "If x < 12 print 40, else if x < 30 print 7, otherwise print 95."
-    tests = [{"input": "3\n", "output": "40\n"}, {"input": "12\n", "output": "7\n"},
-             {"input": "30\n", "output": "95\n"}, {"input": "-1\n", "output": "40\n"}]
-    # all answers are read off; the boundaries 12 and 30 are named by the statement
-    assert agents.easy_tests(tests, 2, statement) == [tests[1], tests[2]]
-    calls = [{"input": [4], "output": 9}, {"input": [5], "output": 5}]   # f(5) == 5
-    assert agents.easy_tests(calls, 1, "Return x + 5 if x is even, else x.") == [calls[1]]
-
-
 def test_near_misses_change_one_constant_or_one_bound():
     code = "x = int(input())\nif x < 10:\n    print('a1')\nelse:\n    print(x * 2)"
     assert agents.near_misses(code) == [
