@@ -280,7 +280,7 @@ def test_builtin_set_is_served_unchanged():
 
 # ---------------------------------------------------------------------------- the base world
 
-BASE_WORLD_SHA256 = "b19ce32ab2ad0a0e7b309f4e8391160009b06275ec147a49dc112e5d798f7932"
+BASE_WORLD_SHA256 = "47453bc657f76bc29eac7e389893679b9fb148670180f2462cee74c7588c7a73"
 
 
 @pytest.fixture(scope="module")
