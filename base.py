@@ -582,9 +582,41 @@ Train ({tp} corpus instances it trained on): pass@1 {t1:.3f} +- {tse:.3f}, pass@
 |---|---|---|
 {train_rows}
 
+{preconditions_text}
 Files: SHA256SUMS lists the digest of each shipped file (tests/test_base.py checks them); \
 card.json holds every figure above.
 """
+
+PRECONDITIONS = """
+## Each method's precondition (`python bench/preconditions.py`, held out)
+| method | precondition | measured |
+|---|---|---|
+| GRPO | room, pass@8 - pass@1 | {room:.3f} |
+| FGO | reference coverage under the first {n_tests} tests, branchy families | \
+{branchy_coverage:.2f} |
+| FGO | false-pass rate of its programs under {n_tests} tests, branchy families | \
+{branchy_false_pass_rate:.2f} |
+| CCCS | {family} pass@8 whole / completed from its last split point | {whole:.3f} / \
+{last:.3f} |
+| DRIVE | hardest quarter ({hard} problems) with pass@{k} > 0 | {share:.2f} |
+| AT-GRPO | tester's valid share; system vs coder alone ({episodes} episodes, T 0.6) | \
+{valid:.2f}; {system:.3f} vs {alone:.3f} |
+"""
+
+
+def preconditions_text(pre: dict | None) -> str:
+    """The card's precondition table from card.json's "preconditions" (bench/preconditions.py's
+    figures and the game's, added after the export); "" without them."""
+    if not pre:
+        return ""
+    f, c, dr, g = pre["fgo"], pre["cccs"], pre["drive"], pre["game"]
+    return PRECONDITIONS.format(
+        room=pre["room"]["pass@8"] - pre["room"]["pass@1"], n_tests=f["n_tests"],
+        branchy_coverage=f["branchy_coverage"],
+        branchy_false_pass_rate=f["branchy_false_pass_rate"], family=c["family"],
+        whole=c["whole_pass@8"], last=c["last_stage_pass@8"], hard=dr["problems"], k=dr["k"],
+        share=dr["share_solved"], episodes=g["episodes"], valid=g["tester_valid_share"],
+        system=g["pass@1_after_turns"], alone=g["pass@1_coder_alone"])
 
 
 def model_card(card: dict) -> str:
@@ -609,6 +641,7 @@ def model_card(card: dict) -> str:
                        rl_only=tasks.RL_ONLY_FAMILY,
                        note_text=("\n" + card["note"] + "\n") if card.get("note") else "",
                        train_command=train_command(card["train_args"]),
+                       preconditions_text=preconditions_text(card.get("preconditions")),
                        validate_line=("    python base.py --out runs/base --validate\n"
                                       if card["train_args"].get("skip_validation") else ""),
                        **{k: card["train_args"][k] for k in ("batch", "lr", "steps",

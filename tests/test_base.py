@@ -184,3 +184,14 @@ def test_a_stopped_training_resumes_to_the_same_weights(tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     state = json.load(open(os.path.join(b, "step_4", "trainer_state.json")))
     assert [e["step"] for e in state["evals"]] == [2, 4] and state["seconds"] > 0
+
+
+def test_card_renders_the_preconditions_it_holds():
+    """The shipped card's README is model_card(card.json), the precondition table included
+    when card.json holds one (bench/preconditions.py's figures), and none without."""
+    card = json.load(open(os.path.join(SHIPPED, "card.json")))
+    text = base.model_card(card)
+    assert text == open(os.path.join(SHIPPED, "README.md")).read()
+    assert "## Each method's precondition" in text and "| CCCS |" in text
+    bare = {k: v for k, v in card.items() if k != "preconditions"}
+    assert "precondition (" not in base.model_card(bare)
