@@ -74,12 +74,15 @@ fork server itself never reads a job nor sees a result (the job process does, an
 replying), so the memory every job is forked from holds nothing of an earlier job: no program
 can find a sibling sample's answer in it, not even in freed buffers. The parent compiles the
 code first (compile errors are decided there), then sends a worker only the code and the test
-INPUTS; the job process compiles it once, before forking the tests. The expected outputs stay in the parent, which judges
-what comes back. Workers and threads live for one run_batch call and are gone when it returns;
-a worker that fails to start is retried (its stderr is printed), one that dies is replaced.
+INPUTS; the job process compiles it once, before forking the tests. The expected outputs stay
+in the parent, which judges what comes back. Workers and threads live for one run_batch call
+and are gone when it returns; a worker that fails to start is retried (its stderr is printed),
+one that dies is replaced.
 Cost per test (measured with perf on a 2-core VM): about 3 ms of CPU against about 10 ms for a
 fresh interpreter. Most of it is the kernel's copy-on-write work for the fork: copying the
-worker's page tables and ~700 page faults per test. The isolation adds no fork or exec per test.
+worker's page tables and ~700 page faults per test. The isolation adds no fork or exec per test;
+the job process adds one fork per job (about 2.5 ms of CPU: a one-test job costs about twice
+what it did when tests were forked from the fork server itself).
 The interpreter-like exit steps run only when there is something to do (threads, atexit
 handlers, file objects), since each object touched after the fork costs a page copy.
 
