@@ -6,13 +6,14 @@ each test. The judge calls it at these points and reads nothing else:
 
     info = confine_worker(fds)          a fresh worker, once: confines it, returns what this
                                         machine gives (sandbox.isolation_report prints it)
-    new_job(info)                       in the worker, before it forks a job's process
-    confine_job()                       in that job process, which forks the job's tests
+    confine_job()                       in the job process the worker forks for each job
+                                        (it forks the job's tests)
     workdir = test_workdir(info)        before each test: a fresh, empty working directory
     own_pipes(uid, fds)                 before each test: its stdout/stderr pipes are the uid's
     confine_test(workdir, uid, ...)     in the forked test child, before the program runs
     kill_leftovers(uid, tasks0)         after the test's main process ended
     clear_workdir(info, workdir)        after the test: whatever it wrote is gone
+    end_job(info)                       in the worker, after the job process ended
     cgroup()                            the worker's cgroup (CPU time, OOM kills, tasks), or None
     leave_worker(info)                  the worker's last call
 and in the parent: minimal_env (the environment of every process started here) and
@@ -31,7 +32,7 @@ any syscall. confine_worker says what this machine gives; as root (the training 
   read-only (also when they live under /tmp or a 0700 home), so numpy etc. import.
 * Per job: a process of its own, forked by the worker (which never reads a job's request or
   result: sandbox._serve_one_job), in which the job's tests are forked; fresh tmpfs for its
-  working directory and /dev/shm (new_job: none is reused from an earlier job).
+  working directory and /dev/shm (end_job: none is reused from an earlier job).
 * Per test: uid/gid = UID_BASE + worker pid (no other live worker has it), own session, empty
   environment, stdin a memfd, stdout/stderr pipes owned by the test uid (/dev/stdout opens as
   under `python3 sol.py`); a fresh tmpfs as working directory and another as /dev/shm
@@ -159,11 +160,11 @@ def cgroup() -> Cgroup | None:
     return _CGROUP
 
 
-def new_job(info: dict) -> None:
-    """In the worker, before it forks the next job's process: every tmpfs a test of the last
-    job used is unmounted, so the next job's first test mounts fresh ones (not one reused
-    across jobs: even an untouched tmpfs carries its inode counter, which O_TMPFILE moves
-    without a trace in the directory)."""
+def end_job(info: dict) -> None:
+    """In the worker, after a job's process ended: every tmpfs a test of that job used is
+    unmounted, so the next job's first test mounts fresh ones (not one reused across jobs: even
+    an untouched tmpfs carries its inode counter, which O_TMPFILE moves without a trace in the
+    directory)."""
     if info["mount_namespace"]:
         for path in (WORKDIR, SHMDIR):
             while _LIBC.umount2(path.encode(), MNT_DETACH) == 0:   # EINVAL: none left

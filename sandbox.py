@@ -862,12 +862,12 @@ JOB_SERVED = 0   # exit status of a job process that replied (anything else: sto
 
 
 def _serve_one_job(cmd_fd: int, reply_fd: int, info: dict) -> bool:
-    """Fork a job process that reads one request, runs its tests and replies. The fork server
-    never reads a request nor sees a result, so the memory every later job is forked from holds
-    no data of an earlier job (a program cannot find a sibling's answer in it, freed or not).
-    False at EOF, or when the job process died (the parent then sees EOF and replaces us)."""
-    select.select([cmd_fd], [], [])   # a request or EOF is there; the job process reads it
-    isolation.new_job(info)           # a fresh tmpfs for the job's files
+    """Fork a job process that waits for one request, runs its tests, replies and exits. The
+    fork server never reads a request nor sees a result, so the memory every later job is forked
+    from holds no data of an earlier job (a program cannot find a sibling's answer in it, freed
+    or not). The job process is forked before its request comes, so the fork and the clean-up of
+    the last job cost the parent no waiting. False at EOF, or when the job process died (the
+    parent then sees EOF and replaces this worker)."""
     cg = isolation.cgroup()
     tasks0 = cg.tasks() if cg else 0
     pid = os.fork()
@@ -883,6 +883,7 @@ def _serve_one_job(cmd_fd: int, reply_fd: int, info: dict) -> bool:
             _REAL_EXIT(status)
     _, status = os.waitpid(pid, 0)
     isolation.kill_leftovers(info["uid"], tasks0)   # what outlived the job process
+    isolation.end_job(info)
     return os.waitstatus_to_exitcode(status) == JOB_SERVED
 
 
