@@ -6,10 +6,14 @@ each test. The judge calls it at these points and reads nothing else:
 
     info = confine_worker(fds)          a fresh worker, once: confines it, returns what this
                                         machine gives (sandbox.isolation_report prints it)
+    confine_job()                       in the job process the worker forks for each job
+                                        (it forks the job's tests)
     workdir = test_workdir(info)        before each test: a fresh, empty working directory
+    own_pipes(uid, fds)                 before each test: its stdout/stderr pipes are the uid's
     confine_test(workdir, uid, ...)     in the forked test child, before the program runs
     kill_leftovers(uid, tasks0)         after the test's main process ended
     clear_workdir(info, workdir)        after the test: whatever it wrote is gone
+    end_job(info)                       in the worker, after the job process ended
     cgroup()                            the worker's cgroup (CPU time, OOM kills, tasks), or None
     leave_worker(info)                  the worker's last call
 and in the parent: minimal_env (the environment of every process started here) and
@@ -26,8 +30,12 @@ any syscall. confine_worker says what this machine gives; as root (the training 
   /tmp, /var/tmp, /run/lock, /dev/shm and the home/project directories (HIDDEN_DIRS) are
   covered by empty tmpfs; the interpreter's prefix and sys.path directories are bound back
   read-only (also when they live under /tmp or a 0700 home), so numpy etc. import.
+* Per job: a process of its own, forked by the worker (which never reads a job's request or
+  result: sandbox._serve_one_job), in which the job's tests are forked; fresh tmpfs for its
+  working directory and /dev/shm (end_job: none is reused from an earlier job).
 * Per test: uid/gid = UID_BASE + worker pid (no other live worker has it), own session, empty
-  environment, stdin a memfd; a fresh tmpfs as working directory and another as /dev/shm
+  environment, stdin a memfd, stdout/stderr pipes owned by the test uid (/dev/stdout opens as
+  under `python3 sol.py`); a fresh tmpfs as working directory and another as /dev/shm
   (size-bounded, unmounted after the test: whatever tree the program leaves, it is gone);
   PR_SET_NO_NEW_PRIVS (setuid binaries do not raise privileges) and a seccomp filter written here
   in BPF (x86_64) that makes these calls fail with EPERM: unshare, setns, clone with namespace
@@ -44,11 +52,13 @@ any syscall. confine_worker says what this machine gives; as root (the training 
   processes + threads <= NPROC_LIMIT (also RLIMIT_NPROC on the uid), CPU time of the tree read
   from the cgroup. Per process as well: RLIMIT_AS = memory_mb, RLIMIT_CPU, NOFILE, FSIZE, core 0.
 * Cleanup after each test: kill(-1) as the test uid (one pass through the task list, so a fork
-  bomb cannot outrun it), reap until no child is left (pid 1 of the namespace and subreaper: no
-  child left means no process of the test lives), unmount the test's tmpfs.
+  bomb cannot outrun it), reap until no child is left (the job process is a subreaper: no
+  child left means no process of the test lives), unmount the test's tmpfs. After each job the
+  worker (pid 1 of the namespace) reaps and kills what outlived the job process.
 What remains: the program runs in the same process as the harness code, so it can write any
 message on the harness fd (all it can claim is "my function returned X", which returning X does
-anyway); it sees the inputs of the other tests of its job (they are in the worker's memory) and,
+anyway); it sees the inputs and its own outputs of the other tests of its job (they are in the
+job process's memory), never anything of another job, and,
 for outputs over ~0.5 MB, an upper bound of the expected length (the output cap). It can read
 the world-readable files of the host (read-only) and /sys. A CPU hog still takes a core from its
 neighbours until it is stopped at `timeout` CPU seconds (verdicts do not depend on it, wall
@@ -62,7 +72,8 @@ training.
 
 Cost: nothing here adds a fork or an exec per test: a seccomp filter load (binary search, so
 the kernel's per-syscall pre-evaluation at load is short), reads of already-open cgroup files,
-and two tmpfs mounts only after a test that wrote something (an untouched tmpfs is reused).
+and two tmpfs mounts only after a test that wrote something (an untouched tmpfs is reused
+within a job). Per job: one fork (the job process) and two tmpfs unmounts and mounts.
 """
 
 from __future__ import annotations
@@ -149,6 +160,25 @@ def cgroup() -> Cgroup | None:
     return _CGROUP
 
 
+def end_job(info: dict) -> None:
+    """In the worker, after a job's process ended: every tmpfs a test of that job used is
+    unmounted, so the next job's first test mounts fresh ones (not one reused across jobs: even
+    an untouched tmpfs carries its inode counter, which O_TMPFILE moves without a trace in the
+    directory)."""
+    if info["mount_namespace"]:
+        for path in (WORKDIR, SHMDIR):
+            while _LIBC.umount2(path.encode(), MNT_DETACH) == 0:   # EINVAL: none left
+                pass
+            _TMPFS.pop(path, None)
+
+
+def confine_job() -> None:
+    """In a job process, forked by the worker for one job: it dies with the worker, and the
+    orphans its tests leave come to it (so "no child left" means no process of a test lives)."""
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
 def test_workdir(info: dict) -> str:
     """A fresh, empty working directory for the next test, owned by the test uid: with a mount
     namespace a tmpfs on WORKDIR (and a fresh one on /dev/shm), else a temporary directory."""
@@ -162,6 +192,14 @@ def test_workdir(info: dict) -> str:
     if uid is not None:
         os.chown(workdir, uid, uid)
     return workdir
+
+
+def own_pipes(uid: int | None, fds) -> None:
+    """The test uid owns the pipes of its stdout and stderr, as the user of `python3 sol.py |
+    ...` owns the shell's: opening /dev/stdout (a reopen through /proc/self/fd) then works."""
+    if uid is not None:
+        for fd in fds:
+            os.fchown(fd, uid, uid)
 
 
 def clear_workdir(info: dict, workdir: str) -> None:

@@ -17,14 +17,19 @@ Verdict per test: pass | wrong_answer | runtime_error | timeout | memory_limit |
 Verdict per program: compile_error if the code does not compile (decided here, in the parent; no
 test runs), else pass when every test passes, else the verdict of the first failing test.
 pass_rate = passed / total.
+stdin, stdout and stderr are those CPython makes on Linux under the test's LANG=C.UTF-8 (UTF-8
+with surrogateescape; stdin translates no newline, so a lone CR stays inside its line; stderr
+line-buffered, backslashreplace); /dev/stdout and /dev/stderr open as under `python3 sol.py`.
 A test ends the way the interpreter ends: non-daemon threads are joined, atexit handlers run,
 sys.stdout/sys.stderr and file objects left in the program's globals are flushed; os._exit ends
 at once (buffered output is lost, as in CPython) but still reports coverage.
-Time: a test is a timeout when its process tree used more than `timeout` seconds of CPU, or
-when it ran longer than a wall cap of WALL_FACTOR * timeout + WALL_SLACK seconds (a sleeping or
-blocked program). The cap does not count the time the test's main process spent runnable but
-waiting for a CPU (its schedstat run delay), up to HARD_CAP_FACTOR times the cap. Neither CPU
-time nor that wall time depends on how loaded the machine is, so the same program gets the same
+Time: a test is a timeout when its process tree used more than `timeout` seconds of CPU (not
+counting the worker's own work for it: forking it, draining its pipes), or when it ran longer
+than a wall cap of WALL_FACTOR * timeout + WALL_SLACK seconds (a sleeping or blocked program).
+The cap does not count the time the threads of the test's main process spent runnable but
+waiting for a CPU (their schedstat run delays, summed: the work may be in a threading.Thread
+while the main thread sits in join()), up to HARD_CAP_FACTOR times the cap. Neither CPU time
+nor that wall time depends on how loaded the machine is, so the same program gets the same
 verdict idle and busy unless it is within noise of the limit.
 
 Comparison rules (outputs_match, values_match; the parent process applies them, never the child):
@@ -35,6 +40,13 @@ Comparison rules (outputs_match, values_match; the parent process applies them, 
     ([+-]digits[.digits][e[+-]digits]) with |a - e| <= FLOAT_TOL * max(1, |e|). Integers compare
     as strings ("1" != "1.0"). Unlike the original APPS checker: no reordering, no token sets,
     no rounding to 3 decimals. Cost is linear in the output: no regex touches program output.
+  output cap: stdout past max(OUTPUT_LIMIT_MIN, 2 * len(expected) + 64 KiB) bytes is kept as
+    the rule above reads it (_CompactText: single spaces, no trailing whitespace or blank
+    lines, decimals longer than any float's repr as that repr), which the rule judges the same
+    way against any expected text. So an output that is long only in what the rule ignores
+    (trailing spaces, 30-digit decimals for "0.5") is judged; output_limit when it is over the
+    cap even so, or when RAW_OUTPUT_FACTOR times the cap was printed (a flood). (The worker
+    cannot compare: it never sees the expected output.)
   call-based: the child turns the return value into plain JSON data (tuples -> lists); only exact
     builtin types are accepted, so no object the program builds (an __eq__ that is always True, an
     int subclass) reaches the comparison. Then deep equality with tuples == lists, True == 1 (as in
@@ -45,7 +57,8 @@ One test, from run_batch to its verdict
 ---------------------------------------
   run_batch(jobs)                  parent: one thread per worker takes the next job
     _prepare(job)                  compiles it here (a compile error needs no worker)
-    _Worker.run(job)               sends code + test inputs to a worker process, which runs
+    _Worker.run(job)               sends code + test inputs to a worker process, which forks
+      _serve_one_job                 a process for the job, which reads it and runs
       _run_job -> _run_one_test      each test in a forked child (_child runs the program) and
                                      _watch-es it: stdout, stderr, the child's report, CPU, wall
     _judge_job(job, report)        parent: _judge_test makes each test's verdict from those
@@ -55,15 +68,21 @@ Where the program runs is confined by isolation.py (see "Isolation" below).
 Architecture (why it is fast)
 ------------------------------
 run_batch starts one worker per core: a fresh `python -I` running _worker_main with an empty
-environment, a few common modules pre-imported. Each worker is a fork server: per test it forks a
-child, so a test costs a fork, not a Python start-up. The parent compiles the code first (compile
-errors are decided there), then sends a worker only the code and the test INPUTS; the worker
-compiles it once per job, before forking. The expected outputs stay in the parent, which judges
-what comes back. Workers and threads live for one run_batch call and are gone when it returns;
-a worker that fails to start is retried (its stderr is printed), one that dies is replaced.
+environment, a few common modules pre-imported. Each worker is a fork server: per job it forks a
+job process, which forks a child per test, so a test costs a fork, not a Python start-up. The
+fork server itself never reads a job nor sees a result (the job process does, and exits after
+replying), so the memory every job is forked from holds nothing of an earlier job: no program
+can find a sibling sample's answer in it, not even in freed buffers. The parent compiles the
+code first (compile errors are decided there), then sends a worker only the code and the test
+INPUTS; the job process compiles it once, before forking the tests. The expected outputs stay
+in the parent, which judges what comes back. Workers and threads live for one run_batch call
+and are gone when it returns; a worker that fails to start is retried (its stderr is printed),
+one that dies is replaced.
 Cost per test (measured with perf on a 2-core VM): about 3 ms of CPU against about 10 ms for a
 fresh interpreter. Most of it is the kernel's copy-on-write work for the fork: copying the
-worker's page tables and ~700 page faults per test. The isolation adds no fork or exec per test.
+worker's page tables and ~700 page faults per test. The isolation adds no fork or exec per test;
+the job process adds one fork per job (about 2.5 ms of CPU: a one-test job costs about twice
+what it did when tests were forked from the fork server itself).
 The interpreter-like exit steps run only when there is something to do (threads, atexit
 handlers, file objects), since each object touched after the fork costs a page copy.
 
@@ -110,6 +129,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import codecs
 import json
 import math
 import os
@@ -132,6 +152,8 @@ PASS, WRONG_ANSWER, RUNTIME_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, COMPILE_
 
 FLOAT_TOL = 1e-6            # absolute for |e| <= 1, relative above
 OUTPUT_LIMIT_MIN = 1 << 20  # stdout cap per test: max(this, 2 * len(expected) + 64 KiB) bytes
+RAW_OUTPUT_FACTOR = 16      # ... past the cap it is compacted (_CompactText), up to 16x raw
+FLOAT_REPR_MAX = 24         # no repr(float) is longer: a longer decimal token can only shrink
 STDERR_TAIL = 2000          # characters of stderr kept per test
 SHOWN_OUTPUT = 1000         # characters of actual output kept in TestResult.output
 WALL_FACTOR, WALL_SLACK = 3.0, 1.0   # wall cap per test = WALL_FACTOR * timeout + WALL_SLACK
@@ -244,6 +266,58 @@ def outputs_match(expected: str, actual: str) -> bool:
         if not all(_tokens_match(e, a) for e, a in zip(exp_tokens, act_tokens)):
             return False
     return True
+
+
+class _CompactText:
+    """Program output rewritten as outputs_match reads it, so that it equals the original under
+    that rule against ANY expected text: one space between the tokens of a line, no trailing
+    whitespace, no trailing blank lines, and a decimal token longer than any float's repr
+    written as repr(float(token)) (its float, hence every comparison with it, is unchanged; an
+    expected token equal to either form is a decimal with that float). The worker uses it for
+    stdout past its byte cap (_StdoutBuffer). Fed bytes in chunks, decoded as the parent
+    decodes them (UTF-8, invalid bytes replaced); `text` holds the compacted form.
+
+    >>> c = _CompactText(); c.feed(b"1   2  \\n\\n0.50000000000000000000000001\\n\\n\\n")
+    >>> c.feed(b"", final=True); bytes(c.text)
+    b'1 2\\n\\n0.5'
+    """
+
+    def __init__(self):
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.text = bytearray()
+        self.partial = ""             # the last token of the unfinished line, maybe unfinished
+        self.newlines = 0             # line ends not written yet: dropped if no token follows
+        self.line_has_tokens = False
+
+    def feed(self, data, final: bool = False):
+        *lines, last = (self.partial + self.decoder.decode(data, final)).split("\n")
+        for line in lines:
+            self._add_tokens(line.split())
+            self.newlines += 1
+            self.line_has_tokens = False
+        tokens = last.split()
+        self.partial = "" if final or not tokens or last[-1].isspace() else tokens.pop()
+        self._add_tokens(tokens)
+
+    def size(self) -> int:
+        return len(self.text) + len(self.partial)
+
+    def _add_tokens(self, tokens: list[str]):
+        if not tokens:
+            return
+        if max(map(len, tokens)) > FLOAT_REPR_MAX:
+            tokens = [_short_decimal(t) for t in tokens]
+        self.text += b"\n" * self.newlines + (b" " if self.line_has_tokens else b"")
+        self.text += " ".join(tokens).encode()
+        self.newlines, self.line_has_tokens = 0, True
+
+
+def _short_decimal(token: str) -> str:
+    if len(token) > FLOAT_REPR_MAX and _is_decimal(token):
+        value = float(token)
+        if math.isfinite(value):
+            return repr(value)
+    return token
 
 
 def values_match(expected, actual) -> bool:
@@ -778,11 +852,39 @@ def _worker_main():
     gc.freeze()   # children never scan (and so never copy) the worker's objects
     _write_frame(reply_fd, json.dumps(info).encode())
     try:
-        while (payload := _read_frame(cmd_fd)) is not None:
-            report = _run_job(pickle.loads(payload), info)
-            _write_frame(reply_fd, pickle.dumps(report, protocol=5))
+        while _serve_one_job(cmd_fd, reply_fd, info):
+            pass
     finally:
         isolation.leave_worker(info)
+
+
+JOB_SERVED = 0   # exit status of a job process that replied (anything else: stop the worker)
+
+
+def _serve_one_job(cmd_fd: int, reply_fd: int, info: dict) -> bool:
+    """Fork a job process that waits for one request, runs its tests, replies and exits. The
+    fork server never reads a request nor sees a result, so the memory every later job is forked
+    from holds no data of an earlier job (a program cannot find a sibling's answer in it, freed
+    or not). The job process is forked before its request comes, so the fork and the clean-up of
+    the last job cost the parent no waiting. False at EOF, or when the job process died (the
+    parent then sees EOF and replaces this worker)."""
+    cg = isolation.cgroup()
+    tasks0 = cg.tasks() if cg else 0
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            isolation.confine_job()
+            if (payload := _read_frame(cmd_fd)) is not None:
+                report = _run_job(pickle.loads(payload), info)
+                _write_frame(reply_fd, pickle.dumps(report, protocol=5))
+                status = JOB_SERVED
+        finally:
+            _REAL_EXIT(status)
+    _, status = os.waitpid(pid, 0)
+    isolation.kill_leftovers(info["uid"], tasks0)   # what outlived the job process
+    isolation.end_job(info)
+    return os.waitstatus_to_exitcode(status) == JOB_SERVED
 
 
 def _leetcode_prelude() -> dict:
@@ -842,8 +944,10 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) 
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     msg_r, msg_w = os.pipe()
+    isolation.own_pipes(uid, (out_w, err_w))
     cg = isolation.cgroup()
-    cpu0, oom0, tasks0 = (cg.cpu(), cg.ooms(), cg.tasks()) if cg else (0.0, 0, 0)
+    oom0, tasks0 = (cg.ooms(), cg.tasks()) if cg else (0, 0)
+    tree_cpu = _cgroup_cpu_meter(cg) if cg else None
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
@@ -853,12 +957,21 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) 
             _REAL_EXIT(111)
     for fd in (stdin_fd, out_w, err_w, msg_w):
         os.close(fd)
-    raw = _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0)
+    cpu_used = tree_cpu or (lambda: _process_cpu(pid))
+    raw = _watch(pid, uid, tasks0, start, job, output_cap, (out_r, err_r, msg_r), cpu_used)
     if cg:
-        raw["cpu"] = round(cg.cpu() - cpu0, 4)   # the whole tree, now that it is gone
+        raw["cpu"] = round(tree_cpu(), 4)   # the whole tree, now that it is gone
         raw["oom"] = cg.ooms() > oom0
     isolation.clear_workdir(info, workdir)
     return raw
+
+
+def _cgroup_cpu_meter(cg):
+    """CPU seconds of a test's process tree from now on: its cgroup's usage less this process's
+    own. This job process is in the same cgroup, and the time it spends forking the test and
+    draining its pipes (a chatty stderr: thousands of reads) is not the program's."""
+    cpu0, own0 = cg.cpu(), time.process_time()
+    return lambda: (cg.cpu() - cpu0) - (time.process_time() - own0)
 
 
 def _write_all(fd: int, data: bytes):
@@ -877,27 +990,35 @@ def _process_cpu(pid: int) -> float:
         return 0.0
 
 
-def _run_delay(pid: int) -> float:
-    """Seconds the process spent runnable but waiting for a CPU (/proc/PID/schedstat)."""
+def _run_delay(pid: int, per_thread: dict) -> float:
+    """Seconds the test's main process spent runnable but waiting for a CPU, summed over its
+    threads (/proc/PID/task/TID/schedstat): the stack-size idiom does its work in a thread
+    while the main thread sleeps in join(). per_thread keeps each thread's last value, so a
+    thread that has ended still counts."""
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        tids = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                per_thread[tid] = int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
+    return sum(per_thread.values())
 
 
-def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) -> dict:
+def _watch(pid, uid, tasks0, start, job, output_cap, pipes, cpu_used) -> dict:
     """Collect a child's stdout/stderr/harness message until it exits, floods, uses its CPU
     time or reaches the wall cap. CPU is polled only when the tree could have used it all:
     the first look is at timeout / cores, then at (what is left) / cores."""
     timeout = job["timeout"]
     cores = max(1, len(os.sched_getaffinity(0)))
-    cg = isolation.cgroup()
-    cpu_used = (lambda: cg.cpu() - cpu0) if cg else (lambda: _process_cpu(pid))
+    out_r, err_r, msg_r = pipes
     pidfd = os.pidfd_open(pid)
     sel = selectors.DefaultSelector()
-    buffers = {out_r: bytearray(), err_r: bytearray(), msg_r: bytearray()}
-    for fd in buffers:
+    stdout, stderr, message = _StdoutBuffer(output_cap), bytearray(), bytearray()
+    for fd in pipes:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
     sel.register(pidfd, selectors.EVENT_READ)
@@ -911,18 +1032,25 @@ def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) 
         if not chunk:
             sel.unregister(fd)
             return False
-        buf = buffers[fd]
-        buf += chunk
-        if fd == err_r and len(buf) > 4 * STDERR_TAIL:
-            del buf[:-STDERR_TAIL]
+        if fd == out_r:
+            stdout.add(chunk)
+        elif fd == err_r:
+            stderr.extend(chunk)
+            if len(stderr) > 4 * STDERR_TAIL:
+                del stderr[:-STDERR_TAIL]
+        else:
+            message.extend(chunk)
         return True
 
-    cap = _wall_cap(timeout)
+    def flooded() -> bool:
+        return stdout.over_limit() or len(message) > 2 * output_cap
+
+    cap, delays = _wall_cap(timeout), {}
     exited, hard_deadline = False, start + HARD_CAP_FACTOR * cap
     while not exited:
         now = time.monotonic()
         if now >= wall_deadline:   # the cap counts time not spent waiting for a CPU
-            left = cap - (now - start - _run_delay(pid))
+            left = cap - (now - start - _run_delay(pid, delays))
             if left < 0.001 or now >= hard_deadline:
                 kind = "timeout"
                 break
@@ -933,12 +1061,13 @@ def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) 
                 kind = "timeout"
                 break
             next_check = now + max((timeout - used) / cores, 0.005)
+            _run_delay(pid, delays)   # a thread that ends before the cap still counts
         for key, _ in sel.select(min(wall_deadline, next_check) - now):
             if key.fd == pidfd:
                 exited = True
             else:
                 drain(key.fd)
-        if len(buffers[out_r]) > output_cap or len(buffers[msg_r]) > 2 * output_cap:
+        if flooded():
             kind = "output_limit"
             break
     elapsed = time.monotonic() - start
@@ -949,19 +1078,49 @@ def _watch(pid, uid, tasks0, start, job, output_cap, out_r, err_r, msg_r, cpu0) 
     isolation.kill_leftovers(uid, tasks0)
     if kind == "exited":   # every writer is dead now: read the rest up to EOF
         drain_until = time.monotonic() + 1.0
-        for fd in list(buffers):
-            while (fd in sel.get_map() and drain(fd) and len(buffers[fd]) <= 2 * output_cap
+        for fd in pipes:
+            while (fd in sel.get_map() and drain(fd) and not flooded()
                    and time.monotonic() < drain_until):
                 pass
-    for fd in buffers:
+        kind = "output_limit" if flooded() else kind
+    for fd in pipes:
         os.close(fd)
     sel.close()
     return dict(kind=kind, time=round(elapsed, 4), cpu=round(usage.ru_utime + usage.ru_stime, 4),
                 oom=False, exit_code=os.waitstatus_to_exitcode(status),
                 signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                stdout=bytes(buffers[out_r][:output_cap]),
-                stderr=bytes(buffers[err_r][-STDERR_TAIL:]),
-                message=bytes(buffers[msg_r]) if kind == "exited" else b"")
+                stdout=stdout.value(), stderr=bytes(stderr[-STDERR_TAIL:]),
+                message=bytes(message) if kind == "exited" else b"")
+
+
+class _StdoutBuffer:
+    """A test's stdout as the worker keeps it: its bytes, up to the cap; past the cap, all of it
+    as _CompactText, so an output that is long only in what the comparison rules ignore still
+    fits. over_limit: over the cap even compacted, or RAW_OUTPUT_FACTOR x the cap of bytes."""
+
+    def __init__(self, cap: int):
+        self.cap, self.raw, self.seen, self.compact = cap, bytearray(), 0, None
+
+    def add(self, chunk: bytes):
+        self.seen += len(chunk)
+        if self.compact is not None:
+            self.compact.feed(chunk)
+            return
+        self.raw += chunk
+        if len(self.raw) > self.cap:
+            self.compact = _CompactText()
+            self.compact.feed(self.raw)
+            self.raw = bytearray()
+
+    def over_limit(self) -> bool:
+        return self.seen > RAW_OUTPUT_FACTOR * self.cap or (
+            self.compact is not None and self.compact.size() > self.cap)
+
+    def value(self) -> bytes:
+        if self.compact is None:
+            return bytes(self.raw[:self.cap])
+        self.compact.feed(b"", final=True)
+        return bytes(self.compact.text[:self.cap])
 
 
 def _child(job, compiled, test_input, workdir, uid, fds):
@@ -979,8 +1138,11 @@ def _child(job, compiled, test_input, workdir, uid, fds):
     isolation.confine_test(workdir, uid, job["memory_mb"], job["timeout"], HARNESS_FD + 1)
     import tempfile
     tempfile.tempdir = None
-    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)
-    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
+    # As CPython makes them on Linux under LANG=C.UTF-8: stdin does not translate newlines.
+    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", errors="surrogateescape",
+                                     newline="\n", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", errors="surrogateescape",
+                                       closefd=False)
     sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", errors="backslashreplace",
                                        closefd=False, buffering=1)
     sys.argv = ["solution.py"]

@@ -291,9 +291,133 @@ sys.stdout.flush()
 os._exit(0)
 """, coverage=True)
 
+# Stdin as CPython gives it on Linux: no newline translation, so a lone CR stays in the line.
+HONEST_LONE_CR = job("""
+import sys
+print(repr(input()))
+print(repr(sys.stdin.readline()))
+""", [{"input": "a\rb\nc\r\n", "output": "'a\\rb'\n'c\\r\\n'"}])
+HONEST_DEV_STDOUT = job("""
+a, b = map(int, input().split())
+with open("/dev/stdout", "w") as out:
+    out.write(f"{a + b}\\n")
+with open("/dev/stderr", "w") as err:
+    err.write("done\\n")
+""")
+# Prints the CPU seconds it used itself as the last line of its stderr.
+HONEST_CHATTY_STDERR = job("""
+import sys, time
+a, b = map(int, input().split())
+for i in range(400000):
+    sys.stderr.write(f"step {i}\\n")      # line buffered: one write(2) per line
+print(a + b)
+sys.stderr.write(f"{time.process_time()}\\n")
+""", tests=ADD[:1], timeout=10.0)
+
+
+def cpu_seconds_in(where: str, seconds: float, timeout: float):
+    """An honest program that spins `seconds` of its own CPU time in the main thread or in a
+    threading.Thread (the stack-size idiom of contest code), then answers."""
+    work = f"""
+    def main():
+        a, b = map(int, input().split())
+        while time.thread_time() < {seconds}:
+            pass
+        print(a + b)
+    """
+    start = "main()" if where == "main" else "threading.Thread(target=main).start()"
+    return job("import threading, time\n" + textwrap.dedent(work) + start + "\n",
+               tests=ADD[:1], timeout=timeout)
+
+
+def equal_under_the_rules_but_long(lines: int):
+    """Expected '0.5' per line; prints each as a long decimal with trailing spaces: equal under
+    the comparison rules, about 8x the expected size."""
+    return job(f"""
+    import sys
+    sys.stdout.write("0.50000000000000000000000   \\n" * {lines})
+    """, [{"input": "", "output": "0.5\n" * lines}], timeout=5.0)
+
+
+# ---- class 10: what one job leaves for the next ----------------------------------------------
+# An earlier job prints MARKER_PREFIX + the digits of 7**40; a later job looks for that text
+# without ever holding the whole of it itself (the prefix and the digits are separate objects).
+MARKER_PREFIX = "QZXJ"
+MARKER_JOB = job(f"""
+a, b = map(int, input().split())
+print("{MARKER_PREFIX}" + str(7 ** 40), a + b)
+""")
+_FIND_MARKER = f"""
+PREFIX, DIGITS = b"{MARKER_PREFIX}", str(7 ** 40).encode()
+def holds_marker(data) -> bool:
+    i = data.find(PREFIX)
+    while i >= 0:
+        if data[i + len(PREFIX):i + len(PREFIX) + len(DIGITS)] == DIGITS:
+            return True
+        i = data.find(PREFIX, i + 1)
+    return False
+"""
+# Walks every frame above it (the worker's loop) and every object gc knows.
+PROBE_FRAMES_AND_GC = job(_FIND_MARKER + """
+import gc, sys
+def reaches(value, depth, seen):
+    if id(value) in seen or depth > 8:
+        return False
+    seen.add(id(value))
+    if isinstance(value, str):
+        value = value.encode("utf-8", "replace")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return holds_marker(bytes(value))
+    if isinstance(value, dict):
+        return any(reaches(v, depth + 1, seen) for v in list(value.values()))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(reaches(v, depth + 1, seen) for v in list(value))
+    return False
+a, b = map(int, input().split())
+frame, found, seen = sys._getframe(), [], set()
+while frame is not None:
+    if reaches(dict(frame.f_locals), 0, seen):
+        found.append("frame " + frame.f_code.co_name)
+    frame = frame.f_back
+found += ["gc"] if any(reaches(o, 7, seen) for o in gc.get_objects()) else []
+print(f"leak: {found}" if found else a + b)
+""")
+# Reads every anonymous mapping of its own address space (the heap, arenas: what fork copied
+# from the worker); /proc/self/mem is closed to the test uid, a pointer read is not.
+PROBE_MEMORY = job(_FIND_MARKER + """
+import ctypes
+a, b = map(int, input().split())
+found = []
+for line in open("/proc/self/maps").read().splitlines():
+    fields = line.split()
+    if "r" not in fields[1] or (len(fields) > 5 and fields[5] not in ("[heap]", "[stack]")):
+        continue
+    start, end = (int(x, 16) for x in fields[0].split("-"))
+    while start < end and not found:
+        size = min(end - start, 1 << 22)
+        if holds_marker(ctypes.string_at(start, size)):
+            found.append(line)
+        start += max(size - 64, 1)   # overlap: a marker across two reads
+print(f"leak: {found}" if found else a + b)
+""", timeout=5.0)
+# Creates unnamed files (O_TMPFILE: no entry, no mtime change) in its working directory and
+# /dev/shm and prints their inode numbers: a counter that another job could move.
+PROBE_TMPFS = job("""
+import os
+a, b = map(int, input().split())
+inodes = []
+for where in (".", "/dev/shm"):
+    for _ in range(20):
+        fd = os.open(where, os.O_TMPFILE | os.O_RDWR, 0o600)
+        inodes.append(os.fstat(fd).st_ino)
+        os.close(fd)
+print(a + b, min(inodes), max(inodes))
+""", tests=ADD[:1])
+
 HONEST = [job("a, b = map(int, input().split())\nprint(a + b)\n"),
           job("def f(a, b):\n    return a + b\n", [{"input": [1, 2], "output": 3}], fn_name="f"),
-          HONEST_ATEXIT, HONEST_CLOSES_STDOUT, HONEST_RAW_FD, HONEST_THREAD_MAIN]
+          HONEST_ATEXIT, HONEST_CLOSES_STDOUT, HONEST_RAW_FD, HONEST_THREAD_MAIN, HONEST_LONE_CR,
+          HONEST_DEV_STDOUT]
 
 
 def hostile(socket_path: str | None = None, marker: str | None = None,
@@ -308,7 +432,8 @@ def hostile(socket_path: str | None = None, marker: str | None = None,
               (SHM_CREATE, "pass"), (SHM_PROBE, "pass"), (KEY_ADD, "pass"), (KEY_PROBE, "pass"),
               (USER_NAMESPACE, "pass"), (PTRACE, "pass"), (NO_NEW_PRIVS, "pass"),
               (TREE_MEMORY, "memory_limit" if cgroup else "pass"), (CPU_HOG, "timeout"),
-              (FLOAT_FOR_INT, "wrong_answer"), (PRELUDE_MENTION, "runtime_error")]
+              (FLOAT_FOR_INT, "wrong_answer"), (PRELUDE_MENTION, "runtime_error"),
+              (MARKER_JOB, "wrong_answer"), (PROBE_FRAMES_AND_GC, "pass"), (PROBE_MEMORY, "pass")]
     if socket_path:
         pairs.append((unix_socket_probe(socket_path), "pass"))
     if dgram_path:

@@ -362,3 +362,28 @@ def test_workdir_and_shm_are_fresh_for_every_test():
     quiet = "import os\nprint(sorted(os.listdir('.')))\n"
     r = run(quiet, [{"input": "", "output": "[]"}] * 3)   # an untouched tmpfs is reused
     assert r.status == "pass"
+
+
+# --- what one job leaves for the next ------------------------------------------------------------
+
+def test_a_later_job_reaches_no_output_of_an_earlier_one_through_frames_or_gc():
+    results = _batch([P.MARKER_JOB, P.PROBE_FRAMES_AND_GC], workers=1)
+    assert P.MARKER_PREFIX in results[0].tests[0].output
+    assert results[1].status == "pass", [t.output for t in results[1].tests]
+
+
+def test_a_later_job_finds_no_output_of_an_earlier_one_in_its_memory():
+    results = _batch([P.MARKER_JOB, P.HONEST[0], P.PROBE_MEMORY], workers=1)
+    assert results[2].status == "pass", [t.output for t in results[2].tests]
+    printing = f'print("{P.MARKER_PREFIX}" + str(7 ** 40))\n'   # held in its stdout buffer
+    marker_then_probe = dict(P.PROBE_MEMORY, code=printing + P.PROBE_MEMORY["code"])
+    own = _batch([marker_then_probe])[0].tests[0].output   # the scan does find a marker
+    assert "leak" in own.splitlines()[-1], own
+
+
+@needs_root
+def test_each_job_gets_a_fresh_tmpfs():
+    # Each probe makes 20 unnamed files in its workdir and in /dev/shm: on a tmpfs reused from
+    # the job before, their inode numbers would continue where that job's stopped.
+    outputs = [r.tests[0].output for r in _batch([P.PROBE_TMPFS] * 3, workers=1)]
+    assert outputs[0] == outputs[1] == outputs[2], outputs

@@ -28,7 +28,7 @@ def run(code, tests=ADD, **kw):
 
 # --- comparison rules -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("expected,actual,ok", [
+OUTPUT_CASES = [
     ("3\n", "3", True),
     ("1 2\n3", "1   2  \n3\n\n\n", True),        # inner spacing, trailing whitespace/blank lines
     ("1 2", "2 1", False),                       # order matters (APPS checker would accept)
@@ -44,9 +44,29 @@ def run(code, tests=ADD, **kw):
     ("0.5", "abc", False),
     ("0.5", "nan", False),
     ("YES", "yes", False),
-])
+]
+
+
+@pytest.mark.parametrize("expected,actual,ok", OUTPUT_CASES)
 def test_outputs_match(expected, actual, ok):
     assert sb.outputs_match(expected, actual) is ok
+
+
+@pytest.mark.parametrize("expected,actual,ok", OUTPUT_CASES + [
+    ("0.5 0.25\n\n1", " 0.50000000000000000000000000001\t 0.25 \r\n  \n1 \n\n", True),
+    ("0.50000000000000000000000000001", "0.50000000000000000000000000001", True),
+    ("1e999", "1e999", True),                    # no finite float: kept as written
+    ("0.5", "0.50000100000000000000000000000", False),
+    ("\u00e9 x", "\u00e9\u3000x", True),          # unicode whitespace separates tokens too
+])
+def test_compacted_output_gets_the_same_verdict(expected, actual, ok):
+    # What the worker keeps of a stdout over its byte cap: fed in 3-byte pieces (split UTF-8)
+    compact, data = sb._CompactText(), actual.encode()
+    for i in range(0, len(data), 3):
+        compact.feed(data[i:i + 3])
+    compact.feed(b"", final=True)
+    assert sb.outputs_match(expected, compact.text.decode()) is ok
+    assert len(compact.text) <= len(data)
 
 
 @pytest.mark.parametrize("expected,actual,ok", [
@@ -459,9 +479,56 @@ def test_worker_that_fails_to_start_is_retried_and_its_error_printed(monkeypatch
 
 
 @pytest.mark.parametrize("name", ["HONEST_THREAD_MAIN", "HONEST_ATEXIT", "HONEST_CLOSES_STDOUT",
-                                  "HONEST_RAW_FD", "HONEST_MULTIPROCESSING"])
+                                  "HONEST_RAW_FD", "HONEST_MULTIPROCESSING", "HONEST_LONE_CR",
+                                  "HONEST_DEV_STDOUT"])
 def test_honest_programs_pass(name):
-    assert _batch([getattr(P, name)])[0].status == "pass"   # as CPython runs them
+    r = _batch([getattr(P, name)])[0]
+    assert r.status == "pass", [(t.output, t.stderr) for t in r.tests]   # as CPython runs them
+
+
+def test_the_workers_draining_of_a_chatty_stderr_is_not_the_programs_cpu_time():
+    t = _batch([P.HONEST_CHATTY_STDERR])[0].tests[0]
+    own = float(t.stderr.split()[-1])   # the program's own CPU seconds, its last stderr line
+    assert t.status == "pass" and t.cpu_time < 1.1 * own + 0.03, (t.cpu_time, own)
+
+
+def _busy_loops_on(cpu: int, n: int) -> list:
+    """n busy processes on one CPU, each its own session (so autogroups do not pool them)."""
+    code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+    return [subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+            for _ in range(n)]
+
+
+def test_work_in_a_thread_gets_the_wall_allowance_of_work_in_the_main_thread(monkeypatch):
+    # 0.25 s of CPU against a 0.5 s limit, on one CPU shared with 15 busy processes: about 4 s
+    # of wall time, over the 2.5 s wall cap unless the waiting for the CPU is allowed for.
+    cpu, everywhere, loops = min(os.sched_getaffinity(0)), os.sched_getaffinity(0), []
+    start_worker = sb._start_worker
+
+    def start_then_load():   # the worker starts on an idle CPU, its tests run on a loaded one
+        worker = start_worker()
+        loops.extend(_busy_loops_on(cpu, 15))
+        return worker
+    monkeypatch.setattr(sb, "_start_worker", start_then_load)
+    jobs = [P.cpu_seconds_in(where, 0.25, timeout=0.5) for where in ("main", "thread")]
+    os.sched_setaffinity(0, {cpu})   # the worker and its tests inherit it
+    try:
+        results = _batch(jobs, workers=1)
+    finally:
+        os.sched_setaffinity(0, everywhere)
+        for p in loops:
+            p.kill()
+            p.wait()
+    seen = [(t.status, round(t.time, 2), round(t.cpu_time, 2)) for r in results for t in r.tests]
+    assert [r.status for r in results] == ["pass", "pass"], seen
+    assert results[1].tests[0].time > sb._wall_cap(0.5), seen   # the load did stretch it
+
+
+def test_an_output_equal_under_the_rules_is_judged_even_past_the_byte_cap():
+    job = P.equal_under_the_rules_but_long(100_000)   # 2.9 MB printed for 0.4 MB expected
+    assert sb._output_cap(dict(job, fn_name=None), job["tests"][0]) < 2_900_000
+    wrong = dict(job, tests=[{"input": "", "output": "0.5\n" * 99_999 + "0.6\n"}])
+    assert [r.status for r in _batch([job, wrong])] == ["pass", "wrong_answer"]
 
 
 def test_call_based_ints_exact_and_function_defined_by_the_program():
