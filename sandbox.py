@@ -1185,9 +1185,15 @@ def _child(job, compiled, test_input, workdir, uid, fds):
         sys.settrace(None)
         message["exception"] = type(e).__name__[:100]
         exit_code = 1
-        try:   # the program's frames only, not the harness frame
+        # The program's frames only, none of the judge's: their path and line numbers differ
+        # between checkouts and are none of the program's business.
+        try:
             import traceback
-            traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+            judge = _find_function.__code__.co_filename
+            frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != judge]
+            head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+            sys.stderr.write("".join((head if frames else [])
+                                     + traceback.format_exception_only(type(e), e)))
         except BaseException:
             pass
     exit_code = _finish_like_the_interpreter(module, exit_code, io, job["opens_files"])

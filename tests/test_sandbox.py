@@ -615,3 +615,15 @@ def test_syntax_warnings_of_a_program_stay_out_of_the_callers_stderr():
                           text=True, timeout=120)
     assert proc.stdout.strip() == "pass", proc.stderr
     assert "SyntaxWarning" not in proc.stderr
+
+
+def test_an_error_shows_the_program_none_of_the_judges_frames():
+    """A call-based program without the function: the NameError alone, no frame of the judge
+    (whose path and line numbers differ between checkouts); the program's own error keeps
+    its frames, as CPython prints them."""
+    r = run("def g(x):\n    return x\n", [{"input": [1], "output": 1}], fn_name="f")
+    assert r.tests[0].stderr == ("NameError: the program defines no function or Solution "
+                                 "method named 'f'\n")
+    r = run("x = int(input())\nprint(1 // x)\n", [{"input": "0\n", "output": "1\n"}])
+    assert r.tests[0].stderr.startswith('Traceback (most recent call last):\n  File "<solution>"')
+    assert "sandbox.py" not in r.tests[0].stderr and "ZeroDivisionError" in r.tests[0].stderr
