@@ -156,7 +156,8 @@ def main(argv=None):
     ev = rollouts.evaluate(engine, tok, held, eargs, d, 8, 1.0)
     p8 = pass_at(8, 8, ev["rates"])
     room = {"pass@1": ev["pass@1"], "pass@1_se": ev["pass@1_se"], "pass@8": ev["pass@8"],
-            "pass@1_by_family": ev["pass@1_by_family"], "pass@8_by_family": by_family(held, p8)}
+            "pass@1_by_family": ev["pass@1_by_family"],
+            "pass@8_by_family": base.family_pass_at_k(held, ev["rates"], 8)}
     say(f"room: pass@1 {ev['pass@1']:.3f} pass@8 {ev['pass@8']:.3f}")
 
     cov = reference_coverage(rl, a.train_tests, a.sandbox_workers)
