@@ -42,6 +42,7 @@ import os
 import pickle
 import re
 import sys
+import tempfile
 import textwrap
 import zlib
 from collections import Counter
@@ -929,15 +930,22 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
 
 
-def _writable_dir_problem(path: str) -> str | None:
-    """Why `path` cannot become an output directory (None: it can)."""
+def output_dir_problem(path: str) -> str | None:
+    """Why `path` cannot become an output directory (None: it can): it, or a folder above it,
+    is a file; or the nearest existing folder takes no new file (no permission, a read-only
+    file system). Tried with a nameless file, since os.access says yes to root."""
     if os.path.exists(path) and not os.path.isdir(path):
         return f"--out {path!r} exists and is not a directory"
     parent = path
     while not os.path.exists(parent):
         parent = os.path.dirname(parent) or "."
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"--out {path!r}: cannot write in {parent!r}"
+    if not os.path.isdir(parent):
+        return f"--out {path!r}: {parent!r} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        return f"--out {path!r}: cannot write in {parent!r} ({e.strerror})"
     return None
 
 
@@ -978,7 +986,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.local_dir is not None and not os.path.isdir(args.local_dir):
         parser.error(f"--local-dir {args.local_dir!r} is not a directory")
-    problem = _writable_dir_problem(args.out)
+    problem = output_dir_problem(args.out)
     if problem:
         parser.error(problem)
     try:
