@@ -700,6 +700,30 @@ def test_prepare_with_nothing_loaded_exits_with_a_sentence(tmp_path, capsys):
     assert "no problems were loaded" in captured.err and str(tmp_path) in captured.err
 
 
+def test_an_out_dir_on_a_read_only_file_system_is_named(tmp_path):
+    """A folder on a read-only mount, below a file, or a file: output_dir_problem says so
+    before any work (the trainers found a read-only --out only at their first metrics row).
+    The mount is made in a mount namespace of its own (unshare -m); root passes os.access
+    there, so the check tries a nameless file."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert "is a file" in data.output_dir_problem(str(a_file / "run"))
+    assert "exists and is not a directory" in data.output_dir_problem(str(a_file))
+    assert data.output_dir_problem(str(tmp_path / "new" / "run")) is None
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    check = "import sys, data; print(data.output_dir_problem(sys.argv[1] + '/run'))"
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro none "$1" && exec "$2" -c "$3" "$1"',
+         "sh", str(ro), sys.executable, check],
+        cwd=os.path.join(os.path.dirname(__file__), ".."), capture_output=True, text=True,
+        timeout=60)
+    if proc.returncode != 0 and "Traceback" not in proc.stderr:
+        pytest.skip(f"no mount namespace here: {proc.stderr.strip()[:200]}")
+    assert proc.stdout.strip() == (f"--out '{ro}/run': cannot write in '{ro}' "
+                                   "(Read-only file system)")
+
+
 def prepare_cli_cases(tmp_path):
     """(argv after data.py, a string the one-line error must name) for a user's usual mistakes."""
     a_file = tmp_path / "a_file"
