@@ -426,7 +426,9 @@ def claim_out_dir(args, main: bool) -> None:
 
 
 def start(args, name: str, value_head: bool = False) -> Run:
-    """Process group, seeds, output dir, metrics, problems, policy and engine."""
+    """Process group, output dir (claim_out_dir: checked before any work), seeds, metrics,
+    problems, policy and engine; then the problems whose prompt the context cannot hold are
+    dropped (fitting_prompts)."""
     t0 = time.time()
     d = init_distributed()
     claim_out_dir(args, d.main)
