@@ -14,8 +14,10 @@ and whose reference solutions run as they stand (APPS+ stdio solutions get their
 
 Decisions and simplifications (each one is a choice the papers' code makes differently):
 - A bad row (no tests, unparsable JSON, undecodable tests, no usable solution where one is
-  asked for) is skipped and counted in `stats` under its reason, and load_problems prints
-  one summary line to stderr; it never raises.
+  asked for, a field of the wrong type: check_problem) is skipped and counted in `stats` under
+  its reason, and load_problems prints one summary line to stderr; it never raises.
+- Text must be UTF-8: a row holding bytes that are not is skipped ("not UTF-8"), never
+  repaired, since a replaced byte in an expected output would change the verdict.
 - APPS call-based outputs are stored as `value` or `[value]`; we unwrap a one-element list
   (the APPS checker accepts both). A function that really returns a one-element list then
   gets a wrong expected value -- `prepare --check-solutions` drops those problems.
@@ -40,6 +42,7 @@ import os
 import pickle
 import re
 import sys
+import tempfile
 import textwrap
 import zlib
 from collections import Counter
@@ -493,10 +496,12 @@ def read_rows(path: str, stats: Counter | None = None) -> list[dict]:
         raise DataError(f"No such data file: {path}; pass the path of a .json, .jsonl or "
                         ".parquet file.")
     if path.endswith(".parquet"):
-        import pyarrow.parquet as pq  # comes with `datasets`
+        import pyarrow.parquet as pq  # comes with `datasets`; its strings are UTF-8 already
         return pq.read_table(path).to_pylist()
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    with open(path, "rb") as f:
+        # Bytes that are not UTF-8 become lone surrogates, so the rows holding them can be
+        # found and skipped below (a BOM is dropped).
+        text = f.read().decode("utf-8-sig", errors="surrogateescape")
     if path.endswith(".json"):
         try:
             data = json.loads(text)
@@ -506,21 +511,43 @@ def read_rows(path: str, stats: Counter | None = None) -> list[dict]:
         if isinstance(data, dict):  # e.g. {"data": [...]} or {id: row}
             lists = [v for v in data.values() if isinstance(v, list)]
             data = lists[0] if len(lists) == 1 else list(data.values())
-        return [r for r in data if isinstance(r, dict)]
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            stats["unparsable JSON"] += 1
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            stats["unparsable JSON"] += 1
-    return rows
+        rows = [r for r in data if isinstance(r, dict)]
+    else:
+        rows = []
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                stats["unparsable JSON"] += 1
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+            else:
+                stats["unparsable JSON"] += 1
+    if not _MAYBE_SURROGATE.search(text):
+        return rows
+    utf8 = [r for r in rows if not _holds_surrogate(r)]
+    stats["not UTF-8"] += len(rows) - len(utf8)
+    return utf8
+
+
+# A lone surrogate: an undecodable byte (surrogateescape) or a JSON escape \ud800-\udfff.
+# Neither can be written as UTF-8 (the sandbox's pipes, the tokenizer).
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_MAYBE_SURROGATE = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+
+
+def _holds_surrogate(value) -> bool:
+    """Whether any string in a parsed JSON value (keys too) holds a lone surrogate."""
+    if isinstance(value, str):
+        return bool(_SURROGATE.search(value))
+    if isinstance(value, dict):
+        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_surrogate(v) for v in value)
+    return False
 
 
 # LiveCodeBench releases are cumulative: release_vN = test.jsonl ... testN.jsonl.
@@ -586,6 +613,34 @@ def _options(name: str, filters: dict) -> dict:
     return {**opts, **filters}
 
 
+def check_problem(problem: Problem) -> None:
+    """BadRow when a field has a type the sandbox, the prompt or the curricula cannot use: a
+    prepared file written by hand or by another tool (the APPS habit: tests as a JSON string).
+    The reason names the field; the row is counted under it and skipped."""
+    for name in ("id", "question", "starter_code", "difficulty"):
+        if not isinstance(getattr(problem, name), str):
+            raise BadRow(f"{name} is not a string")
+    if problem.fn_name is not None and not (isinstance(problem.fn_name, str)
+                                            and problem.fn_name.isidentifier()):
+        raise BadRow("fn_name is not a function name (a string) or null")
+    if not isinstance(problem.tests, list):
+        kind = "a JSON string" if isinstance(problem.tests, str) else type(problem.tests).__name__
+        raise BadRow(f"tests is {kind}, not a list of {{input, output}}")
+    for test in problem.tests:
+        if not (isinstance(test, dict) and "input" in test and "output" in test):
+            raise BadRow("a test is not an {input, output} object")
+        if problem.fn_name is None and not (isinstance(test["input"], str)
+                                            and isinstance(test["output"], str)):
+            raise BadRow("a standard-I/O test whose input or output is not a string")
+        if problem.fn_name is not None and not isinstance(test["input"], list):
+            raise BadRow("a call-based test whose input is not a list of arguments")
+    if not (isinstance(problem.solutions, list)
+            and all(isinstance(s, str) for s in problem.solutions)):
+        raise BadRow("solutions is not a list of strings")
+    if not isinstance(problem.metadata, dict):
+        raise BadRow("metadata is not an object")
+
+
 def drop_reason(problem: Problem, opts: dict) -> str | None:
     """Why a converted problem is filtered out (None: keep it)."""
     if len(problem.tests) == 0:
@@ -640,6 +695,7 @@ def load_problems(name: str, split: str = "test", path: str | None = None,
         stats["read"] += 1
         try:
             problem = _convert(name, row, index, opts, labels)
+            check_problem(problem)
         except BadRow as e:
             stats[str(e)] += 1
             continue
@@ -874,15 +930,22 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
 
 
-def _writable_dir_problem(path: str) -> str | None:
-    """Why `path` cannot become an output directory (None: it can)."""
+def output_dir_problem(path: str) -> str | None:
+    """Why `path` cannot become an output directory (None: it can): it, or a folder above it,
+    is a file; or the nearest existing folder takes no new file (no permission, a read-only
+    file system). Tried with a nameless file, since os.access says yes to root."""
     if os.path.exists(path) and not os.path.isdir(path):
         return f"--out {path!r} exists and is not a directory"
     parent = path
     while not os.path.exists(parent):
         parent = os.path.dirname(parent) or "."
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"--out {path!r}: cannot write in {parent!r}"
+    if not os.path.isdir(parent):
+        return f"--out {path!r}: {parent!r} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        return f"--out {path!r}: cannot write in {parent!r} ({e.strerror})"
     return None
 
 
@@ -923,7 +986,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.local_dir is not None and not os.path.isdir(args.local_dir):
         parser.error(f"--local-dir {args.local_dir!r} is not a directory")
-    problem = _writable_dir_problem(args.out)
+    problem = output_dir_problem(args.out)
     if problem:
         parser.error(problem)
     try:

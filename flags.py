@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ import drive
 from engines import close_open_engines
 from losses import AGGREGATIONS
 from metrics import report_to_list
-from model import UserError, close_distributed, latest_checkpoint
+from model import UserError, close_distributed, latest_checkpoint, read_trainer_state
 
 # Settings every method shares; each method's PRESETS add to these (merge_presets).
 TINY_SFT_STEPS = 450   # the tiny model copies a statement's values only after 300-400 steps
@@ -138,20 +137,21 @@ def check_common_flags(parser: argparse.ArgumentParser, args) -> None:
     if args.max_model_len is not None and args.max_model_len <= args.max_new_tokens:
         parser.error(f"--max-model-len {args.max_model_len} leaves no room for the prompt with "
                      f"--max-new-tokens {args.max_new_tokens}; raise it or leave it unset")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        parser.error(f"--out {args.out} is a file; pass a directory for the run's outputs")
+    if args.resume and args.overwrite:
+        parser.error("--resume continues the run in --out and --overwrite replaces it; "
+                     "pass one of them")
     try:
         report_to_list(args.report_to)
     except UserError as e:
         parser.error(str(e.code))
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if ckpt is not None:   # load_checkpoint checks this too, but only after the model is built
-        with open(os.path.join(ckpt, "trainer_state.json")) as f:
-            written_by = json.load(f).get("world", world)
+        written_by = read_trainer_state(ckpt).get("world", world)
         if written_by != world:
             parser.error(f"--resume: {ckpt} was written by {written_by} ranks and this run has "
                          f"{world}; resume with torchrun --nproc_per_node {written_by} (the "
                          "optimizer state is sharded)")
+        read_trainer_state(ckpt, ("step", "rng"))   # what trainer.resume reads
 
 
 def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -295,6 +295,9 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--save-every", type=COUNT, default=0,
                    help="checkpoint every N steps and at the end (0 = never)")
     g.add_argument("--resume", action="store_true", help="continue from <out>/latest")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the earlier run in --out (its metrics.jsonl, summary.json, "
+                        "checkpoints); without it a new run refuses an --out that holds one")
     g.add_argument("--report-to", default="none",
                    help="also send metrics to: none, tensorboard, wandb or both "
                         "(tensorboard,wandb); optional packages, wandb offline unless "

@@ -654,24 +654,53 @@ def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, 
 
 
 def latest_checkpoint(out_dir: str) -> str | None:
-    """The checkpoint <out_dir>/latest names (None when there is none), its weights checked:
-    --resume fails here, before any model or engine is built, when they are damaged."""
+    """The checkpoint <out_dir>/latest names (None when there is none), its trainer state and
+    weights checked: --resume fails here, before any model or engine is built, when they are
+    damaged."""
     path = os.path.join(out_dir, "latest")
     if not os.path.exists(path):
         return None
     ckpt = os.path.join(out_dir, open(path).read().strip())
     if not os.path.exists(os.path.join(ckpt, "trainer_state.json")):
         return None
+    read_trainer_state(ckpt)
     check_checkpoint(ckpt)
     return ckpt
 
 
+def _resume_advice(ckpt: str) -> str:
+    """The way back from a damaged checkpoint: an earlier step_N, or a fresh start."""
+    out_dir = os.path.dirname(os.path.abspath(ckpt))
+    return (f"delete {ckpt} and write the name of an earlier step_N into {out_dir}/latest, "
+            "or start the run afresh in a new --out")
+
+
+def read_trainer_state(ckpt: str, needs: tuple[str, ...] = ("step",)) -> dict:
+    """<ckpt>/trainer_state.json as a dict, or a UserError naming it when it is cut short
+    (not a JSON object), lacks one of the keys `needs`, or its step is no count."""
+    path = os.path.join(ckpt, "trainer_state.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (ValueError, UnicodeDecodeError):   # cut short, or not text
+        state = None
+    if not isinstance(state, dict):
+        raise UserError(f"--resume: {path} is not a JSON object (cut short?); "
+                        f"{_resume_advice(ckpt)}")
+    missing = [k for k in needs if k not in state]
+    if missing:
+        raise UserError(f"--resume: {path} lacks {', '.join(missing)}; {_resume_advice(ckpt)}")
+    step = state.get("step", 0)
+    if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+        raise UserError(f"--resume: {path} has step {step!r}, not a count of steps; "
+                        f"{_resume_advice(ckpt)}")
+    return state
+
+
 def check_checkpoint(ckpt: str, rank: int | None = None) -> None:
     """UserError when checkpoint `ckpt`'s weights (or rank `rank`'s optimizer file) are
-    damaged or missing; the advice names the way back: an earlier step_N, or a fresh start."""
-    out_dir = os.path.dirname(os.path.abspath(ckpt))
-    advice = (f"delete {ckpt} and write the name of an earlier step_N into {out_dir}/latest, "
-              "or start again without --resume")
+    damaged or missing; the advice names the way back."""
+    advice = _resume_advice(ckpt)
     check_weights(ckpt, "--resume", advice)
     if rank is not None and not os.path.exists(os.path.join(ckpt, f"rank{rank}.pt")):
         raise UserError(f"--resume: {ckpt} has no rank{rank}.pt (optimizer state); {advice}")
@@ -687,7 +716,7 @@ def load_checkpoint(ckpt: str, module: PolicyLogprobs, optimizer, scheduler, d: 
     """Restore weights, optimizer, scheduler, RNG (and `extras`, as in save_checkpoint) saved
     by save_checkpoint; return the trainer state. A value head on `module` is restored from
     value_head.pt."""
-    state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
+    state = read_trainer_state(ckpt)
     if state.get("world", d.world) != d.world:
         raise UserError(f"checkpoint {ckpt} was written by {state['world']} ranks; resume "
                         f"with --nproc_per_node {state['world']} (optimizer state is sharded).")

@@ -35,6 +35,9 @@ import argparse
 import json
 import os
 import random
+import re
+import shutil
+import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,13 +63,14 @@ from model import (
     load_causal_lm,
     load_checkpoint,
     load_tokenizer,
+    read_trainer_state,
     resolve_model,
     save_checkpoint,
     seed_everything,
     shard_model,
     warmup_cosine,
 )
-from rollouts import evaluate, family_labels, standard_error
+from rollouts import evaluate, family_labels, prompt_text, standard_error
 
 # ----------------------------------------------------------------------------- set-up
 
@@ -91,13 +95,59 @@ def load_problem_sets(args):
         evals = train
     elif n_eval:
         evals = evals[:n_eval]
+    check_problem_sets(args, train, evals)
+    return train, evals
+
+
+def check_problem_sets(args, train: list, evals: list) -> None:
+    """UserError when no train problem (or, with evaluation, no eval problem) is left."""
     if not train:
         raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
-                        "the file's format: data.py's docstring lists the fields per source)")
+                        "the file's format: data.py's docstring lists the fields per source; "
+                        "the [data] lines above count what was dropped and why)")
     if not evals and args.eval_n > 0:
         raise UserError(f"--eval-data {args.eval_data}: gave no problems with tests (check the "
                         "file's format, or pass --eval-n 0 to train without evaluation)")
-    return train, evals
+
+
+# A prompt longer than this many UTF-8 bytes a context position is dropped without being
+# tokenized (English averages about 4 a token; tokenizing a 10 MB statement takes ~20 s).
+MAX_BYTES_PER_TOKEN = 16
+
+
+def prompt_budget(config, args) -> int | None:
+    """Tokens a prompt may take: the context (--max-model-len, else the model's positions)
+    less --max-new-tokens; None when the config names no context length."""
+    context = args.max_model_len or getattr(config, "max_position_embeddings", None)
+    if context is None:
+        return None
+    if context <= args.max_new_tokens:
+        raise UserError(f"--max-new-tokens {args.max_new_tokens} leaves no room for a prompt "
+                        f"in the model's context of {context} positions; lower it")
+    return context - args.max_new_tokens
+
+
+def fitting_prompts(problems: list, tokenizer, budget: int | None, what: str) -> list:
+    """The problems whose coder prompt takes at most `budget` tokens; the others are counted
+    in one line on stderr, as data.load_problems counts its bad rows. Fed whole, a 10 MB
+    statement asks a 1,024-position model for an 8 GB attention matrix.
+    A prompt of fewer UTF-8 bytes than the budget fits (a token covers at least one byte;
+    one position spared for a BOS token); one of more than MAX_BYTES_PER_TOKEN bytes a
+    position does not, untokenized; the rest are tokenized."""
+    if budget is None:
+        return problems
+    kept = []
+    for p in problems:
+        text = prompt_text(tokenizer, p)
+        size = len(text.encode("utf-8"))
+        if size < budget or (size <= budget * MAX_BYTES_PER_TOKEN
+                             and len(tokenizer(text)["input_ids"]) <= budget):
+            kept.append(p)
+    if len(kept) < len(problems):
+        print(f"[data] {what}: dropped {len(problems) - len(kept)} of {len(problems)} problems "
+              f"whose prompt is over {budget} tokens (the context less --max-new-tokens)",
+              file=sys.stderr, flush=True)
+    return kept
 
 
 def train_eval_set(train: list, evals: list, n: int) -> list:
@@ -335,15 +385,62 @@ class Run:
         return out
 
 
+# What a run writes into --out (step_N: its checkpoints; .tmp / .old: one being replaced).
+RUN_FILES = ("metrics.jsonl", "summary.json", "rates.json", "latest", "tensorboard", "wandb")
+CHECKPOINT_DIR = re.compile(r"step_\d+(\.tmp|\.old)?")
+
+
+def earlier_run(out: str) -> list[str]:
+    """The names of what an earlier run left in `out`, sorted ([] when none)."""
+    if not os.path.isdir(out):
+        return []
+    return sorted(n for n in os.listdir(out) if n in RUN_FILES or CHECKPOINT_DIR.fullmatch(n))
+
+
+def claim_out_dir(args, main: bool) -> None:
+    """--out checked before any work, each mistake a UserError: a path no run can write; an
+    earlier run there that this one would overwrite (its checkpoints, summary, and rows
+    appended to its metrics.jsonl), unless --resume continues it from a checkpoint or
+    --overwrite replaces it, whose files the main rank then removes."""
+    problem = data.output_dir_problem(args.out)
+    if problem:
+        raise UserError(problem)
+    found = earlier_run(args.out)
+    if not found:
+        return
+    shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+    if args.resume and latest_checkpoint(args.out) is None:
+        raise UserError(f"--resume: {args.out} holds an earlier run ({shown}) but no "
+                        "checkpoint to continue from (--save-every N writes them); pass "
+                        "--overwrite instead to start again there, or a new --out")
+    if not args.resume and not args.overwrite:
+        raise UserError(f"--out {args.out} holds an earlier run ({shown}); continue it with "
+                        "--resume, write to a new --out, or pass --overwrite to replace it")
+    if args.overwrite and main:
+        for name in found:
+            path = os.path.join(args.out, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+
+
 def start(args, name: str, value_head: bool = False) -> Run:
-    """Process group, seeds, output dir, metrics, problems, policy and engine."""
+    """Process group, output dir (claim_out_dir: checked before any work), seeds, metrics,
+    problems, policy and engine; then the problems whose prompt the context cannot hold are
+    dropped (fitting_prompts)."""
     t0 = time.time()
     d = init_distributed()
+    claim_out_dir(args, d.main)
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
     log = MetricsLog(args.out, d.main, report_to_list(args.report_to), vars(args), name)
     train_p, eval_p = load_problem_sets(args)
     path, tokenizer, policy, engine = setup_policy(args, d, value_head)
+    same, budget = eval_p is train_p, prompt_budget(policy.lm.config, args)
+    train_p = fitting_prompts(train_p, tokenizer, budget, "--train-data")
+    eval_p = train_p if same else fitting_prompts(eval_p, tokenizer, budget, "--eval-data")
+    check_problem_sets(args, train_p, eval_p)
     r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
             train_eval_set(train_p, eval_p, args.train_eval_problems))
     also = f" (+ {len(r.train_eval_problems)} train problems)" if r.train_eval_problems else ""
@@ -554,8 +651,7 @@ def prepare_run(r: Run, build=build_policy_optimizer, *, warm_start=sft_warm_sta
         if curricula:
             rates = select_problems(r, rates)
     else:
-        with open(os.path.join(ckpt, "trainer_state.json")) as f:
-            r.state = json.load(f)
+        r.state = read_trainer_state(ckpt)
     if "train_ids" in r.state:
         keep = set(r.state["train_ids"])
         r.train_problems = [p for p in r.train_problems if p.id in keep] or r.train_problems

@@ -176,7 +176,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def grpo_argv(a: argparse.Namespace, model: str, out: str) -> list[str]:
-    """The grpo.py flags of one RL run: both frameworks read the same namespace."""
+    """The grpo.py flags of one RL run: both frameworks read the same namespace. --overwrite:
+    a second bench into the same --out measures again, replacing the first one's run."""
     argv = ["--model", model, "--train-data", a.train_data, "--eval-data", a.eval_data,
             "--sft-steps", "0", "--steps", str(a.steps),
             "--prompts-per-step", str(a.prompts_per_step), "--group-size", str(a.group_size),
@@ -184,7 +185,7 @@ def grpo_argv(a: argparse.Namespace, model: str, out: str) -> list[str]:
             "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
             "--seed", str(a.seed), "--cpu-threads", str(a.cpu_threads),
             "--test-timeout", str(a.test_timeout), "--max-problems", str(a.max_problems),
-            "--engine", a.engine, "--eval-n", "0", "--out", out,
+            "--engine", a.engine, "--eval-n", "0", "--out", out, "--overwrite",
             "--save-every", str(max(a.steps, 1)), "--agg", "token-mean", "--beta", "0",
             "--adv-scale", "group", "--reward", "binary",
             "--prompt-order", a.ours_prompt_order, "--adv-eps", str(a.ours_adv_eps)]
@@ -407,7 +408,8 @@ def warm_start(a: argparse.Namespace) -> str:
                      "--steps", "0", "--save-every", "1000",
                      "--sft-steps", str(a.sft_steps), "--eval-n", "0", "--seed", str(a.seed),
                      "--max-problems", str(a.max_problems), "--engine", "hf",
-                     "--cpu-threads", str(a.cpu_threads), "--out", out], "warm start")
+                     "--cpu-threads", str(a.cpu_threads), "--out", out, "--overwrite"],
+                    "warm start")
     return ckpt
 
 

@@ -48,9 +48,46 @@ def _bad_files(tmp: str) -> dict[str, str]:
         f.write("step_2")
     with open(os.path.join(step, "trainer_state.json"), "w") as f:
         json.dump({"step": 2, "world": 1}, f)
-    return dict(garbage=garbage, empty=empty, a_file=a_file, model_dir=model_dir,
-                other_world=other_world, truncated=truncated, missing_shard=missing_shard,
-                damaged_ckpt=damaged_ckpt)
+    files = dict(garbage=garbage, empty=empty, a_file=a_file, model_dir=model_dir,
+                 other_world=other_world, truncated=truncated, missing_shard=missing_shard,
+                 damaged_ckpt=damaged_ckpt)
+    return {**files, **_bad_rows(tmp), **_bad_runs(tmp)}
+
+
+def _bad_rows(tmp: str) -> dict[str, str]:
+    """Data files whose only row is bad: each is counted, skipped, and leaves no problem."""
+    row = dict(id="p/0", source="apps", question="Add.", starter_code="", fn_name="add",
+               tests=[{"input": [1, 2], "output": 3}], solutions=[], difficulty="", metadata={})
+    paths = {}
+    for name, text in (("not_utf8", json.dumps(row).replace("Add.", "Caf\u00e9.")),
+                       ("int_tests", json.dumps({**row, "tests": 3})),
+                       ("json_tests", json.dumps({**row, "tests": json.dumps(row["tests"])})),
+                       ("huge_statement",                                   # 10.8 MB
+                        json.dumps({**row, "question": "add them " * 1_200_000}))):
+        paths[name] = os.path.join(tmp, f"{name}.jsonl")
+        with open(paths[name], "wb") as f:
+            f.write(text.encode("latin-1") + b"\n")      # not_utf8: a raw 0xe9 byte
+    return paths
+
+
+def _bad_runs(tmp: str) -> dict[str, str]:
+    """--out folders a new run must not write into, and checkpoints --resume cannot use."""
+    earlier = os.path.join(tmp, "earlier_run")      # a finished run that saved no checkpoint
+    os.makedirs(earlier)
+    with open(os.path.join(earlier, "metrics.jsonl"), "w") as f:
+        f.write(json.dumps({"phase": "rl", "step": 1, "reward_mean": 0.5}) + "\n")
+    with open(os.path.join(earlier, "summary.json"), "w") as f:
+        json.dump({"pass_at_1_after_rl": 0.5}, f)
+    paths = {"earlier_run": earlier}
+    for name, state in (("cut_state", '{"step": 2, "wor'),
+                        ("keyless_state", '{"step": 2, "world": 1}')):   # no "rng"
+        paths[name] = os.path.join(tmp, name)
+        step = _model_dir(paths[name], "step_2")
+        with open(os.path.join(paths[name], "latest"), "w") as f:
+            f.write("step_2")
+        with open(os.path.join(step, "trainer_state.json"), "w") as f:
+            f.write(state)
+    return paths
 
 
 def _model_dir(parent: str, name: str, shards: int = 1) -> str:
@@ -114,14 +151,32 @@ CASES = [
     # files and checkpoints
     ("grpo.py", ["--out", "{a_file}"], "a_file"),
     ("grpo.py", ["--resume", "--out", "{other_world}"], "2 ranks"),
+    ("grpo.py", ["--out", "{a_file}/run"], "is a file"),
+    ("grpo.py", ["--out", "/sys"], "cannot write in '/sys'"),   # sysfs: no new file, not root's
+    ("grpo.py", ["--resume", "--out", "{cut_state}"], "step_2/trainer_state.json is not"),
+    ("grpo.py", ["--resume", "--out", "{keyless_state}"], "trainer_state.json lacks rng"),
+    # an earlier run in --out: continued (--resume, from a checkpoint) or replaced, never mixed
+    ("grpo.py", ["--out", "{earlier_run}"], "holds an earlier run (metrics.jsonl, summary.json)"),
+    ("grpo.py", ["--resume", "--out", "{earlier_run}"], "no checkpoint to continue from"),
+    ("grpo.py", ["--resume", "--overwrite"], "pass one of them"),
+    # bad rows are skipped at load; a file of nothing else leaves no problem to train on
+    ("grpo.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
+    ("grpo.py", ["--train-data", "prepared:{int_tests}"], "int_tests.jsonl"),
+    ("grpo.py", ["--train-data", "prepared:{json_tests}"], "json_tests.jsonl"),
+    ("grpo.py", ["--engine", "hf", "--train-data", "prepared:{huge_statement}"],
+     "huge_statement.jsonl"),
     # the other trainers share the same entry point and flag checks
     ("ppo_fgo.py", ["--train-data", "foo"], "foo"),
     ("ppo_fgo.py", ["--gamma", "1.5"], "--gamma"),
     ("ppo_fgo.py", ["--critic", "nope"], "nope"),
     ("ppo_fgo.py", ["--model", "./no/such/dir"], "no/such/dir"),
+    ("ppo_fgo.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
+    ("ppo_fgo.py", ["--out", "{earlier_run}"], "holds an earlier run"),
     ("agents.py", ["--max-turns", "0"], "--max-turns"),
     ("agents.py", ["--policy", "bogus"], "bogus"),
     ("agents.py", ["--train-data", "foo"], "foo"),
+    ("agents.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
+    ("agents.py", ["--out", "{earlier_run}"], "holds an earlier run"),
 ]
 
 
@@ -192,8 +247,10 @@ def _run_rows(script: str, rows: list[list[str]]) -> list[tuple[int, str]]:
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     """(row, (exit status, stderr)) for every row of CASES."""
-    files = _bad_files(str(tmp_path_factory.mktemp("bad_inputs")))
-    rows = [(script, [f.format(**files) for f in flags], want) for script, flags, want in CASES]
+    tmp = str(tmp_path_factory.mktemp("bad_inputs"))
+    files = _bad_files(tmp)
+    rows = [(script, _own_out([f.format(**files) for f in flags], os.path.join(tmp, f"out{i}")),
+             want) for i, (script, flags, want) in enumerate(CASES)]
     by_script: dict[str, list[int]] = {}
     for i, (script, _, _) in enumerate(rows):
         by_script.setdefault(script, []).append(i)
@@ -202,6 +259,12 @@ def outcomes(tmp_path_factory):
         for i, result in zip(idx, _run_rows(script, [rows[i][1] for i in idx])):
             done[i] = result
     return [(rows[i], done[i]) for i in range(len(rows))]
+
+
+def _own_out(flags: list[str], out: str) -> list[str]:
+    """flags with --out `out` added unless they name one: a row reports its own mistake, not
+    an earlier run that the checkout's runs/<method> holds."""
+    return flags if "--out" in flags else [*flags, "--out", out]
 
 
 def test_the_table_is_large_enough():
@@ -231,9 +294,10 @@ def _check_one_line(script, flags, want, rc, stderr):
     ("ppo_fgo.py", ["--model", "./no/such/dir"], "no/such/dir"),
     ("agents.py", ["--steps", "-1"], "--steps"),
 ])
-def test_as_a_plain_process(script, flags, want):
+def test_as_a_plain_process(script, flags, want, tmp_path):
     """A few rows again as `python SCRIPT FLAGS`, with nothing between the user and main()."""
-    proc = subprocess.run([sys.executable, script, *flags], cwd=ROOT, env=_env(),
+    argv = _own_out(flags, str(tmp_path / "out"))
+    proc = subprocess.run([sys.executable, script, *argv], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     _check_one_line(script, flags, want, proc.returncode, proc.stderr)
 
@@ -247,13 +311,14 @@ def test_a_real_bug_keeps_its_traceback(tmp_path):
         flags.run_entry_point(buggy, lambda argv: None, [])
 
 
-def test_only_the_main_rank_prints_the_error():
+def test_only_the_main_rank_prints_the_error(tmp_path):
     """Under torchrun every rank hits the same mistake; the user reads it once. (torchrun then
     adds its own failure summary, which is not ours to shorten.)"""
     env = _env()
     env.pop("HF_HUB_OFFLINE")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc_per_node", "2", "grpo.py", "--train-data", "foo"],
+                           "--nproc_per_node", "2", "grpo.py", "--train-data", "foo",
+                           "--out", str(tmp_path / "out")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode != 0

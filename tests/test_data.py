@@ -506,6 +506,68 @@ def test_humaneval_row_to_call_tests(tmp_path):
 # ---------------------------------------------------------------------------- prepare
 
 
+def _prepared_row(**fields) -> dict:
+    """A row of `data.py prepare`'s format: a call-based problem, with `fields` replaced."""
+    row = dict(id="p/0", source="apps", question="Add two numbers.", starter_code="",
+               fn_name="add", tests=[{"input": [1, 2], "output": 3}],
+               solutions=["def add(a, b):\n    return a + b"], difficulty="easy", metadata={})
+    return {**row, **fields}
+
+
+def test_a_prepared_row_of_the_wrong_types_is_counted_and_skipped(tmp_path):
+    """Each row below reached the trainer and crashed at its first RL step (inside the
+    sandbox's job check) or when its prompt was built; now it is skipped at load, and
+    counted under a reason that names the field."""
+    stdio = {"input": "1 2\n", "output": "3\n"}
+    bad = {
+        "tests is int, not a list of {input, output}": _prepared_row(tests=3),
+        "tests is a JSON string, not a list of {input, output}":
+            _prepared_row(tests=json.dumps([{"input": [1, 2], "output": 3}])),
+        "fn_name is not a function name (a string) or null": _prepared_row(fn_name=7),
+        "a test is not an {input, output} object": _prepared_row(tests=[[1, 2]]),
+        "a standard-I/O test whose input or output is not a string":
+            _prepared_row(fn_name=None, tests=[{"input": ["1 2"], "output": 3}]),
+        "a call-based test whose input is not a list of arguments":
+            _prepared_row(tests=[{"input": "1 2", "output": 3}]),
+        "question is not a string": _prepared_row(question=["Add."]),
+        "solutions is not a list of strings": _prepared_row(solutions="def add(a, b): ..."),
+        "metadata is not an object": _prepared_row(metadata=[]),
+    }
+    good = [_prepared_row(), _prepared_row(id="p/1", fn_name=None, tests=[stdio])]
+    path = write_jsonl(tmp_path / "prepared.jsonl", [good[0], *bad.values(), good[1]])
+    stats = Counter()
+    problems = data.load_problems("prepared", path=path, stats=stats)
+    assert [p.id for p in problems] == ["p/0", "p/1"]
+    assert {k: v for k, v in stats.items() if k not in ("read", "kept")} == \
+        {reason: 1 for reason in bad}
+    assert stats["read"] == 2 + len(bad) and stats["kept"] == 2
+
+
+def test_rows_that_are_not_utf8_are_counted_and_skipped_never_repaired(tmp_path):
+    """A latin-1 byte in a .jsonl line or a .json list, or a JSON-escaped lone surrogate:
+    that row is skipped ("not UTF-8"), the others load; a BOM is no bad byte."""
+    good, other = _prepared_row(), _prepared_row(id="p/1")
+    latin1 = json.dumps(_prepared_row(id="p/2", question="Caf\u00e9 au lait.")).encode(
+        "ascii").replace(b"\\u00e9", b"\xe9")                    # a raw latin-1 byte
+    escaped = json.dumps(_prepared_row(id="p/3", question="half a pair: \ud800"))
+    jsonl = tmp_path / "mixed.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode() + b"\n" + latin1 + b"\n"
+                      + escaped.encode() + b"\n" + json.dumps(other).encode() + b"\n")
+    stats = Counter()
+    assert [p.id for p in data.load_problems("prepared", path=str(jsonl), stats=stats)] == \
+        ["p/0", "p/1"]
+    assert stats["not UTF-8"] == 2 and stats["read"] == 2
+    whole = tmp_path / "mixed.json"                   # one document: the rows of a list
+    whole.write_bytes(b"[" + json.dumps(good).encode() + b", " + latin1 + b"]")
+    rows_stats = Counter()
+    assert [r["id"] for r in data.read_rows(str(whole), rows_stats)] == ["p/0"]
+    assert rows_stats["not UTF-8"] == 1
+    valid = tmp_path / "valid.jsonl"                  # UTF-8 and an escaped pair: kept as is
+    valid.write_text(json.dumps(_prepared_row(question="Caf\u00e9 \U0001f600")) + "\n",
+                     encoding="utf-8")
+    assert data.load_problems("prepared", path=str(valid))[0].question == "Caf\u00e9 \U0001f600"
+
+
 def test_near_duplicates():
     q = (
         "Given an array of n integers, print the maximum sum of a contiguous subarray of length "
@@ -636,6 +698,30 @@ def test_prepare_with_nothing_loaded_exits_with_a_sentence(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "skipped: no apps_train" in captured.out
     assert "no problems were loaded" in captured.err and str(tmp_path) in captured.err
+
+
+def test_an_out_dir_on_a_read_only_file_system_is_named(tmp_path):
+    """A folder on a read-only mount, below a file, or a file: output_dir_problem says so
+    before any work (the trainers found a read-only --out only at their first metrics row).
+    The mount is made in a mount namespace of its own (unshare -m); root passes os.access
+    there, so the check tries a nameless file."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert "is a file" in data.output_dir_problem(str(a_file / "run"))
+    assert "exists and is not a directory" in data.output_dir_problem(str(a_file))
+    assert data.output_dir_problem(str(tmp_path / "new" / "run")) is None
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    check = "import sys, data; print(data.output_dir_problem(sys.argv[1] + '/run'))"
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro none "$1" && exec "$2" -c "$3" "$1"',
+         "sh", str(ro), sys.executable, check],
+        cwd=os.path.join(os.path.dirname(__file__), ".."), capture_output=True, text=True,
+        timeout=60)
+    if proc.returncode != 0 and "Traceback" not in proc.stderr:
+        pytest.skip(f"no mount namespace here: {proc.stderr.strip()[:200]}")
+    assert proc.stdout.strip() == (f"--out '{ro}/run': cannot write in '{ro}' "
+                                   "(Read-only file system)")
 
 
 def prepare_cli_cases(tmp_path):

@@ -476,3 +476,78 @@ def test_max_train_tests_rewards_on_the_first_n_and_counts_what_they_let_through
     assert means["false_pass_frac"] == 0.5 and means["pass_rate"] == 0.5
     ro.false_pass = None
     assert "false_pass_frac" not in rollouts.rollout_means(rollouts.rollout_sums(ro))
+
+
+# ----------------------------------------------------------------------------- bad input
+
+def test_a_prompt_longer_than_the_context_is_dropped_at_load(capsys):
+    """The context (the model's 1,024 positions, or --max-model-len) less --max-new-tokens
+    bounds a prompt: a 10 MB statement is dropped untokenized, at once (fed whole, it asked
+    for an 8 GB attention matrix); a 20 kB one is counted in tokens and dropped; the rest stay.
+    The drops are one line on stderr."""
+    import time
+
+    tokenizer = model.load_tokenizer(model.BASE_DIR)
+    config = types.SimpleNamespace(max_position_embeddings=1024)
+    flags_ = argparse.Namespace(max_model_len=None, max_new_tokens=112)
+    budget = trainer.prompt_budget(config, flags_)
+    assert budget == 1024 - 112
+    assert trainer.prompt_budget(config, argparse.Namespace(max_model_len=600,
+                                                            max_new_tokens=100)) == 500
+    assert trainer.prompt_budget(types.SimpleNamespace(), flags_) is None   # no length known
+    with pytest.raises(model.UserError, match="--max-new-tokens 1024 leaves no room"):
+        trainer.prompt_budget(config, argparse.Namespace(max_model_len=None,
+                                                         max_new_tokens=1024))
+    problems = [_problem("short"), _problem("huge"), _problem("long"), _problem("fits")]
+    problems[1].question = "add them " * 1_200_000            # 10.8 MB
+    problems[2].question = "add them " * 2_300                # 20.7 kB: over 912 tokens
+    problems[3].question = "add them " * 200                  # 1.8 kB: 656 tokens, fits
+    t = time.perf_counter()
+    kept = trainer.fitting_prompts(problems, tokenizer, budget, "--train-data")
+    assert time.perf_counter() - t < 5
+    assert [p.id for p in kept] == ["short", "fits"]
+    assert len(tokenizer(rollouts.prompt_text(tokenizer, problems[2]))["input_ids"]) > budget
+    assert len(tokenizer(rollouts.prompt_text(tokenizer, problems[3]))["input_ids"]) <= budget
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["[data] --train-data: dropped 2 of 4 problems whose prompt is over 912 "
+                   "tokens (the context less --max-new-tokens)"]
+    assert trainer.fitting_prompts(problems, tokenizer, None, "x") == problems
+
+
+def _earlier_run(out):
+    """A folder as a run with checkpoints leaves it, and a file of the user's beside."""
+    os.makedirs(os.path.join(out, "step_2"))
+    os.makedirs(os.path.join(out, "step_4.tmp"))
+    os.makedirs(os.path.join(out, "tensorboard"))
+    for name, text in (("metrics.jsonl", '{"phase": "rl", "step": 1}\n'), ("latest", "step_2"),
+                       ("summary.json", "{}"), ("notes.txt", "mine")):
+        with open(os.path.join(out, name), "w") as f:
+            f.write(text)
+
+
+def test_a_new_run_refuses_an_out_holding_an_earlier_run_and_overwrite_replaces_it(tmp_path):
+    """Without --resume or --overwrite a run would overwrite the earlier run's checkpoints and
+    summary and append its rows to the earlier metrics.jsonl: it refuses, naming what it found.
+    --overwrite removes what the earlier run wrote (nothing else), so the new run's
+    metrics.jsonl holds its own steps once; --resume without a checkpoint refuses too."""
+    out = str(tmp_path / "run")
+    _earlier_run(out)
+    run_args = argparse.Namespace(out=out, resume=False, overwrite=False)
+    with pytest.raises(model.UserError) as refused:
+        trainer.claim_out_dir(run_args, main=True)
+    assert ("holds an earlier run (latest, metrics.jsonl, step_2, step_4.tmp, ...); continue "
+            "it with --resume") in str(refused.value.code)
+    os.remove(os.path.join(out, "latest"))                    # no checkpoint named any more
+    with pytest.raises(model.UserError, match="no checkpoint to continue from"):
+        trainer.claim_out_dir(argparse.Namespace(out=out, resume=True, overwrite=False), True)
+    trainer.claim_out_dir(argparse.Namespace(out=out, resume=False, overwrite=True), main=False)
+    assert len(os.listdir(out)) == 6                          # only the main rank removes
+    trainer.claim_out_dir(argparse.Namespace(out=out, resume=False, overwrite=True), main=True)
+    assert os.listdir(out) == ["notes.txt"]
+    trainer.claim_out_dir(run_args, main=True)                # nothing left to overwrite
+    log = metrics.MetricsLog(out, True)
+    log({"phase": "rl", "step": 1})
+    assert [json.loads(line)["step"] for line in open(os.path.join(out, "metrics.jsonl"))] == [1]
+    empty = str(tmp_path / "fresh")
+    trainer.claim_out_dir(argparse.Namespace(out=empty, resume=True, overwrite=False), True)
+    assert not os.path.exists(empty)                          # a check, not a mkdir
