@@ -195,56 +195,50 @@ GRIDS["length"] += agents_chain("agents-chain", 200) + _CHAIN600 + [
     {**_CHAIN600[1], "name": "agents-chain600-shared-catch0",
      "cmd": [*_CHAIN600[1]["cmd"], "--catch-bonus", "0"]}]
 
-# The seeds' claims on the shipped base (models/base): every arm starts from the same policy,
-# so arms are paired by RL seed (bench/claims.py computes the paired differences). RL on
-# tasks:rl (fresh train-parameter problems) for 40 steps of 8 prompts x 16 samples at lr 5e-5
-# (the defaults but for the steps); held out = the first 350 problems of tasks:eval (50 a
-# family) x 4 samples at T = 1, with 70 of tasks:rl beside. The configs are in the order they
-# run (the main claims first): on this 2-core machine a cell takes 7-12 minutes.
+# The seeds' claims on the shipped base (models/base, the world built so that each method's
+# precondition holds: bench/results/preconditions/). Every arm starts from the same policy, so
+# arms are paired by RL seed (bench/claims.py computes the paired differences). Held out first:
+# the first 350 problems of tasks:eval (35 a family) x 4 samples at T = 1, 70 of tasks:rl
+# beside. Each group's cells ran on one machine (bench/results/claims/README.md says which).
 CLAIM_EVAL = ["--eval-n", "4", "--max-eval-problems", "350", "--train-eval-problems", "70"]
-CLAIM_RL = [*CLAIM_EVAL, "--steps", "40"]
-# DRIVE: stage 1 = the grpo cell's first 20 steps (its step_20 checkpoint); then 20 more steps
-# on the first 384 train problems (55 a family), continuing stage 1 (8 x 16) or as stage 2
-# (offline filter, then the 96 and the 48 lowest pass rates, 4 prompts x 32: 128 rollouts a
-# step either way).
-STAGE1 = "{out}/cells/grpo/seed{seed}/step_20"
+# GRPO: ./run.sh's training (80 steps of 8 prompts x 16 samples at lr 5e-5 on tasks:rl, epoch
+# order) with the claims' evaluation; step_40 is DRIVE's stage 1, step_80 the policy after RL.
+GRPO_STEPS = 80
+# DRIVE: from stage 1 (the grpo cell's step_40), 20 more steps on the first 384 train problems
+# (the 10 families' first 38-39), continuing stage 1 (8 x 16) or as stage 2 (offline filter,
+# then the 96 and the 48 lowest pass rates, 4 prompts x 32): 128 rollouts a step either way.
+STAGE1 = "{out}/cells/grpo/seed{seed}/step_40"
 DRIVE_S2 = [*CLAIM_EVAL, "--model", STAGE1, "--steps", "20", "--max-problems", "384"]
-# The RL-only family (arith_long: 4-5 operations, never in the base's corpus): 160 held out x 8.
-RL_ONLY = ["--train-data", "tasks:rl@arith_long", "--eval-data", "tasks:eval@arith_long",
-           "--steps", "40", "--eval-n", "8", "--train-eval-problems", "0"]
-# pass@k up to 64: the first 70 held-out problems (10 a family) x 64 samples at T = 1; pass@k
+AFTER_GRPO = "{out}/cells/grpo/seed{seed}/step_80"
+# pass@k up to 64: the first 70 held-out problems (7 a family) x 64 samples at T = 1; pass@k
 # for every k <= 64 comes from each problem's solved count (rates.json).
 PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
           "--train-eval-problems", "0"]
-# AT-GRPO from the base (it saw the tester's and the coder's prompts in its corpus): 20 steps
-# of the CPU preset's 4 problems x K 2 x 2 turns on tasks:rl; held out: 70 of tasks:eval
-# (10 a family) x 2 episodes at T 0.6, coder alone and the system after its turns; 70 of
-# tasks:rl beside.
+# StepCoder where CCCS and FGO have something to act on: the five branchy families, RL rewards
+# on each problem's first 3 tests (APPS+'s count; tasks.py orders them so that the first 3 run
+# two paths: the base's programs leave ~20% of the reference's lines unexecuted, and 24% of
+# those passing the 3 fail the rest), 40 problems (8 a family) drawn 8 times each in 40 steps
+# so that CCCS's per-problem stages can move (a stage moves on at a pass rate of 0.8 over its
+# last 2 updates). chain_long is the exploration family: its whole programs are never right
+# (pass@8 0), its completions from the last split point are (pass@8 0.81).
+# Held out: the first 200 of those families in tasks:eval (40 a family) x 4; the pool beside.
+STEPCODER_FAMILIES = "tiers+piecewise+simulate+chain_short+chain_long"
+STEPCODER = ["--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "40",
+             "--eval-data", f"tasks:eval@{STEPCODER_FAMILIES}", "--max-eval-problems", "200",
+             "--train-eval-problems", "40", "--eval-n", "4", "--steps", "40",
+             "--max-train-tests", "3"]
+STEPCODER_CCCS = ["--curriculum", "cccs", "--cccs-span", "2"]
+STEPCODER_METRICS = ["metrics.jsonl:fgo_masked_share", "metrics.jsonl:false_pass_frac"]
+# AT-GRPO from the base (its corpus holds the tester's and the coder's prompts and repair
+# turns): 20 steps of the CPU preset's 4 problems x K 2 x 2 turns (tester first) on tasks:rl;
+# held out: 70 of tasks:eval (7 a family) x 2 episodes at T 0.6, coder alone and the system
+# after its turns; 70 of tasks:rl beside.
 AGENT_RL = ["--train-data", "tasks:rl", "--eval-data", "tasks:eval", "--max-eval-problems",
             "70", "--train-eval-problems", "70", "--max-new-tokens", "112", "--steps", "20"]
 AGENT_BASE_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                       "metrics.jsonl:tester_catch_share_mean"]
-# StepCoder where CCCS and FGO have something to act on: 32 problems of the two branchy
-# families (classify and simulate: 3-4 conditionals in a ~10-line reference, so CCCS has
-# 1-3 completion stages before the whole program) drawn 10 times each in 40 steps; a stage
-# moves on at a pass rate of 0.8 over its last 2 updates. (Measured: the tests still execute
-# 98-99% of the generated lines, so FGO masks almost nothing here either.)
-# Held out: the first 100 of those families in tasks:eval x 4; the 32-problem pool beside.
-BRANCHY = ["--train-data", "tasks:rl@classify+simulate", "--max-problems", "32",
-           "--eval-data", "tasks:eval@classify+simulate", "--max-eval-problems", "100",
-           "--train-eval-problems", "32", "--eval-n", "4", "--steps", "40"]
-BRANCHY_CCCS = ["--curriculum", "cccs", "--cccs-span", "2"]
-# Clip-higher where the clip binds (at lr 5e-5 and 4 updates a batch the clipped share stays
-# <= 0.4%): 4 updates a batch at lr 5e-4 (measured: the policy collapses in both arms, held
-# out 0.42 -> 0.00-0.03), and DAPO's 16 updates a batch at the default lr 5e-5. Held out 140
-# (20 a family) x 4 at steps 0, 20 and 40.
-CLIP_EVAL = ["--eval-n", "4", "--max-eval-problems", "140", "--train-eval-problems", "0",
-             "--steps", "40"]
-CLIP_BINDS = [*CLIP_EVAL, "--mini-batches", "4", "--lr", "5e-4", "--eval-every", "20"]
-CLIP_MB16 = [*CLIP_EVAL, "--mini-batches", "16", "--eval-every", "20"]
-GROUP_PPO = "GRPO and PPO (StepCoder)"
-GROUP_DAPO = "DAPO: off-policy updates and filters"
-GROUP_T = "the base at lower temperatures"
+GROUP_GRPO = "GRPO: learning or sharpening"
+GROUP_SC = "StepCoder: PPO, FGO, CCCS (branchy families, 3 train tests)"
 
 
 def base_at(t: str, rl: bool = False) -> dict:
@@ -252,66 +246,34 @@ def base_at(t: str, rl: bool = False) -> dict:
     ("0") with one sample a problem."""
     flags = with_flags(CLAIM_EVAL, eval_n=1) if t == "0" else CLAIM_EVAL
     name = "greedy" if t == "0" else f"t{t}"
-    model = ["--model", "{out}/cells/grpo/seed{seed}/step_40"] if rl else []
-    return {"name": f"{'grpo' if rl else 'base'}-{name}", "group": GROUP_T,
+    model = ["--model", AFTER_GRPO] if rl else []
+    return {"name": f"{'grpo' if rl else 'base'}-{name}", "group": GROUP_GRPO,
             **({"after": ["grpo"]} if rl else {}),
             "cmd": ["grpo.py", *flags, "--eval-only", "--eval-temperature", t, *model]}
 
 
 GRIDS["claims"] = [
-    {"name": "grpo", "group": GROUP_PPO,
-     "cmd": ["grpo.py", *CLAIM_RL, "--eval-every", "20", "--save-every", "20"],
-     "metrics": HARD_METRICS},
-    {"name": "ppo", "group": GROUP_PPO, "cmd": ["ppo_fgo.py", *CLAIM_RL]},
-    {"name": "ppo-cccs-fgo", "group": GROUP_PPO,
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs", "--fgo"],
-     "metrics": ["metrics.jsonl:fgo_masked_share"]},
-    base_at("0.5"), base_at("0"),
+    {"name": "grpo", "group": GROUP_GRPO,
+     "cmd": ["grpo.py", *CLAIM_EVAL, "--steps", str(GRPO_STEPS), "--eval-every", "40",
+             "--save-every", "40"], "metrics": HARD_METRICS},
+    *[{"name": f"sc-{name}", "group": GROUP_SC, "cmd": ["ppo_fgo.py", *STEPCODER, *extra],
+       "metrics": STEPCODER_METRICS}
+      for name, extra in (("ppo", []), ("fgo", ["--fgo"]), ("cccs", STEPCODER_CCCS),
+                          ("cccs-fgo", [*STEPCODER_CCCS, "--fgo"]))],
+    *[{"name": f"agents-{policy}", "group": "AT-GRPO",
+       "cmd": ["agents.py", *AGENT_RL, "--policy", policy, *extra],
+       "metrics": AGENT_BASE_METRICS}
+      for policy, extra in (("shared", []), ("per-role", []))],
+    {"name": "agents-shared-catch0", "group": "AT-GRPO",
+     "cmd": ["agents.py", *AGENT_RL, "--policy", "shared", "--catch-bonus", "0"],
+     "metrics": AGENT_BASE_METRICS},
     {"name": "drive-continue", "group": "DRIVE stage 2", "after": ["grpo"],
      "cmd": ["grpo.py", *DRIVE_S2], "metrics": HARD_METRICS},
     {"name": "drive-hard", "group": "DRIVE stage 2", "after": ["grpo"],
      "cmd": ["grpo.py", *DRIVE_S2, "--prompts-per-step", "4", "--group-size", "32",
              "--offline-filter", "--hard-focus", "96:10,48:10"], "metrics": HARD_METRICS},
-    *[{"name": f"agents-{policy}", "group": "AT-GRPO",
-       "cmd": ["agents.py", *AGENT_RL, "--policy", policy], "metrics": AGENT_BASE_METRICS}
-      for policy in ("shared", "per-role")],
-    {"name": "ppo-fgo", "group": GROUP_PPO,
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--fgo"], "metrics": ["metrics.jsonl:fgo_masked_share"]},
-    {"name": "agents-shared-catch0", "group": "AT-GRPO",
-     "cmd": ["agents.py", *AGENT_RL, "--policy", "shared", "--catch-bonus", "0"],
-     "metrics": AGENT_BASE_METRICS},
+    base_at("0.5"), base_at("0"), base_at("0.5", rl=True), base_at("0", rl=True),
     {"name": "base-pass64", "group": "pass@k to 64", "cmd": ["grpo.py", *PASS64]},
     {"name": "grpo-pass64", "group": "pass@k to 64", "after": ["grpo"],
-     "cmd": ["grpo.py", *PASS64, "--model", "{out}/cells/grpo/seed{seed}/step_40"]},
-    base_at("0", rl=True), base_at("0.5", rl=True),
-    {"name": "grpo-mb4", "group": GROUP_DAPO, "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4"],
-     "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]},
-    {"name": "grpo-mb4-eps0.2", "group": GROUP_DAPO,
-     "cmd": ["grpo.py", *CLAIM_RL, "--mini-batches", "4", "--eps-high", "0.2"],
-     "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]},
-    {"name": "rl-only-grpo", "group": "RL-only family (arith_long)",
-     "cmd": ["grpo.py", *RL_ONLY]},
-    {"name": "rl-only-ppo", "group": "RL-only family (arith_long)",
-     "cmd": ["ppo_fgo.py", *RL_ONLY]},
-    {"name": "ppo-cccs", "group": GROUP_PPO,
-     "cmd": ["ppo_fgo.py", *CLAIM_RL, "--curriculum", "cccs"]},
-    {"name": "grpo-dyn-overlong", "group": GROUP_DAPO,
-     "cmd": ["grpo.py", *CLAIM_RL, "--dynamic-sampling", "--overlong-filter"],
-     "metrics": ["metrics.jsonl:entropy"]},
-    base_at("0.7"), base_at("0.3"),
-    *[{"name": f"branchy-{name}", "group": "StepCoder on branchy problems drawn 10 times",
-       "cmd": ["ppo_fgo.py", *BRANCHY, *extra],
-       "metrics": ["metrics.jsonl:fgo_masked_share"] if "--fgo" in extra else []}
-      for name, extra in (("ppo", []), ("ppo-cccs", BRANCHY_CCCS),
-                          ("ppo-cccs-fgo", [*BRANCHY_CCCS, "--fgo"]))],
-    *[{"name": f"{arm}-eps{eps}", "group": "DAPO: clip-higher where the clip binds",
-       "cmd": ["grpo.py", *flags, "--eps-high", eps],
-       "metrics": ["metrics.jsonl:entropy", "metrics.jsonl:clip_frac"]}
-      for arm, flags in (("clip-binds", CLIP_BINDS), ("clip-mb16", CLIP_MB16))
-      for eps in ("0.28", "0.2")],
-    # Dynamic sampling at equal rollouts: its up-to-3 rounds draw ~16 groups a step, so plain
-    # GRPO here draws 16 prompts a step.
-    {"name": "grpo-p16", "group": GROUP_DAPO,
-     "cmd": ["grpo.py", *CLAIM_RL, "--prompts-per-step", "16"],
-     "metrics": ["metrics.jsonl:entropy"]},
+     "cmd": ["grpo.py", *PASS64, "--model", AFTER_GRPO]},
 ]
