@@ -1,4 +1,4 @@
-"""The seeds' claims on the shipped base: paired differences between cells of the claims grid.
+"""The papers' claims on the shipped base: paired differences between cells of the claims grid.
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/ablate.py --grid claims --out runs/claims --jobs 2
     .venv/bin/python bench/claims.py --grid-out runs/claims --out bench/results/claims
@@ -15,14 +15,16 @@ b_i (arm B):
     D = mean_s d_s,            se(D) = sd_s(d_s) / sqrt(S)
 
 which holds the RL seed's noise as well as the evaluation's. A claim is "shown" when D has
-the seed's sign and |D| > 2 se(D), "reversed" when it has the other sign and |D| > 2 se(D),
+the paper's sign and |D| > 2 se(D), "reversed" when it has the other sign and |D| > 2 se(D),
 else "not shown".
 
 pass@k for every k <= n comes from each problem's c = share * n solved samples
 (rollouts.pass_at_k, unbiased); the hardest quarter is rollouts.hardest_problems's (tasks.py's
-difficulty score). Reads <cell>/summary.json, rates.json and metrics.jsonl; writes
-claims.json (every per-seed number), claims.md (the table) and claims.png (pass@k to 64 and
-the paired differences) under --out.
+difficulty score). Beside each claim stands its group's precondition (preconditions(): the
+figure measured from the base, and the cells' own where they measure it): a claim "not shown"
+where its precondition is NOT met says nothing about the method. Reads <cell>/summary.json,
+rates.json and metrics.jsonl; writes claims.json (every per-seed number), claims.md (the
+table) and claims.png (pass@k to 64 and the paired differences) under --out.
 """
 from __future__ import annotations
 
@@ -34,17 +36,21 @@ import os
 import statistics
 import sys
 import time
+import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ablate  # noqa: E402
+from grids import STEPCODER_FAMILIES  # noqa: E402
 
 import data  # noqa: E402
 import rollouts  # noqa: E402
+from tasks import CCCS_FAMILY  # noqa: E402
 
 SEEDS = (0, 1, 2)
+STEPCODER_BRANCHY = tuple(STEPCODER_FAMILIES.split("+"))
 
 
 # ----------------------------------------------------------------------------- pure helpers
@@ -80,8 +86,8 @@ def over_seeds(values: list[float]) -> dict:
 
 
 def verdict(stat: dict, sign: int) -> str:
-    """shown / reversed / not shown: |mean| > 2 se, with the seed's sign (+1 or -1); for a
-    comparison the seed makes no claim on (sign 0): A higher / B higher / no difference."""
+    """shown / reversed / not shown: |mean| > 2 se, with the paper's sign (+1 or -1); for a
+    comparison the paper makes no claim on (sign 0): A higher / B higher / no difference."""
     if stat["se"] is None:
         return "one seed"
     if abs(stat["mean"]) <= 2 * stat["se"]:
@@ -114,10 +120,12 @@ class Grid:
             return None
         return json.load(open(path)).get(f"{'train_' if train else ''}rates_{when}")
 
-    def rl_mean(self, name: str, seed: int, key: str) -> float | None:
-        """The mean of KEY over the cell's RL rows of metrics.jsonl (ablate.metric)."""
-        rows = ablate.read_rows(os.path.join(self.cell(name, seed), "metrics.jsonl"))
-        return ablate.metric({}, rows, f"metrics.jsonl:{key}")
+    def rl_mean(self, name: str, seed: int, key: str, last: int | None = None) -> float | None:
+        """The mean of KEY over the cell's RL rows of metrics.jsonl (ablate.metric); over the
+        last `last` RL rows when given."""
+        rows = [r for r in ablate.read_rows(os.path.join(self.cell(name, seed), "metrics.jsonl"))
+                if r.get("phase") == "rl"]
+        return ablate.metric({}, rows[-last:] if last else rows, f"metrics.jsonl:{key}")
 
     def names(self) -> list[str]:
         """The configs that have a cell folder, sorted."""
@@ -130,14 +138,22 @@ class Grid:
 
 # ----------------------------------------------------------------------------- the claims
 
+def family_ids(problems, family: str):
+    """A subset function for compare(): the ids of `family`'s problems."""
+    ids = {p.id for p in problems if p.metadata.get("family") == family}
+    return lambda rates: ids
+
+
 def measure(grid: Grid) -> list[dict]:
-    """One record per claim: arms, the seed's figure, per-seed paired differences, verdict."""
+    """One record per claim: arms, the paper's figure, per-seed paired differences, verdict,
+    and the group's precondition (preconditions())."""
     problems = data.load_problems("tasks", split="eval")
     labels = {p.id: p.metadata.get("family") for p in problems}
+    pre = preconditions(grid)
     out = []
 
-    def compare(claim, seed_figure, sign, a, b, when_a="after_rl", when_b="after_rl", n=4, k=1,
-                subset=None, note="", train=False):
+    def compare(claim, paper, sign, a, b, when_a="after_rl", when_b="after_rl", n=4, k=1,
+                subset=None, note="", train=False, precondition=None):
         seeds = grid.seeds(a, b)
         per_seed, within = [], []
         for s in seeds:
@@ -148,90 +164,119 @@ def measure(grid: Grid) -> list[dict]:
                 keep = subset(ra)
                 ra = {i: v for i, v in ra.items() if i in keep}
                 rb = {i: v for i, v in rb.items() if i in keep}
+            if not ra:
+                continue
             d, se = paired(per_problem(ra, n, k), per_problem(rb, n, k), labels)
             per_seed.append(d)
             within.append(se)
         if not per_seed:
             return
         stat = over_seeds(per_seed)
-        out.append({"claim": claim, "seed": seed_figure, "a": f"{a} ({when_a})",
+        out.append({"claim": claim, "paper": paper, "a": f"{a} ({when_a})",
                     "b": f"{b} ({when_b})", "metric": f"{'train ' if train else ''}pass@{k}",
-                    **stat,
-                    "within_seed_se": within, "verdict": verdict(stat, sign), "note": note})
+                    **stat, "within_seed_se": within, "verdict": verdict(stat, sign),
+                    "note": note, "precondition": precondition})
 
     hard = lambda rates: {p.id for p in rollouts.hardest_problems(problems, rates)}  # noqa: E731
-    compare("RL raises held-out pass@1 (GRPO)", "+", 1, "grpo", "grpo", when_b="before_rl")
-    compare("PPO + GAE + critic raises held-out pass@1", "+", 1, "ppo", "ppo",
-            when_b="before_rl")
-    compare("StepCoder: CCCS + FGO > PPO", "+4.4 (36.1 vs 31.7, APPS+)", 1, "ppo-cccs-fgo",
-            "ppo")
-    compare("StepCoder: FGO > PPO", "+0.6 (36.1 vs 35.5 without FGO)", 1, "ppo-fgo", "ppo")
-    compare("StepCoder: CCCS > PPO", "+1.5 (36.1 vs 34.6 without CCCS)", 1, "ppo-cccs", "ppo")
-    compare("GRPO vs PPO at equal rollouts", "-", 0, "grpo", "ppo")
-    compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@1",
-            "+7.0 (LCB v5 .627 -> .697)", 1, "drive-hard", "drive-continue", subset=hard)
-    compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@4", "+", 1,
-            "drive-hard", "drive-continue", subset=hard, k=4)
-    compare("DRIVE: stage 2 vs continuing stage 1, all held out", "+", 1, "drive-hard",
-            "drive-continue")
-    compare("Off-policy: 4 updates a batch vs 1", "+ (DAPO 16 a batch)", 1, "grpo-mb4", "grpo")
-    compare("Clip-higher keeps exploration: pass@4, 4 updates a batch, eps_high .28 vs .2",
-            "+", 1, "grpo-mb4", "grpo-mb4-eps0.2", k=4)
-    # on the 140 held-out problems the 16-update cells share with grpo's 350
-    compare("Off-policy: 16 updates a batch vs 1 (DAPO's setting, eps_high .28)",
-            "+ (DAPO 16 a batch)", 1, "clip-mb16-eps0.28", "grpo")
-    compare("DAPO dynamic sampling + overlong filter vs plain", "+", 1, "grpo-dyn-overlong",
-            "grpo")
-    compare("RL-only family: GRPO raises arith_long", "+", 1, "rl-only-grpo", "rl-only-grpo",
-            when_b="before_rl", n=8)
-    compare("RL-only family: PPO raises arith_long", "+", 1, "rl-only-ppo", "rl-only-ppo",
-            when_b="before_rl", n=8)
-    compare("RL-only family: GRPO vs PPO", "-", 0, "rl-only-grpo", "rl-only-ppo", n=8)
-    # Sharpening or learning: the RL arm at T = 1 against the base sampled at lower
-    # temperatures, and both at the same lower temperature (k = 1: each problem's solved share)
-    for t in ("0.7", "0.5", "0.3", "greedy"):
-        base = f"base-{'greedy' if t == 'greedy' else 't' + t}"
-        compare(f"RL (T 1) beats the base sampled at T {t}", "+", 1, "grpo", base,
-                when_b="before_rl")
+    # GRPO: learning or sharpening. The RL arm at T = 1 against the base sampled at lower
+    # temperatures, both at the same lower temperature, and pass@k to 64.
+    room = pre.get("room")
+    compare("RL raises held-out pass@1 (GRPO, run.sh's 80 steps)", "+", 1, "grpo", "grpo",
+            when_b="before_rl", precondition=room)
+    compare("RL raises the train sample's pass@1 (GRPO)", "+", 1, "grpo", "grpo",
+            when_b="before_rl", train=True, precondition=room)
     for t in ("0.5", "greedy"):
         arm = "greedy" if t == "greedy" else "t" + t
+        compare(f"RL (T 1) beats the base sampled at T {t}", "+", 1, "grpo", f"base-{arm}",
+                when_b="before_rl", precondition=room)
         compare(f"RL beats the base, both sampled at T {t}", "+", 1, f"grpo-{arm}",
-                f"base-{arm}", when_a="before_rl", when_b="before_rl")
-    # StepCoder where CCCS and FGO can act: 32 branchy problems drawn 10 times each; held out
-    # first, the trained pool beside it
-    for train in (False, True):
-        where = "train pool" if train else "held out"
-        compare(f"Branchy pool: PPO raises pass@1 ({where})", "+", 1, "branchy-ppo",
-                "branchy-ppo", when_b="before_rl", train=train)
-        compare(f"Branchy pool: CCCS > PPO ({where})", "+1.5 (36.1 vs 34.6 without CCCS)", 1,
-                "branchy-ppo-cccs", "branchy-ppo", train=train)
-        compare(f"Branchy pool: CCCS + FGO > PPO ({where})", "+4.4 (36.1 vs 31.7, APPS+)", 1,
-                "branchy-ppo-cccs-fgo", "branchy-ppo", train=train)
-        compare(f"Branchy pool: FGO on top of CCCS ({where})", "+0.6 (36.1 vs 35.5)", 1,
-                "branchy-ppo-cccs-fgo", "branchy-ppo-cccs", train=train)
-    # Clip-higher where the clip binds: pass@k and entropy over training
-    for arm, setting in (("clip-mb16", "16 updates a batch"), ("clip-binds", "lr 5e-4")):
-        for k in (1, 4):
-            compare(f"Clip-higher at {setting}: eps_high .28 vs .2", "+", 1,
-                    f"{arm}-eps0.28", f"{arm}-eps0.2", k=k)
-        out += metric_claims(grid, f"Clip-higher at {setting} keeps entropy: eps_high .28 vs "
-                             ".2", "+", f"{arm}-eps0.28", f"{arm}-eps0.2", "entropy")
-    compare("DAPO dynamic sampling + overlong filter vs plain GRPO at equal rollouts "
-            "(16 prompts a step)", "+", 1, "grpo-dyn-overlong", "grpo-p16")
-    out += agent_claims(grid)
+                f"base-{arm}", when_a="before_rl", when_b="before_rl", precondition=room)
     for k in (1, 4, 16, 64):
         compare(f"pass@{k} after RL vs the base (70 held out x 64)",
                 "- at large k (Yue et al.)" if k >= 16 else "+", 1 if k < 16 else -1,
-                "grpo-pass64", "base-pass64", when_a="before_rl", when_b="before_rl", n=64, k=k)
+                "grpo-pass64", "base-pass64", when_a="before_rl", when_b="before_rl", n=64, k=k,
+                precondition=room)
+    # StepCoder on the branchy families with 3 train tests: held out first, the pool beside
+    fgo, cccs = pre.get("fgo"), pre.get("cccs")
+    for train in (False, True):
+        where = "pool" if train else "held out"
+        compare(f"PPO raises pass@1 ({where})", "+", 1, "sc-ppo", "sc-ppo", when_b="before_rl",
+                train=train, precondition=pre.get("branchy"))
+        compare(f"StepCoder: CCCS + FGO > PPO ({where})", "+4.4 (36.1 vs 31.7, APPS+)", 1,
+                "sc-cccs-fgo", "sc-ppo", train=train, precondition=f"{fgo}; {cccs}")
+        compare(f"StepCoder: FGO > PPO ({where})", "+0.6 (36.1 vs 35.5 without FGO)", 1,
+                "sc-fgo", "sc-ppo", train=train, precondition=fgo)
+        compare(f"StepCoder: CCCS > PPO ({where})", "+1.5 (36.1 vs 34.6 without CCCS)", 1,
+                "sc-cccs", "sc-ppo", train=train, precondition=cccs)
+        compare(f"StepCoder: CCCS > PPO on the exploration family chain_long ({where})", "+",
+                1, "sc-cccs", "sc-ppo", train=train, subset=family_ids(problems, CCCS_FAMILY),
+                precondition=cccs)
+        compare(f"StepCoder: FGO on top of CCCS ({where})", "+0.6 (36.1 vs 35.5)", 1,
+                "sc-cccs-fgo", "sc-cccs", train=train, precondition=fgo)
+    out += metric_claims(grid, "FGO changes what 3 tests let through: false-pass rate over "
+                         "the last 10 RL steps, FGO vs PPO", "", "sc-fgo", "sc-ppo",
+                         "false_pass_frac", sign=0, last=10, precondition=fgo)
+    # DRIVE: stage 2 vs continuing stage 1 at equal rollouts
+    drive = pre.get("drive")
+    compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@1",
+            "+7.0 (LCB v5 .627 -> .697)", 1, "drive-hard", "drive-continue", subset=hard,
+            precondition=drive)
+    compare("DRIVE: stage 2 > continuing stage 1, hardest quarter pass@4", "+", 1,
+            "drive-hard", "drive-continue", subset=hard, k=4, precondition=drive)
+    compare("DRIVE: stage 2 vs continuing stage 1, all held out", "+", 1, "drive-hard",
+            "drive-continue", precondition=drive)
+    out += agent_claims(grid, pre.get("game"))
     return out
 
 
-def agent_claims(grid: Grid) -> list[dict]:
+def preconditions(grid: Grid, path: str | None = None) -> dict:
+    """Each group's precondition as one line: the figure measured from the base
+    (bench/results/preconditions/preconditions.json, `path`), with the target and met / NOT
+    met, and where the grid's own cells measure it (FGO's masked share, CCCS's stage moves,
+    the tester's valid share) that figure beside it. A missing file or cell: that part is
+    left out."""
+    path = path or os.path.join(ROOT, "bench", "results", "preconditions", "preconditions.json")
+    base = json.load(open(path)) if os.path.isfile(path) else {}
+    met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
+    out = {}
+    if room := base.get("room"):
+        gap = room["pass@8"] - room["pass@1"]
+        out["room"] = f"room pass@8 - pass@1 {gap:.3f} (>= 0.15: {met(gap >= 0.15)})"
+        fam = room["pass@1_by_family"]
+        branchy = {f: fam[f] for f in STEPCODER_BRANCHY if f in fam}
+        inside = all(0.1 <= v <= 0.7 for f, v in branchy.items() if f != CCCS_FAMILY)
+        out["branchy"] = ("base pass@1 " + ", ".join(f"{f} {v:.2f}" for f, v in branchy.items())
+                          + f" (0.1-0.7 but chain_long: {met(inside)})")
+    masked = [v for s in SEEDS for name in ("sc-fgo", "sc-cccs-fgo")
+              if (v := grid.rl_mean(name, s, "fgo_masked_share")) is not None]
+    if masked:
+        share = statistics.fmean(masked)
+        out["fgo"] = f"tokens masked {share:.1%} in the FGO cells (>= 10%: {met(share >= 0.10)})"
+    if c := base.get("cccs"):
+        ok = c["whole_pass@8"] <= 0.05 and c["last_stage_pass@8"] >= 0.3
+        moved = [r for r in curriculum_moves(grid) if r["first"] != r["last"]]
+        cells = len(curriculum_moves(grid))
+        out["cccs"] = (f"chain_long whole pass@8 {c['whole_pass@8']:.2f}, from its last split "
+                       f"point {c['last_stage_pass@8']:.2f} ({met(ok)})"
+                       + (f"; stages moved in {len(moved)} of {cells} CCCS cells" if cells else ""))
+    if d := base.get("drive"):
+        out["drive"] = (f"hardest quarter with pass@64 > 0: {d['share_solved']:.2f} "
+                        f"(>= 0.5: {met(d['share_solved'] >= 0.5)})")
+    valid = [v for s in SEEDS for name in ("agents-shared", "agents-per-role")
+             if (v := ablate.metric(grid.summary(name, s) or {}, [],
+                                    "before_rl.tester_valid_share")) is not None]
+    if valid:
+        share = statistics.fmean(valid)
+        out["game"] = f"tester's valid share {share:.2f} before RL (>= 0.5: {met(share >= 0.5)})"
+    return out
+
+
+def agent_claims(grid: Grid, precondition: str | None = None) -> list[dict]:
     """AT-GRPO's claims from agents.py's summaries (pass@1 over episodes, no per-problem
     record): per seed the difference of two figures, over seeds its mean and se."""
     out = []
 
-    def compare(claim, seed_figure, a, key_a, b, key_b, sign=1):
+    def compare(claim, paper, a, key_a, b, key_b, sign=1):
         per_seed = []
         for s in grid.seeds(a, b):
             x, y = (ablate.metric(grid.summary(a, s), [], key_a),
@@ -240,9 +285,10 @@ def agent_claims(grid: Grid) -> list[dict]:
                 per_seed.append(x - y)
         if per_seed:
             stat = over_seeds(per_seed)
-            out.append({"claim": claim, "seed": seed_figure, "a": f"{a} ({key_a})",
+            out.append({"claim": claim, "paper": paper, "a": f"{a} ({key_a})",
                         "b": f"{b} ({key_b})", "metric": "pass@1", **stat,
-                        "verdict": verdict(stat, sign), "note": ""})
+                        "verdict": verdict(stat, sign), "note": "",
+                        "precondition": precondition})
 
     alone, turns = "pass@1_coder_alone", "pass@1_after_turns"
     compare("AT-GRPO: turns help before RL (system vs coder alone)", "+", "agents-shared",
@@ -260,25 +306,49 @@ def agent_claims(grid: Grid) -> list[dict]:
             f"after_rl.{turns}", "agents-shared-catch0", f"after_rl.{turns}")
     # does the tester learn to write catching tests: the share over training, bonus 1 vs 0
     out += metric_claims(grid, "AT-GRPO: the catch bonus raises the tester's catching tests",
-                         "+", "agents-shared", "agents-shared-catch0", "tester_catch_share_mean")
+                         "+", "agents-shared", "agents-shared-catch0", "tester_catch_share_mean",
+                         precondition=precondition)
     return out
 
 
-def metric_claims(grid: Grid, claim: str, seed_figure: str, a: str, b: str, key: str,
-                  sign: int = 1) -> list[dict]:
+def metric_claims(grid: Grid, claim: str, paper: str, a: str, b: str, key: str,
+                  sign: int = 1, last: int | None = None,
+                  precondition: str | None = None) -> list[dict]:
     """[the claim record] for a training metric: per seed the difference of KEY's mean over
-    the RL rows of metrics.jsonl (arm a - arm b); [] when no seed has both."""
+    the RL rows of metrics.jsonl (the last `last` rows when given; arm a - arm b); [] when no
+    seed has both."""
     per_seed = []
     for s in grid.seeds(a, b):
-        x, y = grid.rl_mean(a, s, key), grid.rl_mean(b, s, key)
+        x, y = grid.rl_mean(a, s, key, last), grid.rl_mean(b, s, key, last)
         if x is not None and y is not None:
             per_seed.append(x - y)
     if not per_seed:
         return []
     stat = over_seeds(per_seed)
-    return [{"claim": claim, "seed": seed_figure, "a": a, "b": b,
-             "metric": f"{key} (mean over RL steps)", **stat, "verdict": verdict(stat, sign),
-             "note": ""}]
+    steps = f"last {last} RL steps" if last else "RL steps"
+    return [{"claim": claim, "paper": paper, "a": a, "b": b,
+             "metric": f"{key} (mean over {steps})", **stat, "verdict": verdict(stat, sign),
+             "note": "", "precondition": precondition}]
+
+
+def false_passes(grid: Grid, window: int = 10) -> list[dict]:
+    """Per StepCoder cell: false_pass_frac (of the rollouts passing the 3 train tests, the
+    share failing the full set) averaged over the first and the last `window` RL steps, each
+    the mean over seeds: what the few tests let through, early and late in RL."""
+    out = []
+    for name in (n for n in grid.names() if n.startswith("sc-")):
+        first, last = [], []
+        for s in grid.seeds(name):
+            rows = [r for r in ablate.read_rows(os.path.join(grid.cell(name, s), "metrics.jsonl"))
+                    if r.get("phase") == "rl" and ablate.number(r.get("false_pass_frac"))
+                    is not None]
+            if len(rows) >= 2 * window:
+                first.append(statistics.fmean(r["false_pass_frac"] for r in rows[:window]))
+                last.append(statistics.fmean(r["false_pass_frac"] for r in rows[-window:]))
+        if first:
+            out.append({"cell": name, "seeds": len(first), "first": over_seeds(first),
+                        "last": over_seeds(last)})
+    return out
 
 
 def curriculum_moves(grid: Grid) -> list[dict]:
@@ -309,7 +379,9 @@ def embeds_seen_output(program: str | None, tests: list[dict], valid: list[bool]
     if not program:
         return None
     try:
-        tree = ast.parse(program)
+        with warnings.catch_warnings():     # a garbled program's "1st" is not our warning
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(program)
     except (SyntaxError, ValueError):   # ValueError: NUL bytes
         return None
     literals = {str(n.value).strip() for n in ast.walk(tree)
@@ -346,11 +418,11 @@ def temperatures(grid: Grid) -> list[dict]:
     """The base's held-out pass@1 at each evaluation temperature (mean over seeds)."""
     rows = []
     for name, label, key in (("grpo", "1.0", "pass_at_1_before_rl"),
-                             ("base-t0.7", "0.7", "pass_at_1_before_rl"),
                              ("base-t0.5", "0.5", "pass_at_1_before_rl"),
-                             ("base-t0.3", "0.3", "pass_at_1_before_rl"),
                              ("base-greedy", "0 (greedy)", "pass_at_1_before_rl"),
-                             ("grpo", "1.0 after RL", "pass_at_1_after_rl")):
+                             ("grpo", "1.0 after RL", "pass_at_1_after_rl"),
+                             ("grpo-t0.5", "0.5 after RL", "pass_at_1_before_rl"),
+                             ("grpo-greedy", "0 (greedy) after RL", "pass_at_1_before_rl")):
         vals = [grid.summary(name, s)[key] for s in grid.seeds(name)]
         if vals:
             rows.append({"temperature": label, **over_seeds(vals)})
@@ -402,14 +474,14 @@ def fmt(x, signed=True, scale=100.0) -> str:
 
 
 def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=(),
-             coded=()) -> str:
-    lines = ["| claim | seed's figure | ours (points, mean ± se over seeds) | per seed | verdict |",
-             "|---|---|---|---|---|"]
+             coded=(), passes=()) -> str:
+    lines = ["| claim | the paper's figure | ours (points, mean ± se over RL seeds) | per RL seed "
+             "| verdict | precondition |", "|---|---|---|---|---|---|"]
     for c in claims:
         per = " / ".join(fmt(v) for v in c["seeds"])
-        lines.append(f"| {c['claim']}: {c['a']} - {c['b']}, {c['metric']} | {c['seed']} | "
+        lines.append(f"| {c['claim']}: {c['a']} - {c['b']}, {c['metric']} | {c['paper']} | "
                      f"{fmt(c['mean'])} ± {fmt(c['se'], signed=False)} | {per} | "
-                     f"{c['verdict']} |")
+                     f"{c['verdict']} | {c.get('precondition') or '-'} |")
     lines += ["", "| evaluation temperature | held-out pass@1 (mean ± se over seeds) |",
               "|---|---|"]
     lines += [f"| {t['temperature']} | {t['mean']:.3f} ± {t['se'] or 0:.3f} |" for t in temps]
@@ -424,6 +496,11 @@ def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=(),
         show = lambda d: ", ".join(f"{k[5:]} {v}" for k, v in sorted(d.items()))  # noqa: E731
         lines += [f"| {r['cell']} | {r['seed']} | {show(r['first'])} | {show(r['last'])} | "
                   f"{r['final_share_mean']:.2f} |" for r in stages]
+    if passes:
+        lines += ["", "| StepCoder cell | seeds | false-pass rate, first 10 RL steps | last 10 |",
+                  "|---|---|---|---|"]
+        lines += [f"| {r['cell']} | {r['seeds']} | {r['first']['mean']:.3f} | "
+                  f"{r['last']['mean']:.3f} |" for r in passes]
     if coded:
         lines += ["", "| AT-GRPO cell | evaluation | episodes | final programs that parse | "
                   "shown a valid test | holding a shown test's output |",
@@ -488,13 +565,15 @@ def main(argv=None) -> int:
         p.error(f"{a.grid_out}/cells does not exist: run bench/ablate.py --grid claims first")
     grid = Grid(a.grid_out)
     claims, temps, stages = measure(grid), temperatures(grid), curriculum_moves(grid)
-    coded = hard_coding(grid)
+    coded, passes = hard_coding(grid), false_passes(grid)
     curves = pass_curves(grid, [1, 2, 4, 8, 16, 32, 64])
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "claims.json"), "w") as f:
         json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves,
-                   "cccs_stages": stages, "hard_coding": coded}, f, indent=1)
-    md = markdown(claims, temps, curves, stages, coded) + "\n" + timeline_markdown(timeline(grid))
+                   "cccs_stages": stages, "hard_coding": coded, "false_passes": passes,
+                   "preconditions": preconditions(grid)}, f, indent=1)
+    md = (markdown(claims, temps, curves, stages, coded, passes) + "\n"
+          + timeline_markdown(timeline(grid)))
     with open(os.path.join(a.out, "claims.md"), "w") as f:
         f.write(md)
     picture(claims, curves, os.path.join(a.out, "claims.png"))

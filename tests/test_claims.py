@@ -68,12 +68,12 @@ def test_measure_pairs_each_seed_on_the_same_problems(tmp_path, capsys):
                  in enumerate(before.items())}
         _cell(tmp_path, "grpo", seed, before, after)
     rows = {c["claim"]: c for c in claims.measure(claims.Grid(str(tmp_path)))}
-    rl = rows["RL raises held-out pass@1 (GRPO)"]
+    rl = rows["RL raises held-out pass@1 (GRPO, run.sh's 80 steps)"]
     assert rl["seeds"] == pytest.approx([0.25, 0.25, 0.25 + 0.25 / 8])
     assert rl["mean"] == pytest.approx(0.25 + 0.25 / 24)
     assert rl["se"] == pytest.approx(0.25 / 8 / math.sqrt(3) / math.sqrt(3))
     assert rl["verdict"] == "shown"
-    assert "PPO + GAE + critic raises held-out pass@1" not in rows   # no ppo cells: no row
+    assert "PPO raises pass@1 (held out)" not in rows   # no sc-ppo cells: no row
     out = tmp_path / "report"
     assert claims.main(["--grid-out", str(tmp_path), "--out", str(out)]) == 0
     assert "RL raises held-out pass@1" in (out / "claims.md").read_text()
@@ -87,47 +87,64 @@ def test_missing_grid_folder_is_one_line_error(tmp_path, capsys):
         capsys.readouterr().err)
 
 
-def test_train_pool_metrics_and_stage_moves(tmp_path):
-    """The branchy-pool claims read the train rates beside the held-out ones, a training
-    metric is compared by its mean over the RL rows, and the CCCS stages of the first and the
-    last RL row are reported (a stage that moved shows as two different dicts)."""
-    held = [p.id for p in data.load_problems("tasks", split="eval")[:4]]
+def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
+    """The StepCoder claims read the pool's rates beside the held-out ones and the chain_long
+    subset; a training metric is compared by its mean over the last RL rows; the CCCS stages of
+    the first and the last RL row are reported (a stage that moved shows as two different
+    dicts); the false-pass rate early and late; and each group's precondition line reads the
+    base's figures and the cells' own."""
+    problems = data.load_problems("tasks", split="eval")
+    chain = [p.id for p in problems if p.metadata["family"] == "chain_long"][:2]
+    held = [p.id for p in problems if p.metadata["family"] == "tiers"][:2] + chain
     for seed in range(3):
-        for name, gain in (("branchy-ppo", 0.0), ("branchy-ppo-cccs", 0.25)):
-            _cell(tmp_path, name, seed, {i: 0.5 for i in held}, {i: 0.5 for i in held})
+        for name, gain in (("sc-ppo", 0.0), ("sc-cccs", 0.25), ("sc-fgo", 0.0)):
+            after = {i: 0.5 + (gain if i in chain else 0.0) for i in held}
+            _cell(tmp_path, name, seed, {i: 0.5 for i in held}, after)
             cell = tmp_path / "cells" / name / f"seed{seed}"
             rates = json.loads((cell / "rates.json").read_text())
             rates["train_rates_before_rl"] = {"t1": 0.25, "t2": 0.5}
             rates["train_rates_after_rl"] = {"t1": 0.25 + gain, "t2": 0.5 + gain}
             (cell / "rates.json").write_text(json.dumps(rates))
-        for name, entropy in (("clip-binds-eps0.28", 0.6), ("clip-binds-eps0.2", 0.4)):
-            _cell(tmp_path, name, seed, {i: 0.5 for i in held}, {i: 0.5 for i in held})
-            rows = [{"phase": "eval", "step": 0},
-                    {"phase": "rl", "step": 1, "entropy": entropy},
-                    {"phase": "rl", "step": 2, "entropy": entropy + 0.1 * seed}]
-            (tmp_path / "cells" / name / f"seed{seed}" / "metrics.jsonl").write_text(
-                "".join(json.dumps(r) + "\n" for r in rows))
-        # no problem at the final stage at step 1: the row has no cccs_final key
-        stage_rows = [{"phase": "rl", "step": 1, "cccs_final-1": 4, "cccs_final_share": 0.0},
-                      {"phase": "rl", "step": 2, "cccs_final": 3, "cccs_final-1": 1,
-                       "cccs_final_share": 0.75}]
-        (tmp_path / "cells" / "branchy-ppo-cccs" / f"seed{seed}" / "metrics.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in stage_rows))
+            # 20 RL rows: false passes 0.3 for the first 10, 0.1 (FGO: 0.2) for the last 10
+            late = 0.2 if name == "sc-fgo" else 0.1
+            rows = [{"phase": "eval", "step": 0}] + [
+                {"phase": "rl", "step": t, "false_pass_frac": 0.3 if t <= 10 else late,
+                 **({"fgo_masked_share": 0.12} if name == "sc-fgo" else {})}
+                for t in range(1, 21)]
+            if name == "sc-cccs":   # no problem at the final stage at step 1: no cccs_final key
+                rows[1].update({"cccs_final-1": 4, "cccs_final_share": 0.0})
+                rows[-1].update({"cccs_final": 3, "cccs_final-1": 1, "cccs_final_share": 0.75})
+            (cell / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     grid = claims.Grid(str(tmp_path))
     rows = {c["claim"]: c for c in claims.measure(grid)}
-    assert rows["Branchy pool: CCCS > PPO (held out)"]["mean"] == 0.0
-    train = rows["Branchy pool: CCCS > PPO (train pool)"]
-    assert train["metric"] == "train pass@1" and train["mean"] == pytest.approx(0.25)
-    entropy = rows["Clip-higher at lr 5e-4 keeps entropy: eps_high .28 vs .2"]
-    assert entropy["seeds"] == pytest.approx([0.2, 0.2, 0.2])
+    assert rows["StepCoder: CCCS > PPO (held out)"]["mean"] == pytest.approx(0.125)
+    assert rows["StepCoder: CCCS > PPO on the exploration family chain_long (held out)"][
+        "mean"] == pytest.approx(0.25)
+    pool = rows["StepCoder: CCCS > PPO (pool)"]
+    assert pool["metric"] == "train pass@1" and pool["mean"] == pytest.approx(0.25)
+    fp = rows["FGO changes what 3 tests let through: false-pass rate over the last 10 RL "
+              "steps, FGO vs PPO"]
+    assert fp["seeds"] == pytest.approx([0.1, 0.1, 0.1]) and fp["verdict"] == "A higher"
     moves = claims.curriculum_moves(grid)
-    assert [(m["cell"], m["seed"]) for m in moves] == [("branchy-ppo-cccs", s) for s in range(3)]
+    assert [(m["cell"], m["seed"]) for m in moves] == [("sc-cccs", s) for s in range(3)]
     assert moves[0]["first"] == {"cccs_final-1": 4}
     assert moves[0]["last"] == {"cccs_final": 3, "cccs_final-1": 1}
-    assert moves[0]["final_share_mean"] == pytest.approx(0.375)
-    md = claims.markdown([], [], {}, moves)
-    assert "| branchy-ppo-cccs | 0 | final-1 4 | final 3, final-1 1 | 0.38 |" in md
-
+    passes = {r["cell"]: r for r in claims.false_passes(grid)}
+    assert passes["sc-fgo"]["first"]["mean"] == pytest.approx(0.3)
+    assert passes["sc-fgo"]["last"]["mean"] == pytest.approx(0.2)
+    base = tmp_path / "preconditions.json"
+    base.write_text(json.dumps({
+        "room": {"pass@1": 0.4, "pass@8": 0.5, "pass@1_by_family": {"tiers": 0.5}},
+        "cccs": {"whole_pass@8": 0.0, "last_stage_pass@8": 0.8},
+        "drive": {"share_solved": 0.4}}))
+    pre = claims.preconditions(grid, str(base))
+    assert pre["room"] == "room pass@8 - pass@1 0.100 (>= 0.15: NOT met)"
+    assert pre["fgo"] == "tokens masked 12.0% in the FGO cells (>= 10%: met)"
+    assert pre["cccs"].endswith("(met); stages moved in 3 of 3 CCCS cells")
+    assert "(>= 0.5: NOT met)" in pre["drive"] and "game" not in pre   # no agents cells
+    md = claims.markdown([], [], {}, moves, passes=claims.false_passes(grid))
+    assert "| sc-cccs | 0 | final-1 4 | final 3, final-1 1 | 0.38 |" in md
+    assert "| sc-fgo | 3 | 0.300 | 0.200 |" in md
 
 def test_hard_coded_outputs_are_counted_per_cell(tmp_path):
     """A final program holding a valid shown test's output as a literal counts as hard-coding;
