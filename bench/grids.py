@@ -217,15 +217,15 @@ PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
 # StepCoder where CCCS and FGO have something to act on: the five branchy families, RL rewards
 # on each problem's first 3 tests (APPS+'s count; tasks.py orders them so that the first 3 run
 # two paths: the base's programs leave ~20% of the reference's lines unexecuted, and 24% of
-# those passing the 3 fail the rest), 40 problems (8 a family) drawn 8 times each in 40 steps
+# those passing the 3 fail the rest), 25 problems (5 a family) drawn 8 times each in 25 steps
 # so that CCCS's per-problem stages can move (a stage moves on at a pass rate of 0.8 over its
 # last 2 updates). chain_long is the exploration family: its whole programs are never right
 # (pass@8 0), its completions from the last split point are (pass@8 0.81).
 # Held out: the first 200 of those families in tasks:eval (40 a family) x 4; the pool beside.
 STEPCODER_FAMILIES = "tiers+piecewise+simulate+chain_short+chain_long"
-STEPCODER = ["--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "40",
+STEPCODER = ["--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "25",
              "--eval-data", f"tasks:eval@{STEPCODER_FAMILIES}", "--max-eval-problems", "200",
-             "--train-eval-problems", "40", "--eval-n", "4", "--steps", "40",
+             "--train-eval-problems", "25", "--eval-n", "4", "--steps", "25",
              "--max-train-tests", "3"]
 STEPCODER_CCCS = ["--curriculum", "cccs", "--cccs-span", "2"]
 STEPCODER_METRICS = ["metrics.jsonl:fgo_masked_share", "metrics.jsonl:false_pass_frac"]
