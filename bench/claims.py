@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import math
 import os
 import statistics
 import sys
@@ -43,6 +42,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ablate  # noqa: E402
+from compare import over_seeds, paired  # noqa: E402
 from grids import STEPCODER_FAMILIES  # noqa: E402
 
 import data  # noqa: E402
@@ -69,20 +69,6 @@ def pass_at_k_curve(solved: dict, n: int, ks) -> dict:
 def per_problem(rates: dict, n: int, k: int) -> dict:
     """{problem id: pass@k of that problem} (k = 1: the solved share)."""
     return {pid: rollouts.pass_at_k(n, c, k) for pid, c in counts(rates, n).items()}
-
-
-def paired(a: dict, b: dict, labels: dict) -> tuple[float, float]:
-    """(mean of a_i - b_i, its standard error within families) over the problems in both."""
-    ids = [i for i in a if i in b]
-    diffs = [a[i] - b[i] for i in ids]
-    strata = [labels[i] for i in ids] if all(i in labels for i in ids) else None
-    return sum(diffs) / len(diffs), rollouts.standard_error(diffs, strata)
-
-
-def over_seeds(values: list[float]) -> dict:
-    """{"mean", "se" (sd / sqrt(S); None for one seed), "seeds"}."""
-    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None
-    return {"mean": statistics.fmean(values), "se": se, "seeds": values}
 
 
 def verdict(stat: dict, sign: int) -> str:
