@@ -317,23 +317,24 @@ def metric_claims(grid: Grid, claim: str, paper: str, a: str, b: str, key: str,
              "note": "", "precondition": precondition}]
 
 
-def false_passes(grid: Grid, window: int = 10) -> list[dict]:
-    """Per StepCoder cell: false_pass_frac (of the rollouts passing the 3 train tests, the
-    share failing the full set) averaged over the first and the last `window` RL steps, each
-    the mean over seeds: what the few tests let through, early and late in RL."""
+def early_late(grid: Grid, prefix: str, key: str, window: int) -> list[dict]:
+    """Per cell whose name starts with `prefix`: KEY averaged over its first and its last
+    `window` RL rows of metrics.jsonl, each the mean over seeds (cells with fewer than
+    2 x window such rows are left out). The StepCoder cells' false_pass_frac (of the rollouts
+    passing the 3 train tests, the share failing the full set): what the few tests let
+    through early and late in RL; the AT-GRPO cells' tester shares: does the tester learn?"""
     out = []
-    for name in (n for n in grid.names() if n.startswith("sc-")):
+    for name in (n for n in grid.names() if n.startswith(prefix)):
         first, last = [], []
         for s in grid.seeds(name):
             rows = [r for r in ablate.read_rows(os.path.join(grid.cell(name, s), "metrics.jsonl"))
-                    if r.get("phase") == "rl" and ablate.number(r.get("false_pass_frac"))
-                    is not None]
+                    if r.get("phase") == "rl" and ablate.number(r.get(key)) is not None]
             if len(rows) >= 2 * window:
-                first.append(statistics.fmean(r["false_pass_frac"] for r in rows[:window]))
-                last.append(statistics.fmean(r["false_pass_frac"] for r in rows[-window:]))
+                first.append(statistics.fmean(r[key] for r in rows[:window]))
+                last.append(statistics.fmean(r[key] for r in rows[-window:]))
         if first:
-            out.append({"cell": name, "seeds": len(first), "first": over_seeds(first),
-                        "last": over_seeds(last)})
+            out.append({"cell": name, "key": key, "window": window, "seeds": len(first),
+                        "first": over_seeds(first), "last": over_seeds(last)})
     return out
 
 
@@ -460,7 +461,7 @@ def fmt(x, signed=True, scale=100.0) -> str:
 
 
 def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=(),
-             coded=(), passes=()) -> str:
+             coded=(), trends=()) -> str:
     lines = ["| claim | the paper's figure | ours (points, mean ± se over RL seeds) | per RL seed "
              "| verdict | precondition |", "|---|---|---|---|---|---|"]
     for c in claims:
@@ -482,11 +483,13 @@ def markdown(claims: list[dict], temps: list[dict], curves: dict, stages=(),
         show = lambda d: ", ".join(f"{k[5:]} {v}" for k, v in sorted(d.items()))  # noqa: E731
         lines += [f"| {r['cell']} | {r['seed']} | {show(r['first'])} | {show(r['last'])} | "
                   f"{r['final_share_mean']:.2f} |" for r in stages]
-    if passes:
-        lines += ["", "| StepCoder cell | seeds | false-pass rate, first 10 RL steps | last 10 |",
-                  "|---|---|---|---|"]
-        lines += [f"| {r['cell']} | {r['seeds']} | {r['first']['mean']:.3f} | "
-                  f"{r['last']['mean']:.3f} |" for r in passes]
+    if trends:
+        lines += ["", "| cell | metric | seeds | first RL steps (mean over seeds) "
+                  "| last RL steps |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['cell']} | {r['key']} | {r['seeds']} | {r['first']['mean']:.3f} "
+                  f"(first {r['window']}) | {r['last']['mean']:.3f} (last {r['window']}) |"
+                  for r in trends]
     if coded:
         lines += ["", "| AT-GRPO cell | evaluation | episodes | final programs that parse | "
                   "shown a valid test | holding a shown test's output |",
@@ -551,14 +554,17 @@ def main(argv=None) -> int:
         p.error(f"{a.grid_out}/cells does not exist: run bench/ablate.py --grid claims first")
     grid = Grid(a.grid_out)
     claims, temps, stages = measure(grid), temperatures(grid), curriculum_moves(grid)
-    coded, passes = hard_coding(grid), false_passes(grid)
+    coded = hard_coding(grid)
+    trends = (early_late(grid, "sc-", "false_pass_frac", 10)
+              + [r for key in ("tester_valid_share_mean", "tester_catch_share_mean")
+                 for r in early_late(grid, "agents-", key, 5)])
     curves = pass_curves(grid, [1, 2, 4, 8, 16, 32, 64])
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "claims.json"), "w") as f:
         json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves,
-                   "cccs_stages": stages, "hard_coding": coded, "false_passes": passes,
+                   "cccs_stages": stages, "hard_coding": coded, "early_late": trends,
                    "preconditions": preconditions(grid)}, f, indent=1)
-    md = (markdown(claims, temps, curves, stages, coded, passes) + "\n"
+    md = (markdown(claims, temps, curves, stages, coded, trends) + "\n"
           + timeline_markdown(timeline(grid)))
     with open(os.path.join(a.out, "claims.md"), "w") as f:
         f.write(md)

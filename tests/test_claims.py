@@ -129,7 +129,7 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
     assert [(m["cell"], m["seed"]) for m in moves] == [("sc-cccs", s) for s in range(3)]
     assert moves[0]["first"] == {"cccs_final-1": 4}
     assert moves[0]["last"] == {"cccs_final": 3, "cccs_final-1": 1}
-    passes = {r["cell"]: r for r in claims.false_passes(grid)}
+    passes = {r["cell"]: r for r in claims.early_late(grid, "sc-", "false_pass_frac", 10)}
     assert passes["sc-fgo"]["first"]["mean"] == pytest.approx(0.3)
     assert passes["sc-fgo"]["last"]["mean"] == pytest.approx(0.2)
     base = tmp_path / "preconditions.json"
@@ -142,9 +142,10 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
     assert pre["fgo"] == "tokens masked 12.0% in the FGO cells (>= 10%: met)"
     assert pre["cccs"].endswith("(met); stages moved in 3 of 3 CCCS cells")
     assert "(>= 0.5: NOT met)" in pre["drive"] and "game" not in pre   # no agents cells
-    md = claims.markdown([], [], {}, moves, passes=claims.false_passes(grid))
+    md = claims.markdown([], [], {}, moves,
+                         trends=claims.early_late(grid, "sc-", "false_pass_frac", 10))
     assert "| sc-cccs | 0 | final-1 4 | final 3, final-1 1 | 0.38 |" in md
-    assert "| sc-fgo | 3 | 0.300 | 0.200 |" in md
+    assert "| sc-fgo | false_pass_frac | 3 | 0.300 (first 10) | 0.200 (last 10) |" in md
 
 def test_hard_coded_outputs_are_counted_per_cell(tmp_path):
     """A final program holding a valid shown test's output as a literal counts as hard-coding;
