@@ -272,8 +272,9 @@ GRIDS["claims"] = [
     {"name": "drive-hard", "group": "DRIVE stage 2", "after": ["grpo"],
      "cmd": ["grpo.py", *DRIVE_S2, "--prompts-per-step", "4", "--group-size", "32",
              "--offline-filter", "--hard-focus", "96:10,48:10"], "metrics": HARD_METRICS},
-    base_at("0.5"), base_at("0"), base_at("0.5", rl=True), base_at("0", rl=True),
+    base_at("0"), base_at("0", rl=True),
     {"name": "base-pass64", "group": "pass@k to 64", "cmd": ["grpo.py", *PASS64]},
     {"name": "grpo-pass64", "group": "pass@k to 64", "after": ["grpo"],
      "cmd": ["grpo.py", *PASS64, "--model", AFTER_GRPO]},
+    base_at("0.5"), base_at("0.5", rl=True),
 ]
