@@ -105,7 +105,6 @@ Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): t
   (coder/tester), HF engine, --cpu-threads 1. GPU preset: the paper's K = 4, the public
   configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
 """
-import ast
 import copy
 import functools
 import json
@@ -126,6 +125,18 @@ import rollouts
 import sandbox
 import trainer
 from model import all_reduce_sum
+from tester_judge import (
+    coder_jobs,
+    format_tests,
+    gt_every_test,
+    judge_program,
+    judge_test_set,
+    parse_tests,
+    passed_and_mismatches,
+    result_of,
+    run_jobs,
+    tester_jobs,
+)
 
 ROLES = ("tester", "coder")
 # Who acts on what within a turn. tester-first / coder-first: in sequence, the second role
@@ -181,129 +192,7 @@ class GameConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# The tester's tests: parsing and formatting, both kinds
-
-_INPUT_MARK = re.compile(r"\**\s*test\s+input\s*:?\s*\**\s*:?", re.IGNORECASE)
-_FENCE = r"```(?:[A-Za-z0-9_+-]*\n)?(.*?)```"  # optional language tag, then the body
-_BLOCK = re.compile(
-    r"\s*" + _FENCE + r"\s*\**\s*test\s+output\s*:?\s*\**\s*:?\s*" + _FENCE,
-    re.DOTALL | re.IGNORECASE,
-)
-_ASSERT = re.compile(r"^\s*assert\b.*$", re.MULTILINE)
-
-
-def parse_tests(text, max_tests=8, fn_name=None):
-    """Tests from a tester reply -> (tests, n_failed); never raises. fn_name None: stdio blocks
-    (parse_stdio_tests); else `assert fn_name(...) == ...` lines (parse_call_tests)."""
-    if not isinstance(text, str):
-        return [], 1
-    return (
-        parse_stdio_tests(text, max_tests)
-        if fn_name is None
-        else parse_call_tests(text, fn_name, max_tests)
-    )
-
-
-def parse_stdio_tests(text, max_tests=8):
-    """'**Test Input:**\\n```\\n1 2\\n```\\n**Test Output:**\\n```\\n3\\n```'
-    -> ([{"input": "1 2\\n", "output": "3"}], 0). Each 'Test Input' marker starts a block; a
-    block without an input fence followed by an output marker and fence counts as failed. A
-    reply with no marker at all counts as one failed block (it said something, just not tests).
-    """
-    starts = [m.end() for m in _INPUT_MARK.finditer(text)]
-    if not starts:
-        return [], 1
-    tests, failed = [], 0
-    for start, end in zip(starts, starts[1:] + [len(text)]):
-        m = _BLOCK.match(text, start, end)
-        if m is None:
-            failed += 1
-        elif len(tests) < max_tests:
-            tests.append({"input": m.group(1).strip() + "\n", "output": m.group(2).strip()})
-    return tests, failed
-
-
-def parse_call_tests(text, fn_name, max_tests=8):
-    """'assert add(1, 2) == 3' -> ([{"input": [1, 2], "output": 3}], 0): every line that starts
-    with `assert` is one test (inside or outside a fence); it counts as failed unless it is
-    `assert fn_name(<literals>) == <literal>` (or `Solution().fn_name(...)`), positional
-    arguments only. No assert line at all counts as one failure."""
-    lines = [m.group(0) for m in _ASSERT.finditer(text)]
-    if not lines:
-        return [], 1
-    tests, failed = [], 0
-    for line in lines:
-        test = _call_test(line, fn_name)
-        if test is None:
-            failed += 1
-        elif len(tests) < max_tests:
-            tests.append(test)
-    return tests, failed
-
-
-def _call_test(line, fn_name):
-    try:
-        node = ast.parse(line.strip()).body[0]
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    cmp = node.test if isinstance(node, ast.Assert) else None
-    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.Eq)):
-        return None
-    call = cmp.left
-    if not isinstance(call, ast.Call) or call.keywords:
-        return None
-    func = call.func
-    name = (
-        func.id
-        if isinstance(func, ast.Name)
-        else func.attr
-        if isinstance(func, ast.Attribute)
-        else None
-    )
-    if name != fn_name:
-        return None
-    try:
-        args = [ast.literal_eval(a) for a in call.args]
-        expected = ast.literal_eval(cmp.comparators[0])
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return {"input": args, "output": expected}
-
-
-def _call_text(test, fn_name, method=False):
-    target = f"Solution().{fn_name}" if method else fn_name
-    return f"{target}({', '.join(repr(a) for a in test['input'])})"
-
-
-def format_tests(tests, fn_name=None, method=False):
-    """The inverse of parse_tests (the tester's own format), for prompts and SFT answers."""
-    if fn_name is not None:
-        lines = [f"assert {_call_text(t, fn_name, method)} == {t['output']!r}" for t in tests]
-        return "```python\n" + "\n".join(lines) + "\n```" if lines else ""
-    return "\n".join(
-        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n"
-        f"**Test Output:**\n```\n{t['output'].rstrip()}\n```"
-        for t in tests
-    )
-
-
-def _is_method(problem):
-    return "class Solution" in problem.starter_code
-
-
-def duplicates(tests):
-    """Per test, True when an earlier test of the list has the same input (stdio: the same
-    whitespace-separated tokens; call-based: equal arguments)."""
-    seen, out = set(), []
-    for t in tests:
-        key = " ".join(t["input"].split()) if isinstance(t["input"], str) else repr(t["input"])
-        out.append(key in seen)
-        seen.add(key)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Episode state and prompts
+# The episode: its state, the prompts, the candidates scored into branches
 
 
 @dataclass
@@ -348,6 +237,11 @@ def format_mismatches(mismatches):
     if len(mismatches) > len(shown):
         parts.append(f"({len(mismatches) - len(shown)} more mismatches not shown)")
     return "\n\n".join(parts)
+
+
+def _is_method(problem):
+    """Call-based tests call `Solution().fn_name(...)` when the starter code is a class."""
+    return "class Solution" in problem.starter_code
 
 
 def _program_report(state):
@@ -418,286 +312,31 @@ def tester_messages(state, max_tests=8):
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-# ---------------------------------------------------------------------------------------------
-# Rewards: pure functions of flags and numbers, so the tests can check the equations directly
-
-
-def validity(ref_result, n_tests):
-    """Per test, True when the reference solution passes it (a test that disagrees is wrong).
-    ref_result: the reference's PLAIN run (no coverage tracer, the run's normal limits; every
-    test run on its own, see run_jobs), never the traced one: the tracer makes the reference
-    about 3x slower, so a traced run would call a test invalid whose input takes the reference
-    a third of the time limit. Tests without a result (none after a compile error) are not
-    valid."""
-    if ref_result is None:
-        return [False] * n_tests
-    got = [t.status == "pass" for t in ref_result.tests][:n_tests]
-    return got + [False] * (n_tests - len(got))
-
-
-def caught_flags(valid, dup, shown_passed, shown_wrong):
-    """caught_t = valid_t and not dup_t and the shown program fails t, only when that program
-    exists and is wrong on the ground truth (shown_wrong); else nothing is caught."""
-    if not shown_wrong:
-        return [False] * len(valid)
-    return [v and not d and not p for v, d, p in zip(valid, dup, shown_passed)]
-
-
-def trivial_flags(valid, dup, candidates_passed, any_wrong):
-    """trivial_t = dup_t or (valid_t and every candidate program passes t and one of them is
-    wrong on the ground truth). candidates_passed: per candidate program WITH code, per test."""
-    discriminable = any_wrong and bool(candidates_passed)
-    return [d or (v and discriminable and all(cp[t] for cp in candidates_passed))
-            for t, (v, d) in enumerate(zip(valid, dup))]
-
-
-def coverage_share(ref_result, counted, n_lines):
-    """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts).
-    ref_result: the reference's traced run (coverage=True, COVERAGE_TIMEOUT_FACTOR times the
-    limit); a counted test whose traced run still timed out adds no lines (validity is not
-    read from this run)."""
-    if ref_result is None or not n_lines:
-        return 0.0
-    lines = set()
-    for t, use in zip(ref_result.tests, counted):
-        if use:
-            lines |= t.executed_lines
-    return len(lines) / n_lines
-
-
-def coder_local(passed, valid):
-    """Pass rate on the tester's valid tests; 0 when the tester wrote no valid test."""
-    n_valid = sum(valid)
-    return sum(p and v for p, v in zip(passed, valid)) / n_valid if n_valid else 0.0
-
-
-def tester_local(
-    valid, caught, trivial, coverage, catch_bonus=1.0, trivial_penalty=0.5, coverage_weight=0.5
-):
-    """l_T = valid/n + catch_bonus * caught/n + coverage_weight * cov - trivial_penalty * trivial/n
-    -> dict of l_T ("local") and its shares; all 0 when n = 0."""
-    n = len(valid)
-    if n == 0:
-        return {
-            "local": 0.0,
-            "valid_share": 0.0,
-            "catch_share": 0.0,
-            "trivial_share": 0.0,
-            "coverage": 0.0,
-        }
-    shares = {"valid_share": sum(valid) / n, "catch_share": sum(caught) / n,
-              "trivial_share": sum(trivial) / n, "coverage": coverage}
-    local = (
-        shares["valid_share"]
-        + catch_bonus * shares["catch_share"]
-        + coverage_weight * coverage
-        - trivial_penalty * shares["trivial_share"]
-    )
-    return {"local": local, **shares}
-
-
-def global_term(pass_rate, kind="fraction"):
-    """g: the ground-truth pass rate ("fraction", the seed's) or 1 only when all pass ("binary")."""
-    return pass_rate if kind == "fraction" else float(pass_rate == 1.0)
-
-
-def final_reward(global_reward, local_reward, alpha=0.7):
-    return alpha * global_reward + local_reward
-
-
-# ---------------------------------------------------------------------------------------------
-# Sandbox jobs: every (program, tests) pair a step needs, run once
-
-
-# The line tracer makes a program about 3x slower (3.1x measured on a tight loop in the
-# sandbox): a traced run gets this many times the limit, so a test the reference passes under
-# the normal limit still reports its lines. Only coverage reads traced runs, never a verdict.
-COVERAGE_TIMEOUT_FACTOR = 4.0
-
-
-def job_key(code, tests, fn_name=None, coverage=False, every_test=True):
-    """A hashable name of one sandbox job (repr keeps tuples and lists apart)."""
-    return code, fn_name, repr(tests), coverage, every_test
-
-
-def run_jobs(jobs, run_batch, timeout, memory_mb):
-    """jobs: (code, tests, fn_name, coverage[, every_test]) tuples -> {job_key: Result}, ONE
-    run_batch call for the unique ones (none when there is nothing to run).
-
-    every_test (default True): the sandbox runs every test of the job, also after one timed out
-    (stop_after_timeout=False), so each test's verdict is its own: it does not depend on which
-    other tests share the job or their order. False lets the sandbox stop at the first timeout
-    (the rest count as timeouts): only for jobs whose pass/fail alone counts. A looping program
-    costs up to one timeout per test this way: the price of per-test verdicts.
-    coverage=True: a traced run, with COVERAGE_TIMEOUT_FACTOR times the limit."""
-    unique = {}
-    for job in jobs:
-        code, tests, fn_name, cov, every = (*job, True) if len(job) == 4 else job
-        if code is not None and tests:
-            key = job_key(code, tests, fn_name, cov, every)
-            unique.setdefault(key, (code, tests, fn_name, cov, every))
-    batch = [
-        {
-            "code": c,
-            "tests": t,
-            "fn_name": f,
-            "timeout": timeout * COVERAGE_TIMEOUT_FACTOR if cov else timeout,
-            "memory_mb": memory_mb,
-            "coverage": cov,
-            "stop_after_timeout": not every,
-        }
-        for c, t, f, cov, every in unique.values()
-    ]
-    results = run_batch(batch) if batch else []
-    return dict(zip(unique, results))
-
-
-def _result(results, code, tests, fn_name, coverage=False, every_test=True):
-    if code is None or not tests:
-        return None
-    return results.get(job_key(code, tests, fn_name, coverage, every_test))
-
-
-def _passed_and_mismatches(result, tests, fn_name):
-    """Per test: passed?, and the mismatches shown next step.
-
-    The sandbox returns per-test results only for the tests it ran: none after a compile
-    error. A test without a result FAILED (with the run's status); zipping the short list
-    would leave `passed` empty and all([]) would call a program that does not even compile
-    "agreeing" with the tester.
-    """
-    def shown_input(t):
-        return (
-            t["input"]
-            if fn_name is None
-            else f"{fn_name}({', '.join(repr(a) for a in t['input'])})"
-        )
-
-    def shown_expected(t):
-        return t["output"] if fn_name is None else repr(t["output"])
-
-    if result is None:  # no program: nothing passes
-        return [False] * len(tests), [
-            {"input": shown_input(t), "expected": shown_expected(t), "actual": "(no program)"}
-            for t in tests
-        ]
-    passed, mismatches = [], []
-    for i, test in enumerate(tests):
-        res = result.tests[i] if i < len(result.tests) else None
-        passed.append(res is not None and res.status == "pass")
-        if res is None:
-            actual = (
-                f"{result.status}: {result.error}" if result.error else f"{result.status} (not run)"
-            )
-        elif res.status == "wrong_answer":
-            actual = res.output
-        elif res.status != "pass":
-            actual = f"{res.status}: {res.stderr or res.output}"
-        if not passed[-1]:
-            mismatches.append(
-                {"input": shown_input(test), "expected": shown_expected(test), "actual": actual}
-            )
-    return passed, mismatches
-
-
-def reference_of(problem):
-    """The reference solution (solutions[0]) that judges the tester's tests; None without one
-    (LiveCodeBench): then no test counts as valid, which only evaluation can live with."""
-    return problem.solutions[0] if problem.solutions else None
-
-
-def tester_jobs(state, test_sets):
-    """Per test set: the reference plainly (validity) and traced (coverage), the shown program
-    and every coder candidate; every test of a set run and judged on its own (run_jobs)."""
-    p = state.problem
-    programs = list(dict.fromkeys([state.program] + [c for c, _ in state.coder_candidates]))
-    out = []
-    for ts in test_sets:
-        out += [(reference_of(p), ts, p.fn_name, False), (reference_of(p), ts, p.fn_name, True)]
-        out += [(c, ts, p.fn_name, False) for c in programs]
-    return out
-
-
-def gt_every_test(cfg):
-    """Whether the ground truth runs every test: the "fraction" reward is the pass rate, which
-    must not depend on the order of the tests; "binary" needs pass/fail only, so there the
-    sandbox may stop at the first timeout (the pass rate logged then counts the tests after
-    it as failed)."""
-    return cfg.reward != "binary"
-
-
-def coder_jobs(state, codes, every_gt_test=True):
-    """Every candidate program x the ground truth and x the tester's current tests (every test
-    of these run on its own; the ground truth too unless every_gt_test is False)."""
-    p = state.problem
-    return [
-        job
-        for c in codes
-        for job in ((c, p.tests, p.fn_name, False, every_gt_test),
-                    (c, state.tests, p.fn_name, False, True))
-    ]
-
-
 def score_testers(state, test_sets, results, cfg):
-    """K tester candidates from one state -> [(branch, terms)] in candidate order (see the module
-    docstring for the terms). Each branch is a deep copy holding its candidate's own tests."""
-    p = state.problem
-    reference = reference_of(p)
-    n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
-    shown_wrong = state.program is not None and state.gt_pass_rate < 1.0
-    with_code = [(c, g) for c, g in state.coder_candidates if c is not None]
-    any_wrong = any(g < 1.0 for _, g in with_code)
+    """K tester candidates from one state -> [(branch, terms)] in candidate order, judged by
+    tester_judge.judge_test_set. Each branch is a deep copy holding its candidate's own tests."""
     scored = []
     for ts in test_sets:
         b = branch_of(state)
         b.tests, b.tester_acted = copy.deepcopy(ts), True
-        b.valid = validity(_result(results, reference, ts, p.fn_name), len(ts))
-        dup = duplicates(ts)
-        b.passed, b.mismatches = _passed_and_mismatches(
-            _result(results, state.program, ts, p.fn_name), ts, p.fn_name
-        )
-        caught = caught_flags(b.valid, dup, b.passed, shown_wrong)
-        cands = [
-            _passed_and_mismatches(_result(results, c, ts, p.fn_name), ts, p.fn_name)[0]
-            for c, _ in with_code
-        ]
-        trivial = trivial_flags(b.valid, dup, cands, any_wrong)
-        traced = _result(results, reference, ts, p.fn_name, coverage=True)
-        cov = coverage_share(traced, [v and not d for v, d in zip(b.valid, dup)], n_lines)
-        terms = tester_local(
-            b.valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
-        )
-        g = global_term(state.gt_pass_rate, cfg.reward) if state.program is not None else 0.0
-        terms.update(
-            {
-                "global": g,
-                "n_tests": len(ts),
-                "duplicate_share": sum(dup) / len(ts) if ts else 0.0,
-                "reward": final_reward(g, terms["local"], cfg.alpha),
-            }
-        )
+        b.valid, b.passed, b.mismatches, terms = judge_test_set(
+            state.problem, ts, state.program, state.gt_pass_rate, state.coder_candidates,
+            results, cfg)
         scored.append((b, terms))
     return scored
 
 
 def score_coders(state, codes, results, cfg):
-    """K coder candidates from one state -> [(branch, terms)] in candidate order."""
-    p = state.problem
-    candidates = []
+    """K coder candidates from one state -> [(branch, terms)] in candidate order, judged by
+    tester_judge.judge_program; every branch keeps all K (program, g) for the tester's step."""
     scored = []
     for code in codes:
         b = branch_of(state)
         b.program, b.coder_acted = code, True
-        gt = _result(results, code, p.tests, p.fn_name, every_test=gt_every_test(cfg))
-        b.gt_pass_rate = gt.pass_rate if gt is not None else 0.0
-        b.passed, b.mismatches = _passed_and_mismatches(
-            _result(results, code, b.tests, p.fn_name), b.tests, p.fn_name
-        )
-        local, g = coder_local(b.passed, b.valid), global_term(b.gt_pass_rate, cfg.reward)
-        scored.append(
-            (b, {"global": g, "local": local, "reward": final_reward(g, local, cfg.alpha)})
-        )
-        candidates.append((code, b.gt_pass_rate))
+        b.gt_pass_rate, b.passed, b.mismatches, terms = judge_program(
+            state.problem, code, b.tests, b.valid, results, cfg)
+        scored.append((b, terms))
+    candidates = [(b.program, b.gt_pass_rate) for b, _ in scored]
     for b, _ in scored:
         b.coder_candidates = list(candidates)  # each branch its own list (tuples are immutable)
     return scored
@@ -817,12 +456,14 @@ def role_step(role, states, generate, cfg, stats, run_batch):
                 stats["tests_written"] += len(tests)
                 sets.append(tests)
             extracted.append(sets)
-        jobs = [j for s, sets in zip(states, extracted) for j in tester_jobs(s, sets)]
+        jobs = [j for s, sets in zip(states, extracted)
+                for j in tester_jobs(s.problem, s.program, s.coder_candidates, sets)]
     else:
         extracted = [[data.extract_code(response_text(o)) for o in outs] for outs in outputs]
         stats["coder_replies_without_code"] += sum(c is None for codes in extracted for c in codes)
-        every_gt = gt_every_test(cfg)
-        jobs = [j for s, codes in zip(states, extracted) for j in coder_jobs(s, codes, every_gt)]
+        every_gt = gt_every_test(cfg.reward)
+        jobs = [j for s, codes in zip(states, extracted)
+                for j in coder_jobs(s.problem, s.tests, codes, every_gt)]
     results = run_jobs(jobs, run_batch, cfg.timeout, cfg.memory_mb)
     stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
@@ -863,8 +504,8 @@ def join_parallel(testers, coders, cfg, stats, run_batch):
     stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
     for b in out:
-        b.passed, b.mismatches = _passed_and_mismatches(
-            _result(results, b.program, b.tests, b.problem.fn_name), b.tests, b.problem.fn_name)
+        b.passed, b.mismatches = passed_and_mismatches(
+            result_of(results, b.program, b.tests, b.problem.fn_name), b.tests, b.problem.fn_name)
     return out
 
 
@@ -1032,8 +673,8 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
             easy = copy.deepcopy(easy_tests(p.tests, max_tests))
             wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
             for code in misses[p.id]:
-                res = _result(first, code, p.tests, p.fn_name)
-                failed = [t for t, ok in zip(p.tests, _passed_and_mismatches(
+                res = result_of(first, code, p.tests, p.fn_name)
+                failed = [t for t, ok in zip(p.tests, passed_and_mismatches(
                     res, p.tests, p.fn_name)[0]) if not ok]
                 if failed:
                     wrong = code
@@ -1052,7 +693,8 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
                     tester_acted=True
                 )
                 cases.append((state, code, p.solutions[0], right))
-    jobs = [j for state, code, _, _ in cases for j in coder_jobs(state, [code], gt_every_test(cfg))]
+    jobs = [j for state, code, _, _ in cases
+            for j in coder_jobs(state.problem, state.tests, [code], gt_every_test(cfg.reward))]
     results = run_jobs(jobs, run_batch, timeout, memory_mb)
     out = []
     for state, code, right_code, right_tests in cases:
