@@ -120,7 +120,6 @@ import data
 import flags
 import grpo
 import losses
-import metrics
 import rollouts
 import sandbox
 import trainer
@@ -747,12 +746,310 @@ def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
 
 
 # ---------------------------------------------------------------------------------------------
-# Training, the loop in train() on trainer.py's pieces: warm start -> eval -> steps -> eval,
-# with checkpoints (--save-every) and --resume. One step: play prompts_per_step episodes (generate
-# + sandbox rewards) -> group advantages over (problem, episode, turn, role) -> one GRPO
-# update per distinct model -> weight sync into its engine. The Run's own policy and engine
-# are the tester's model; per-role, the coder's model rides along in run.extras (so the
-# skeleton checkpoints it) and in the team.
+# The team: its models, warm start and set-up on trainer.py's run
+#
+# train() calls trainer.py's pieces itself (start -> prepare_run -> rl_steps / end_step ->
+# end_run); the Run's own policy and engine are the tester's model, and per-role the coder's
+# model rides in run.extras, so the checkpoints hold it. prepare_run takes three of the
+# functions below: build (the optimizers, made after the warm start and before a resume
+# restores them, both inside prepare_run), warm_start, and evaluate_team (called at
+# before_rl, every --eval-every step and after_rl; it keeps its result in run.state, where the
+# summary's before_rl / after_rl come from).
+
+
+@dataclass
+class RoleModel:
+    """One trained model: the FSDP policy, its engine, optimizer and schedule."""
+
+    tokenizer: object
+    policy: object
+    engine: object
+    optimizer: object = None
+    scheduler: object = None
+
+
+def distinct(team):
+    """(model, roles) pairs, one per distinct model of {"tester": RoleModel, "coder": ...}."""
+    out = {}
+    for role, m in team.items():
+        out.setdefault(id(m), (m, []))[1].append(role)
+    return list(out.values())
+
+
+def make_team(r, args):
+    """{"tester": RoleModel, "coder": RoleModel}: the Run's policy and engine are the tester's;
+    per-role the coder's is a second model (made here), shared the same one."""
+    tester = RoleModel(r.tokenizer, r.policy, r.engine)
+    coder = tester if args.policy == "shared" else RoleModel(
+        *trainer.setup_policy(args, r.d)[1:])
+    return {"tester": tester, "coder": coder}
+
+
+def with_reference(problems):
+    """The problems RL trains on: the tester's reward needs a reference solution (LiveCodeBench
+    rows have none); the evaluation needs only the ground truth, so it keeps every problem."""
+    kept = [p for p in problems if p.solutions]
+    if not kept:
+        raise SystemExit("agents.py: no train problem has a reference solution (the tester's "
+                         "reward needs one); choose another --train-data.")
+    return kept
+
+
+def warm_start(team, r):
+    """SFT of each model on its roles' warm-start pairs (actor.sft), weight sync."""
+    a = r.args
+    n_calls = sum(p.fn_name is not None for p in r.train_problems)
+    r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
+          f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
+    # Turn-1 warm-start examples (--repair-sft): a model that has seen only turn-0 prompts
+    # rewrites right turn-0 programs at turn 1 (.notes/agents.md).
+    repairs = []
+    # The repair states cost a sandbox run over every train problem (minutes on 2,464):
+    # only when there is an SFT to use them.
+    if a.repair_sft and a.max_turns > 1 and a.sft_steps > 0:
+        repairs = repair_states(
+            r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
+        )
+    for m, roles in distinct(team):
+        tag = "/".join(roles)
+        actor.sft(
+            m.policy,
+            m.tokenizer,
+            warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
+            a,
+            r.d,
+            lambda row, tag=tag: r.log({**row, "roles": tag}),
+        )
+        trainer.sync_weights(m.policy, m.engine)
+
+
+def build(team, r):
+    """Each model's AdamW + schedule; the Run holds the tester's, run.extras the coder's model
+    and optimizer (checkpointed beside the tester's)."""
+    r.state["policy"] = r.args.policy
+    for m, _ in distinct(team):
+        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, r.args)
+    r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
+    if team["coder"] is not team["tester"]:
+        r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
+
+
+def catch_up_coder(team, r):
+    """After --resume, per-role: the checkpoint restored the coder's weights and optimizer
+    (run.extras) but not its schedule, which is the tester's (the same flags): it takes the
+    tester's restored one; and the coder's engine gets the restored weights."""
+    coder = team["coder"]
+    if coder is not team["tester"]:
+        coder.scheduler.load_state_dict(r.scheduler.state_dict())
+        trainer.sync_weights(coder.policy, coder.engine)
+
+
+# ---------------------------------------------------------------------------------------------
+# The step: episodes -> group advantages -> one GRPO update per model -> weight sync
+
+
+def max_new_tokens(args, role):
+    return args.tester_max_new_tokens if role == "tester" else args.max_new_tokens
+
+
+def engine_generate(m, args, rng, temperature, role):
+    """A generate function for run_episodes: render, sample one completion per prompt."""
+    def generate(prompts):
+        texts = [data.render_prompt(m.tokenizer, msgs) for msgs in prompts]
+        outs = m.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
+                                 max_new_tokens=max_new_tokens(args, role),
+                                 seed=rng.randrange(2**31))
+        return [o[0] for o in outs]
+
+    return generate
+
+
+def sandbox_runner(args):
+    """run_batch with --sandbox-workers."""
+    return functools.partial(sandbox.run_batch, workers=args.sandbox_workers)
+
+
+def training_samples(candidates, roles, tokenizer, advantages):
+    """run_episodes candidates of these roles -> actor.Sample (prompt, sampled ids, advantage)."""
+    out = []
+    for c, adv in zip(candidates, advantages.tolist()):
+        if c.role in roles:
+            ids = tokenizer(data.render_prompt(tokenizer, c.messages))["input_ids"]
+            out.append(actor.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
+    return out
+
+
+def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
+    """This rank's problems of the step and its sampling rng (rollouts.draw_batch: every rank
+    draws the same global batch and seed, then takes its own slice and seed): ranks play
+    different episodes, and each episode's groups stay on its rank. epoch_order: see
+    rollouts.draw_batch (--prompt-order epoch)."""
+    batch, seed = rollouts.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d,
+                                      epoch_order=epoch_order)
+    return batch, random.Random(seed)
+
+
+def play_episodes(team, r, step):
+    """RL step `step`'s episodes on this rank's problems -> (candidates, stats: the counts and
+    reward-term sums over ranks, with every term's mean and the episode rates)."""
+    args = r.args
+    batch, sampler = rank_batch(r.train_problems, r.rng, args.prompts_per_step, r.d,
+                                rollouts.epoch_order(args, step))
+    gens = {role: engine_generate(team[role], args, sampler, args.temperature, role)
+            for role in ROLES}
+    with r.timer("generate+reward"):
+        # The ground truth of training: each problem's first --max-train-tests tests.
+        batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
+        _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
+                                       cfg=game_config(args))
+    # summarize recomputes the means and rates from the sums, so the ranks sum all of them.
+    return cands, summarize(rollouts.reduce_sums(stats))
+
+
+def update_and_sync(m, roles, cands, adv, loss, r):
+    """One GRPO update of model m on its roles' candidates, then its schedule's step and the
+    weight sync into its engine -> the update's stats, keyed "<roles>_<stat>"."""
+    args, d, timer = r.args, r.d, r.timer
+    m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
+    samples = training_samples(cands, roles, m.tokenizer, adv)
+    shape = dict(micro_batch=args.micro_batch, pad_id=m.tokenizer.pad_token_id,
+                 device=d.device, temperature=args.temperature)
+    if actor.off_policy(args):   # old log-probs of the policy that played the episodes
+        with timer("score"):
+            old = actor.score(samples, policy=m.policy, **shape).logp
+        samples = actor.with_scores(samples, old_logp=old)
+    with timer("update"):
+        # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
+        st = actor.updates(m.policy, m.optimizer, samples, loss,
+                           epochs=args.epochs, mini_batches=args.mini_batches,
+                           agg=args.agg, max_len=max(max_new_tokens(args, role) for role in roles),
+                           max_grad_norm=args.max_grad_norm,
+                           skip_zero_advantage=True, **shape)
+        m.scheduler.step()
+    with timer("sync"):
+        trainer.sync_weights(m.policy, m.engine)
+    tag = "/".join(roles)
+    return {f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy", "updates", "clip_frac",
+                                          "ratio_mean", "approx_kl") if k in st}
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation: pass@1 of the coder alone and of the team after its turns
+
+
+def episode_record(e, alone=None):
+    """One finished episode as JSON: what was played and how it scored (eval dumps)."""
+    return {
+        "problem": e.problem.id,
+        "turns": e.turn,
+        "agree": e.agree,
+        "gt_pass_rate": e.gt_pass_rate,
+        "coder_alone_global": alone,
+        "program": e.program,
+        "tests": e.tests,
+        "valid": e.valid,
+        "passed": e.passed,
+    }
+
+
+def evaluate_episodes(team, problems, args, d, rng, dump=None):
+    """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
+    the coder alone (its program from the bare problem: the single-agent baseline, same model
+    and prompt) and the final program after up to max_turns turns with the tester; and the
+    share of the tester's tests (all turns) that the reference solution passes."""
+    mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
+    gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
+    cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
+    alone = coder_alone(mine, gens["coder"], cfg, run_batch)
+    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
+    n = all_reduce_sum(len(episodes))
+    written, valid = all_reduce_sum(stats["tests_written"]), all_reduce_sum(stats["tests_valid"])
+    n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
+    final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
+    agree = all_reduce_sum(sum(e.agree for e in episodes))
+    if dump and d.main:  # rank 0's episodes, one JSON line each
+        with open(dump, "w") as f:
+            f.writelines(json.dumps(episode_record(e, a)) + "\n" for e, a in zip(episodes, alone))
+    return {"pass@1_coder_alone": n_alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
+            "agree_rate": agree / max(n, 1), "episodes": int(n),
+            # every test the tester wrote in these episodes that the reference passes
+            "tester_valid_share": valid / max(written, 1), "tests_written": int(written)}
+
+
+def evaluate_team(team, r, when, problems=None):
+    """evaluate() on the held-out problems (or `problems`), printed, logged and kept in the
+    trainer state (summary.json's before_rl / after_rl)."""
+    a = r.args
+    problems = r.eval_problems if problems is None else problems
+    res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
+                   os.path.join(a.out, f"eval_{when}.jsonl"))
+    r.say(f"{when.replace('_', ' ')}: {res}")
+    r.log({"phase": "eval", "when": when, "step": r.step, **res})
+    r.state[when] = res
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+REWARD_TERMS = tuple(
+    f"{role}_{name}_mean" for role in ("coder", "tester") for name in TERMS[role]
+) + ("agree_rate", "pass_at_1")
+
+
+def reward_term_means(rows):
+    """Mean of each reward term over RL steps, for summary.json."""
+    if not rows:
+        return {}
+    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
+
+
+def train(args):
+    """warm start -> eval -> RL steps -> eval -> summary.json (before_rl / after_rl: both
+    pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
+    r = trainer.start(args, "agents")        # process group, problems, the tester's model
+    r.train_problems = with_reference(r.train_problems)
+    team = make_team(r, args)
+    try:
+        # warm start (or resume) -> pass@1 before RL -> build -> step-0 checkpoint
+        trainer.prepare_run(r, functools.partial(build, team),
+                            warm_start=functools.partial(warm_start, team),
+                            evaluate_fn=functools.partial(evaluate_team, team),
+                            curricula=False, pass_key="pass@1_after_turns")
+        if r.resumed_from:
+            catch_up_coder(team, r)
+        # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
+        # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
+        # taken against the old log-probs of a no-grad pass (as in grpo.py).
+        loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0,
+                                agg=args.agg, off_policy=actor.off_policy(args))
+        for step in trainer.rl_steps(r):
+            cands, metrics = play_episodes(team, r, step)      # generate, sandbox rewards
+            # Groups: one episode's K candidates at one role step, so never across problems
+            # or ranks: (problem, episode, turn, role).
+            adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
+                                          scale=args.adv_scale, group_ids=[c.group for c in cands])
+            for m, roles in distinct(team):                    # one GRPO update per model, sync
+                metrics.update(update_and_sync(m, roles, cands, adv, loss, r))
+            # this rank's mean reward (the progress bar shows rank 0's)
+            metrics["reward_mean"] = sum(c.reward for c in cands) / max(len(cands), 1)
+            # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
+            r.state.setdefault("rl_terms", []).append(
+                {k: metrics[k] for k in REWARD_TERMS if k in metrics})
+            trainer.end_step(r, step, metrics)   # metrics row, --eval-every, --save-every
+        rows = r.state.get("rl_terms", [])
+        r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
+                       rl_second_half=reward_term_means(rows[len(rows) // 2:]))
+        return trainer.end_run(r)                # pass@1 after RL, summary.json
+    finally:
+        if team["coder"] is not team["tester"]:
+            team["coder"].engine.close()        # end_run closes the Run's (the tester's)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+
 
 PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     # CPU default: the shipped base model on the built-in problems.
@@ -840,277 +1137,6 @@ def game_config(args, **overrides):
         "coverage_weight": args.coverage_weight, "max_tests": args.max_tests,
         "turn_order": args.turn_order, "timeout": args.test_timeout, "reward": args.reward,
         **overrides})
-
-
-@dataclass
-class RoleModel:
-    """One trained model: the FSDP policy, its engine, optimizer and schedule."""
-
-    tokenizer: object
-    policy: object
-    engine: object
-    optimizer: object = None
-    scheduler: object = None
-
-
-def distinct(team):
-    """(model, roles) pairs, one per distinct model of {"tester": RoleModel, "coder": ...}."""
-    out = {}
-    for role, m in team.items():
-        out.setdefault(id(m), (m, []))[1].append(role)
-    return list(out.values())
-
-
-def max_new_tokens(args, role):
-    return args.tester_max_new_tokens if role == "tester" else args.max_new_tokens
-
-
-def engine_generate(m, args, rng, temperature, role):
-    """A generate function for run_episodes: render, sample one completion per prompt."""
-    def generate(prompts):
-        texts = [data.render_prompt(m.tokenizer, msgs) for msgs in prompts]
-        outs = m.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
-                                 max_new_tokens=max_new_tokens(args, role),
-                                 seed=rng.randrange(2**31))
-        return [o[0] for o in outs]
-
-    return generate
-
-
-def sandbox_runner(args):
-    """run_batch with --sandbox-workers."""
-    return functools.partial(sandbox.run_batch, workers=args.sandbox_workers)
-
-
-def training_samples(candidates, roles, tokenizer, advantages):
-    """run_episodes candidates of these roles -> actor.Sample (prompt, sampled ids, advantage)."""
-    out = []
-    for c, adv in zip(candidates, advantages.tolist()):
-        if c.role in roles:
-            ids = tokenizer(data.render_prompt(tokenizer, c.messages))["input_ids"]
-            out.append(actor.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
-    return out
-
-
-def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
-    """This rank's problems of the step and its sampling rng (rollouts.draw_batch: every rank
-    draws the same global batch and seed, then takes its own slice and seed): ranks play
-    different episodes, and each episode's groups stay on its rank. epoch_order: see
-    rollouts.draw_batch (--prompt-order epoch)."""
-    batch, seed = rollouts.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d,
-                                      epoch_order=epoch_order)
-    return batch, random.Random(seed)
-
-
-def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
-    """Play one batch of episodes of RL step `step`, then one GRPO update of every distinct
-    model -> stats (counts and reward terms summed over ranks, then averaged)."""
-    timer = timer or metrics.Timer()
-    batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d,
-                                rollouts.epoch_order(args, step))
-    gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}
-    with timer("generate+reward"):
-        # The ground truth of training: each problem's first --max-train-tests tests.
-        batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
-        _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
-                                       cfg=game_config(args))
-    # Groups are one episode's K candidates at one role step: they never span problems or ranks.
-    adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
-                                  scale=args.adv_scale, group_ids=[c.group for c in cands])
-    out = summarize(rollouts.reduce_sums({k: v for k, v in stats.items()
-                                          if not k.endswith("_mean") and k not in RATES}))
-    # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
-    # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
-    # taken against the old log-probs of a no-grad pass (as in grpo.py).
-    loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0, agg=args.agg,
-                            off_policy=actor.off_policy(args))
-    for m, roles in distinct(team):
-        m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
-        samples = training_samples(cands, roles, m.tokenizer, adv)
-        shape = dict(micro_batch=args.micro_batch, pad_id=m.tokenizer.pad_token_id,
-                     device=d.device, temperature=args.temperature)
-        if actor.off_policy(args):   # old log-probs of the policy that played the episodes
-            with timer("score"):
-                old = actor.score(samples, policy=m.policy, **shape).logp
-            samples = actor.with_scores(samples, old_logp=old)
-        with timer("update"):
-            # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
-            st = actor.updates(m.policy, m.optimizer, samples, loss,
-                               epochs=args.epochs, mini_batches=args.mini_batches,
-                               agg=args.agg, max_len=max(max_new_tokens(args, r) for r in roles),
-                               max_grad_norm=args.max_grad_norm,
-                               skip_zero_advantage=True, **shape)
-            m.scheduler.step()
-        with timer("sync"):
-            trainer.sync_weights(m.policy, m.engine)
-        tag = "/".join(roles)
-        out.update({f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy", "updates",
-                                                  "clip_frac", "ratio_mean", "approx_kl")
-                    if k in st})
-    out["reward_mean"] = sum(c.reward for c in cands) / max(len(cands), 1)  # rank 0's, for the bar
-    return out
-
-
-def episode_record(e, alone=None):
-    """One finished episode as JSON: what was played and how it scored (eval dumps)."""
-    return {
-        "problem": e.problem.id,
-        "turns": e.turn,
-        "agree": e.agree,
-        "gt_pass_rate": e.gt_pass_rate,
-        "coder_alone_global": alone,
-        "program": e.program,
-        "tests": e.tests,
-        "valid": e.valid,
-        "passed": e.passed,
-    }
-
-
-def evaluate_episodes(team, problems, args, d, rng, dump=None):
-    """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
-    the coder alone (its program from the bare problem: the single-agent baseline, same model
-    and prompt) and the final program after up to max_turns turns with the tester; and the
-    share of the tester's tests (all turns) that the reference solution passes."""
-    mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
-    gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
-    cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
-    alone = coder_alone(mine, gens["coder"], cfg, run_batch)
-    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
-    n = all_reduce_sum(len(episodes))
-    written, valid = all_reduce_sum(stats["tests_written"]), all_reduce_sum(stats["tests_valid"])
-    n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
-    final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
-    agree = all_reduce_sum(sum(e.agree for e in episodes))
-    if dump and d.main:  # rank 0's episodes, one JSON line each
-        with open(dump, "w") as f:
-            f.writelines(json.dumps(episode_record(e, a)) + "\n" for e, a in zip(episodes, alone))
-    return {"pass@1_coder_alone": n_alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
-            "agree_rate": agree / max(n, 1), "episodes": int(n),
-            # every test the tester wrote in these episodes that the reference passes
-            "tester_valid_share": valid / max(written, 1), "tests_written": int(written)}
-
-
-REWARD_TERMS = tuple(
-    f"{role}_{name}_mean" for role in ("coder", "tester") for name in TERMS[role]
-) + ("agree_rate", "pass_at_1")
-
-
-def reward_term_means(rows):
-    """Mean of each reward term over RL steps, for summary.json."""
-    if not rows:
-        return {}
-    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
-
-
-def with_reference(problems):
-    """The problems RL trains on: the tester's reward needs a reference solution (LiveCodeBench
-    rows have none); the evaluation needs only the ground truth, so it keeps every problem."""
-    kept = [p for p in problems if p.solutions]
-    if not kept:
-        raise SystemExit("agents.py: no train problem has a reference solution (the tester's "
-                         "reward needs one); choose another --train-data.")
-    return kept
-
-
-def make_team(r, args):
-    """{"tester": RoleModel, "coder": RoleModel}: the Run's policy and engine are the tester's;
-    per-role the coder's is a second model (made here), shared the same one."""
-    tester = RoleModel(r.tokenizer, r.policy, r.engine)
-    coder = tester if args.policy == "shared" else RoleModel(
-        *trainer.setup_policy(args, r.d)[1:])
-    return {"tester": tester, "coder": coder}
-
-
-def warm_start(team, r):
-    """SFT of each model on its roles' warm-start pairs (actor.sft), weight sync."""
-    a = r.args
-    n_calls = sum(p.fn_name is not None for p in r.train_problems)
-    r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
-          f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
-    # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
-    # turn-0 prompts, and in an early run every right turn-0 program was rewritten wrong.
-    repairs = []
-    # The repair states cost a sandbox run over every train problem (minutes on 2,464):
-    # only when there is an SFT to use them.
-    if a.repair_sft and a.max_turns > 1 and a.sft_steps > 0:
-        repairs = repair_states(
-            r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
-        )
-    for m, roles in distinct(team):
-        tag = "/".join(roles)
-        actor.sft(
-            m.policy,
-            m.tokenizer,
-            warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
-            a,
-            r.d,
-            lambda row, tag=tag: r.log({**row, "roles": tag}),
-        )
-        trainer.sync_weights(m.policy, m.engine)
-
-
-def build(team, r):
-    """Each model's AdamW + schedule; the Run holds the tester's, run.extras the coder's model
-    and optimizer (checkpointed beside the tester's)."""
-    r.state["policy"] = r.args.policy
-    for m, _ in distinct(team):
-        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, r.args)
-    r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
-    if team["coder"] is not team["tester"]:
-        r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
-
-
-def evaluate_team(team, r, when, problems=None):
-    """evaluate() on the held-out problems (or `problems`), printed, logged and kept in the
-    trainer state (summary.json's before_rl / after_rl)."""
-    a = r.args
-    problems = r.eval_problems if problems is None else problems
-    res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
-                   os.path.join(a.out, f"eval_{when}.jsonl"))
-    r.say(f"{when.replace('_', ' ')}: {res}")
-    r.log({"phase": "eval", "when": when, "step": r.step, **res})
-    r.state[when] = res
-    return res
-
-
-def catch_up_coder(team, r):
-    """After --resume, per-role: the checkpoint restored the coder's weights and optimizer
-    (run.extras) but not its schedule, which is the tester's (the same flags): it takes the
-    tester's restored one; and the coder's engine gets the restored weights."""
-    coder = team["coder"]
-    if coder is not team["tester"]:
-        coder.scheduler.load_state_dict(r.scheduler.state_dict())
-        trainer.sync_weights(coder.policy, coder.engine)
-
-
-def train(args):
-    """warm start -> eval -> RL steps -> eval -> summary.json (before_rl / after_rl: both
-    pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
-    r = trainer.start(args, "agents")        # process group, problems, the tester's model
-    r.train_problems = with_reference(r.train_problems)
-    team = make_team(r, args)
-    try:
-        # warm start (or resume) -> pass@1 before RL -> build -> step-0 checkpoint
-        trainer.prepare_run(r, functools.partial(build, team),
-                            warm_start=functools.partial(warm_start, team),
-                            evaluate_fn=functools.partial(evaluate_team, team),
-                            curricula=False, pass_key="pass@1_after_turns")
-        if r.resumed_from:
-            catch_up_coder(team, r)
-        for step in trainer.rl_steps(r):
-            # episodes -> group advantages -> one GRPO update per model -> weight sync
-            metrics = rl_step(team, r.train_problems, r.rng, args, r.d, r.timer, step)
-            # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
-            r.state.setdefault("rl_terms", []).append(
-                {k: metrics[k] for k in REWARD_TERMS if k in metrics})
-            trainer.end_step(r, step, metrics)   # metrics row, --eval-every, --save-every
-        rows = r.state.get("rl_terms", [])
-        r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
-                       rl_second_half=reward_term_means(rows[len(rows) // 2:]))
-        return trainer.end_run(r)                # pass@1 after RL, summary.json
-    finally:
-        if team["coder"] is not team["tester"]:
-            team["coder"].engine.close()        # end_run closes the Run's (the tester's)
 
 
 def main(argv=None):
