@@ -1,109 +1,51 @@
-"""AT-GRPO's tester and coder: two agents that refine unit tests and a program over turns.
+"""AT-GRPO (PettingLLMs' agent- and turn-wise GRPO): a tester and a coder refine unit tests and
+a program over turns, both trained with GRPO on groups per (problem, turn, agent).
 
-Method (PettingLLMs / AT-GRPO, code tasks)
-  The documented workflow, turn t = 0, 1, ...:
-    1. the tester writes (or refines) unit tests T_t, seeing the last program and its results;
-    2. the coder writes (or fixes) the program P_t, seeing THIS turn's tests T_t and how its
-       last program did on them;
-    3. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
-       at most max_turns turns (seed config 10, the public configs 5).
-  --turn-order coder-first swaps steps 1 and 2 (the coder acts on last turn's tests, the
-  tester then tests this turn's program); --turn-order parallel is the public code's order:
-  both roles act from the state the last turn left (the coder's turn-0 prompt is the bare
-  problem), then this turn's program runs on this turn's tests. Both kinds of problem:
-  standard I/O (tests are stdin / expected stdout blocks) and call-based (fn_name: tests are
-  `assert f(args) == value` lines with literal arguments and value; the coder writes the
-  function).
+The game, turn t = 0, 1, ... (the documented workflow, --turn-order tester-first):
+  1. the tester writes (or refines) unit tests T_t, seeing the last program and its results;
+  2. the coder writes (or fixes) the program P_t, seeing T_t and how its last program did;
+  3. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
+     at most max_turns turns (seed config 10, the public configs 5).
+  coder-first swaps 1 and 2; parallel (the public code's order) has both act from the state
+  the last turn left (the coder's turn-0 prompt is the bare problem), then runs this turn's
+  program on this turn's tests. Problems are standard I/O or call-based (fn_name: the tests
+  are `assert f(...) == ...` lines, the coder writes the function).
+  Rewards, final = alpha * global + local per role: tester_judge.py (the tester's tests judged
+  by the reference solution: valid, catching the shown wrong program, trivial, coverage).
 
-Rewards of one candidate (every term logged; defaults in GameConfig and the flags):
-  coder   g      = pass rate of its program on the ground-truth tests (0 without code;
-                   --reward binary: 1 only when it passes them all)
-          l_C    = pass rate on the VALID tests of the tester's current tests (0 if none)
-          r_C    = alpha * g + l_C                                   (alpha = 0.7)
-  tester, for its n tests (n = 0: l_T = 0), judged against P = the program it was shown
-  (the chosen program of the coder step before it; none at turn 0 in tester-first) and the
-  K coder candidates of that step:
-          valid_t = the reference solution passes test t (a plain run under the normal limits,
-                     never the coverage-traced one, which is ~3x slower)
-          dup_t   = test t repeats the input of an earlier test of the same reply
-          caught_t = valid_t and not dup_t and P fails t, counted only when P has code and is
-                     wrong on the ground truth (g(P) < 1): the test found a real bug
-          trivial_t = dup_t, or (valid_t and every coder candidate with code passes t while one
-                     of them is wrong on the ground truth): the test tells no program apart
-          cov     = |U_{t valid, not dup} lines(ref, t)| / |executable lines of ref|: the
-                     reference's line coverage under the valid tests (sandbox coverage, a traced
-                     run with COVERAGE_TIMEOUT_FACTOR x the limit), so tests that reach more of
-                     its branches earn more
-          l_T    = valid/n + catch_bonus * caught/n + coverage_weight * cov
-                   - trivial_penalty * trivial/n
-          r_T    = alpha * g(P) + l_T  (g(P) is one number for all K candidates of a group, so
-                   it moves neither advantages nor the branch choice; kept for the seed's form)
-  Every test is judged on its own: each program runs every test of a set, also after one timed
-  out (run_jobs), so no verdict, share or pass rate depends on which other tests are in the set
-  or their order (the ground truth too, except under --reward binary, which needs pass/fail).
-  Defaults catch_bonus 1.0, trivial_penalty 0.5, coverage_weight 0.5: per test, for a buggy
-  program, a catching test earns 1 + 1 = 2, a valid trivial one 1 - 0.5 = 0.5, an invalid one 0
-  (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
-  Why non-zero: with catch_bonus 0 a catching test earned what a trivial one did, and in an
-  early per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
-  catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests.
-  Group-std advantages do not change under any increasing affine map of a group's rewards,
-  so a weight acts only where it changes a group by more than that: at K = 2 only by
-  flipping which of the pair is ahead; at any K, not when one candidate alone earns it and
-  the others tie (2 vs 0, 0, 0 normalises as 1 vs 0, 0, 0). Measured with catch_bonus
-  0 vs 1 from the same warm starts, 3 seeds each at K = 2 and K = 4 (.notes/agents.md): at
-  K = 2 catches raised the tester's reward on 5 of 30 steps, yet losses and every evaluation
-  came out identical; at K = 4 two seeds were identical too and one diverged (bonus 1 ended
-  lower: catch share .013 -> .003, system .098 -> .020: one seed, within what any perturbed
-  run moves). With ~4% valid tests a catch is nearly always one candidate's alone, so the
-  CPU runs do not justify the default, nor refute it; 1.0 stays for the reason above, to
-  be measured with a tester whose groups hold several valid test sets.
+Tree-structured sampling: each role step samples K candidates (--group-size) from the same
+  state. Each is scored in its OWN branch (a deep copy of the episode state; only the
+  read-only problem is shared) and is one training sample with group key (problem_id,
+  episode, turn, role). Both roles continue from the best branch by reward (ties: the
+  earlier candidate). A role step is one generate call and one sandbox run_batch for all
+  episodes.
 
-Tree-structured sampling: each role step samples K candidates from the same state. Every
-  candidate is scored in its OWN branch (a deep copy of the episode state holding its own
-  copies of the tests, flags and history; only the read-only problem is shared) and is a
-  training sample with group key (problem_id, episode, turn, role). The episode continues
-  from the best branch by reward (ties: the earlier candidate), for both roles; the branch
-  object itself is kept, never copied back. Each step's programs and tests run in ONE sandbox
-  run_batch for all episodes (identical jobs run once): two sandbox calls per turn.
+The step (train()): play --prompts-per-step episodes (each rank its own slice, so groups
+  never span ranks) -> group advantages per (problem, episode, turn, role) -> one GRPO update
+  per distinct model (--policy shared: one, per-role: two) -> weight sync -> metrics row.
+  Warm start: SFT per model on its roles' turn-0 prompts and (--repair-sft) turn-1 repair
+  states (a wrong program or a wrong test shown, with the right answer). Eval: pass@1 of the
+  coder alone (the bare problem: the single-agent baseline, same model) and of the final
+  program after max_turns turns with the tester.
 
 The public implementation's four defects, each pinned by a test in tests/test_agents.py:
   later rewards read from stale copies (we keep the chosen branch object, no copy back);
-  all tester candidates scored on one shared copy (each has its own deepcopy); a group key
-  that merged problems (the key holds the problem id and the episode index, never a division);
-  a tester reward without the reference solution (validity = the reference passes the test).
+  all tester candidates scored on one shared copy (each has its own deep copy); a group key
+  that merged problems (ours holds the problem id and the episode index); a tester reward
+  without the reference solution (validity = the reference passes the test).
 
-Interfaces and simplifications
-  * generate functions: `generate(prompts: list[list[dict]]) -> list[str]`, chat message lists
-    in, one text out per prompt (or objects with .text, e.g. engine Completions, kept whole in
-    Candidate.output so the trainer has the sampled token ids). K candidates = each prompt
-    repeated K times in one call. The loop never sees a tokenizer. Shared or per-role policy
-    is the caller's choice: pass the same function twice, or two.
-  * "agree" uses ALL the tester's tests, valid or not, and needs at least one and a program:
-    validity needs the reference solution, which the agents at test time do not have.
-  * The tester's catch is measured on the program it was SHOWN, not on the program written
-    after it: in tester-first order the coder sees only the chosen tests, so this turn's
-    programs would judge the chosen test set on programs fitted to it and the others on
-    programs that never saw them; and the choice must be made before the coder acts.
-  * Turn-level rewards only (no discounting across turns), as in the seed.
-  * Coverage is line coverage, not branch coverage (`else:` has no line of its own).
-
-Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): train() is the
-  loop on trainer.py's pieces (start / prepare_run -> rl_steps, end_step -> end_run: checkpoints
-  with --save-every, --resume) with GRPO's advantages and loss (losses.py, grpo.update_loss;
-  no KL term, as AT-GRPO).
-  Warm start: actor.sft per model on its roles' warm_start_pairs: turn-0 prompts and
-  (--repair-sft) turn-1 prompts from repair_states (a wrong program or a wrong test, with its
-  answer). Step: play prompts_per_step episodes (each rank its slice, so groups never span
-  ranks) -> group advantages over (problem, episode, turn, role) -> one GRPO update per
-  distinct model -> weight sync. K = --group-size. Eval: pass@1 (k = 1) of the coder alone
-  (the bare problem: the single-agent baseline, same model) and of the final program after
-  max_turns turns with the tester.
-  CPU preset: K = 2, 2 turns (the fewest in which each role answers the other: turn 1's
-  tester tests turn 0's program, turn 1's coder fixes it against those tests; every extra
-  turn costs two generate calls and two sandbox calls), 2 tests per reply, 64/96 new tokens
-  (coder/tester), HF engine, --cpu-threads 1. GPU preset: the paper's K = 4, the public
-  configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
+Simplifications:
+  * no KL term, so no reference model (as AT-GRPO); GRPO's clipped surrogate (losses.py).
+  * turn-level rewards only (no discounting across turns), as in the seed.
+  * "agree" uses ALL the tester's tests, valid or not (validity needs the reference, which the
+    agents at test time do not have), and needs a program and at least one test.
+  * the tester's catch is judged on the program it was SHOWN: its tests are chosen before the
+    coder acts, and this turn's programs saw only the chosen tests.
+  * generate functions take chat message lists and return one text per prompt (or engine
+    Completions, kept whole for their token ids): the game never sees a tokenizer.
+  CPU preset: K = 2, 2 turns (the fewest in which each role answers the other), 2 tests a
+  reply, 64/96 new tokens (coder/tester), HF engine. GPU preset: the paper's K = 4, the
+  public configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
 """
 import copy
 import functools
