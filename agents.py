@@ -65,7 +65,7 @@ import losses
 import rollouts
 import sandbox
 import trainer
-from model import all_reduce_sum
+from model import UserError, all_reduce_sum
 from tester_judge import (
     coder_jobs,
     format_tests,
@@ -727,13 +727,13 @@ def make_team(r, args):
     return {"tester": tester, "coder": coder}
 
 
-def with_reference(problems):
+def with_reference(problems, train_data):
     """The problems RL trains on: the tester's reward needs a reference solution (LiveCodeBench
     rows have none); the evaluation needs only the ground truth, so it keeps every problem."""
     kept = [p for p in problems if p.solutions]
     if not kept:
-        raise SystemExit("agents.py: no train problem has a reference solution (the tester's "
-                         "reward needs one); choose another --train-data.")
+        raise UserError(f"--train-data {train_data}: no problem has a reference solution, which "
+                        "the tester's reward needs; choose a data set with solutions")
     return kept
 
 
@@ -951,7 +951,7 @@ def train(args):
     """warm start -> eval -> RL steps -> eval -> summary.json (before_rl / after_rl: both
     pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
     r = trainer.start(args, "agents")        # process group, problems, the tester's model
-    r.train_problems = with_reference(r.train_problems)
+    r.train_problems = with_reference(r.train_problems, args.train_data)
     team = make_team(r, args)
     try:
         # warm start (or resume) -> pass@1 before RL -> build -> step-0 checkpoint

@@ -589,6 +589,17 @@ def test_problem_without_reference_plays_but_no_test_is_valid():
     assert t.terms["valid_share"] == 0.0 and t.terms["coverage"] == 0.0
 
 
+def test_train_problems_without_a_reference_are_dropped_and_none_left_is_a_user_error():
+    """The tester's reward needs a reference solution: RL keeps the problems that have one;
+    none left ends the run with one line naming --train-data (model.UserError, exit 2)."""
+    from model import UserError
+    no_ref = make_problem("lcb")
+    no_ref.solutions = []
+    assert [p.id for p in agents.with_reference([no_ref, make_problem("p0")], "x")] == ["p0"]
+    with pytest.raises(UserError, match="--train-data x: no problem has a reference solution"):
+        agents.with_reference([no_ref], "x")
+
+
 def test_coder_alone_sees_the_bare_problem():
     coder = fixed(code(SMALL_ONLY))
     assert agents.coder_alone([make_problem(), call_problem()], coder) == pytest.approx(
