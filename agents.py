@@ -324,12 +324,6 @@ def generate_candidates(generate, prompts, k):
     return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
 
 
-def group_ids(samples):
-    """Integer group ids for losses.group_advantages from the candidates' group keys."""
-    index = {}
-    return [index.setdefault(s.group, len(index)) for s in samples]
-
-
 TERMS = {"tester": ("global", "local", "reward", "valid_share", "catch_share", "trivial_share",
                     "duplicate_share", "coverage"),
          "coder": ("global", "local", "reward")}
@@ -505,7 +499,8 @@ def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **se
 
     settings: GameConfig fields (max_turns, k, alpha, catch_bonus, ..., turn_order).
     episodes:   the final EpisodeState of each problem (its program, tests, per-turn history).
-    candidates: every candidate of every role step as a Candidate; group with group_ids().
+    candidates: every candidate of every role step as a Candidate; its .group is its
+                group key (problem_id, episode, turn, role).
     stats:      counts (extraction failures, sandbox calls, ...) and the mean of every reward term.
     Episodes that agree stop: they are not prompted again.
     """

@@ -445,7 +445,7 @@ def test_group_keys_hold_problem_turn_role_and_never_merge_problems():
     assert keys == {
         (f"p{p}", p, t, r) for p in range(3) for t in range(2) for r in ("tester", "coder")
     }
-    ids = agents.group_ids(samples)
+    ids = [s.group for s in samples]
     assert len(set(ids)) == 12
     for gid in set(ids):
         members = [s for s, g in zip(samples, ids) if g == gid]
