@@ -1,111 +1,52 @@
-"""AT-GRPO's tester and coder: two agents that refine unit tests and a program over turns.
+"""AT-GRPO (PettingLLMs' agent- and turn-wise GRPO): a tester and a coder refine unit tests and
+a program over turns, both trained with GRPO on groups per (problem, turn, agent).
 
-Method (PettingLLMs / AT-GRPO, code tasks)
-  The documented workflow, turn t = 0, 1, ...:
-    1. the tester writes (or refines) unit tests T_t, seeing the last program and its results;
-    2. the coder writes (or fixes) the program P_t, seeing THIS turn's tests T_t and how its
-       last program did on them;
-    3. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
-       at most max_turns turns (seed config 10, the public configs 5).
-  --turn-order coder-first swaps steps 1 and 2 (the coder acts on last turn's tests, the
-  tester then tests this turn's program); --turn-order parallel is the public code's order:
-  both roles act from the state the last turn left (the coder's turn-0 prompt is the bare
-  problem), then this turn's program runs on this turn's tests. Both kinds of problem:
-  standard I/O (tests are stdin / expected stdout blocks) and call-based (fn_name: tests are
-  `assert f(args) == value` lines with literal arguments and value; the coder writes the
-  function).
+The game, turn t = 0, 1, ... (the documented workflow, --turn-order tester-first):
+  1. the tester writes (or refines) unit tests T_t, seeing the last program and its results;
+  2. the coder writes (or fixes) the program P_t, seeing T_t and how its last program did;
+  3. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
+     at most max_turns turns (seed config 10, the public configs 5).
+  coder-first swaps 1 and 2; parallel (the public code's order) has both act from the state
+  the last turn left (the coder's turn-0 prompt is the bare problem), then runs this turn's
+  program on this turn's tests. Problems are standard I/O or call-based (fn_name: the tests
+  are `assert f(...) == ...` lines, the coder writes the function).
+  Rewards, final = alpha * global + local per role: tester_judge.py (the tester's tests judged
+  by the reference solution: valid, catching the shown wrong program, trivial, coverage).
 
-Rewards of one candidate (every term logged; defaults in GameConfig and the flags):
-  coder   g      = pass rate of its program on the ground-truth tests (0 without code;
-                   --reward binary: 1 only when it passes them all)
-          l_C    = pass rate on the VALID tests of the tester's current tests (0 if none)
-          r_C    = alpha * g + l_C                                   (alpha = 0.7)
-  tester, for its n tests (n = 0: l_T = 0), judged against P = the program it was shown
-  (the chosen program of the coder step before it; none at turn 0 in tester-first) and the
-  K coder candidates of that step:
-          valid_t = the reference solution passes test t (a plain run under the normal limits,
-                     never the coverage-traced one, which is ~3x slower)
-          dup_t   = test t repeats the input of an earlier test of the same reply
-          caught_t = valid_t and not dup_t and P fails t, counted only when P has code and is
-                     wrong on the ground truth (g(P) < 1): the test found a real bug
-          trivial_t = dup_t, or (valid_t and every coder candidate with code passes t while one
-                     of them is wrong on the ground truth): the test tells no program apart
-          cov     = |U_{t valid, not dup} lines(ref, t)| / |executable lines of ref|: the
-                     reference's line coverage under the valid tests (sandbox coverage, a traced
-                     run with COVERAGE_TIMEOUT_FACTOR x the limit), so tests that reach more of
-                     its branches earn more
-          l_T    = valid/n + catch_bonus * caught/n + coverage_weight * cov
-                   - trivial_penalty * trivial/n
-          r_T    = alpha * g(P) + l_T  (g(P) is one number for all K candidates of a group, so
-                   it moves neither advantages nor the branch choice; kept for the seed's form)
-  Every test is judged on its own: each program runs every test of a set, also after one timed
-  out (run_jobs), so no verdict, share or pass rate depends on which other tests are in the set
-  or their order (the ground truth too, except under --reward binary, which needs pass/fail).
-  Defaults catch_bonus 1.0, trivial_penalty 0.5, coverage_weight 0.5: per test, for a buggy
-  program, a catching test earns 1 + 1 = 2, a valid trivial one 1 - 0.5 = 0.5, an invalid one 0
-  (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
-  Why non-zero: with catch_bonus 0 a catching test earned what a trivial one did, and in an
-  early per-role CPU run the tester's valid share rose 0.31 -> 0.44 over RL while its
-  catch share FELL 0.17 -> 0.06 (.notes/agents.md): it learned valid, useless tests.
-  Group-std advantages do not change under any increasing affine map of a group's rewards,
-  so a weight acts only where it changes a group by more than that: at K = 2 only by
-  flipping which of the pair is ahead; at any K, not when one candidate alone earns it and
-  the others tie (2 vs 0, 0, 0 normalises as 1 vs 0, 0, 0). Measured with catch_bonus
-  0 vs 1 from the same warm starts, 3 seeds each at K = 2 and K = 4 (.notes/agents.md): at
-  K = 2 catches raised the tester's reward on 5 of 30 steps, yet losses and every evaluation
-  came out identical; at K = 4 two seeds were identical too and one diverged (bonus 1 ended
-  lower: catch share .013 -> .003, system .098 -> .020: one seed, within what any perturbed
-  run moves). With ~4% valid tests a catch is nearly always one candidate's alone, so the
-  CPU runs do not justify the default, nor refute it; 1.0 stays for the reason above, to
-  be measured with a tester whose groups hold several valid test sets.
+Tree-structured sampling: each role step samples K candidates (--group-size) from the same
+  state. Each is scored in its OWN branch (a deep copy of the episode state; only the
+  read-only problem is shared) and is one training sample with group key (problem_id,
+  episode, turn, role). Both roles continue from the best branch by reward (ties: the
+  earlier candidate). A role step is one generate call and one sandbox run_batch for all
+  episodes.
 
-Tree-structured sampling: each role step samples K candidates from the same state. Every
-  candidate is scored in its OWN branch (a deep copy of the episode state holding its own
-  copies of the tests, flags and history; only the read-only problem is shared) and is a
-  training sample with group key (problem_id, episode, turn, role). The episode continues
-  from the best branch by reward (ties: the earlier candidate), for both roles; the branch
-  object itself is kept, never copied back. Each step's programs and tests run in ONE sandbox
-  run_batch for all episodes (identical jobs run once): two sandbox calls per turn.
+The step (train()): play --prompts-per-step episodes (each rank its own slice, so groups
+  never span ranks) -> group advantages per (problem, episode, turn, role) -> one GRPO update
+  per distinct model (--policy shared: one, per-role: two) -> weight sync -> metrics row.
+  Warm start: SFT per model on its roles' turn-0 prompts and (--repair-sft) turn-1 repair
+  states (a wrong program or a wrong test shown, with the right answer). Eval: pass@1 of the
+  coder alone (the bare problem: the single-agent baseline, same model) and of the final
+  program after max_turns turns with the tester.
 
 The public implementation's four defects, each pinned by a test in tests/test_agents.py:
   later rewards read from stale copies (we keep the chosen branch object, no copy back);
-  all tester candidates scored on one shared copy (each has its own deepcopy); a group key
-  that merged problems (the key holds the problem id and the episode index, never a division);
-  a tester reward without the reference solution (validity = the reference passes the test).
+  all tester candidates scored on one shared copy (each has its own deep copy); a group key
+  that merged problems (ours holds the problem id and the episode index); a tester reward
+  without the reference solution (validity = the reference passes the test).
 
-Interfaces and simplifications
-  * generate functions: `generate(prompts: list[list[dict]]) -> list[str]`, chat message lists
-    in, one text out per prompt (or objects with .text, e.g. engine Completions, kept whole in
-    Candidate.output so the trainer has the sampled token ids). K candidates = each prompt
-    repeated K times in one call. The loop never sees a tokenizer. Shared or per-role policy
-    is the caller's choice: pass the same function twice, or two.
-  * "agree" uses ALL the tester's tests, valid or not, and needs at least one and a program:
-    validity needs the reference solution, which the agents at test time do not have.
-  * The tester's catch is measured on the program it was SHOWN, not on the program written
-    after it: in tester-first order the coder sees only the chosen tests, so this turn's
-    programs would judge the chosen test set on programs fitted to it and the others on
-    programs that never saw them; and the choice must be made before the coder acts.
-  * Turn-level rewards only (no discounting across turns), as in the seed.
-  * Coverage is line coverage, not branch coverage (`else:` has no line of its own).
-
-Training (`[torchrun ...] agents.py --model tiny [--policy shared|per-role]`): train() is the
-  loop on trainer.py's pieces (start / prepare_run -> rl_steps, end_step -> end_run: checkpoints
-  with --save-every, --resume) with GRPO's advantages and loss (losses.py, grpo.update_loss;
-  no KL term, as AT-GRPO).
-  Warm start: actor.sft per model on its roles' warm_start_pairs: turn-0 prompts and
-  (--repair-sft) turn-1 prompts from repair_states (a wrong program or a wrong test, with its
-  answer). Step: play prompts_per_step episodes (each rank its slice, so groups never span
-  ranks) -> group advantages over (problem, episode, turn, role) -> one GRPO update per
-  distinct model -> weight sync. K = --group-size. Eval: pass@1 (k = 1) of the coder alone
-  (the bare problem: the single-agent baseline, same model) and of the final program after
-  max_turns turns with the tester.
-  CPU preset: K = 2, 2 turns (the fewest in which each role answers the other: turn 1's
-  tester tests turn 0's program, turn 1's coder fixes it against those tests; every extra
-  turn costs two generate calls and two sandbox calls), 2 tests per reply, 64/96 new tokens
-  (coder/tester), HF engine, --cpu-threads 1. GPU preset: the paper's K = 4, the public
-  configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
+Simplifications:
+  * no KL term, so no reference model (as AT-GRPO); GRPO's clipped surrogate (losses.py).
+  * turn-level rewards only (no discounting across turns), as in the seed.
+  * "agree" uses ALL the tester's tests, valid or not (validity needs the reference, which the
+    agents at test time do not have), and needs a program and at least one test.
+  * the tester's catch is judged on the program it was SHOWN: its tests are chosen before the
+    coder acts, and this turn's programs saw only the chosen tests.
+  * generate functions take chat message lists and return one text per prompt (or engine
+    Completions, kept whole for their token ids): the game never sees a tokenizer.
+  CPU preset: K = 2, 2 turns (the fewest in which each role answers the other), 2 tests a
+  reply, 64/96 new tokens (coder/tester), HF engine. GPU preset: the paper's K = 4, the
+  public configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
 """
-import ast
 import copy
 import functools
 import json
@@ -121,11 +62,22 @@ import data
 import flags
 import grpo
 import losses
-import metrics
 import rollouts
 import sandbox
 import trainer
-from model import all_reduce_sum
+from model import UserError, all_reduce_sum
+from tester_judge import (
+    coder_jobs,
+    format_tests,
+    gt_every_test,
+    judge_program,
+    judge_test_set,
+    parse_tests,
+    passed_and_mismatches,
+    result_of,
+    run_jobs,
+    tester_jobs,
+)
 
 ROLES = ("tester", "coder")
 # Who acts on what within a turn. tester-first / coder-first: in sequence, the second role
@@ -181,129 +133,7 @@ class GameConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# The tester's tests: parsing and formatting, both kinds
-
-_INPUT_MARK = re.compile(r"\**\s*test\s+input\s*:?\s*\**\s*:?", re.IGNORECASE)
-_FENCE = r"```(?:[A-Za-z0-9_+-]*\n)?(.*?)```"  # optional language tag, then the body
-_BLOCK = re.compile(
-    r"\s*" + _FENCE + r"\s*\**\s*test\s+output\s*:?\s*\**\s*:?\s*" + _FENCE,
-    re.DOTALL | re.IGNORECASE,
-)
-_ASSERT = re.compile(r"^\s*assert\b.*$", re.MULTILINE)
-
-
-def parse_tests(text, max_tests=8, fn_name=None):
-    """Tests from a tester reply -> (tests, n_failed); never raises. fn_name None: stdio blocks
-    (parse_stdio_tests); else `assert fn_name(...) == ...` lines (parse_call_tests)."""
-    if not isinstance(text, str):
-        return [], 1
-    return (
-        parse_stdio_tests(text, max_tests)
-        if fn_name is None
-        else parse_call_tests(text, fn_name, max_tests)
-    )
-
-
-def parse_stdio_tests(text, max_tests=8):
-    """'**Test Input:**\\n```\\n1 2\\n```\\n**Test Output:**\\n```\\n3\\n```'
-    -> ([{"input": "1 2\\n", "output": "3"}], 0). Each 'Test Input' marker starts a block; a
-    block without an input fence followed by an output marker and fence counts as failed. A
-    reply with no marker at all counts as one failed block (it said something, just not tests).
-    """
-    starts = [m.end() for m in _INPUT_MARK.finditer(text)]
-    if not starts:
-        return [], 1
-    tests, failed = [], 0
-    for start, end in zip(starts, starts[1:] + [len(text)]):
-        m = _BLOCK.match(text, start, end)
-        if m is None:
-            failed += 1
-        elif len(tests) < max_tests:
-            tests.append({"input": m.group(1).strip() + "\n", "output": m.group(2).strip()})
-    return tests, failed
-
-
-def parse_call_tests(text, fn_name, max_tests=8):
-    """'assert add(1, 2) == 3' -> ([{"input": [1, 2], "output": 3}], 0): every line that starts
-    with `assert` is one test (inside or outside a fence); it counts as failed unless it is
-    `assert fn_name(<literals>) == <literal>` (or `Solution().fn_name(...)`), positional
-    arguments only. No assert line at all counts as one failure."""
-    lines = [m.group(0) for m in _ASSERT.finditer(text)]
-    if not lines:
-        return [], 1
-    tests, failed = [], 0
-    for line in lines:
-        test = _call_test(line, fn_name)
-        if test is None:
-            failed += 1
-        elif len(tests) < max_tests:
-            tests.append(test)
-    return tests, failed
-
-
-def _call_test(line, fn_name):
-    try:
-        node = ast.parse(line.strip()).body[0]
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    cmp = node.test if isinstance(node, ast.Assert) else None
-    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.Eq)):
-        return None
-    call = cmp.left
-    if not isinstance(call, ast.Call) or call.keywords:
-        return None
-    func = call.func
-    name = (
-        func.id
-        if isinstance(func, ast.Name)
-        else func.attr
-        if isinstance(func, ast.Attribute)
-        else None
-    )
-    if name != fn_name:
-        return None
-    try:
-        args = [ast.literal_eval(a) for a in call.args]
-        expected = ast.literal_eval(cmp.comparators[0])
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return {"input": args, "output": expected}
-
-
-def _call_text(test, fn_name, method=False):
-    target = f"Solution().{fn_name}" if method else fn_name
-    return f"{target}({', '.join(repr(a) for a in test['input'])})"
-
-
-def format_tests(tests, fn_name=None, method=False):
-    """The inverse of parse_tests (the tester's own format), for prompts and SFT answers."""
-    if fn_name is not None:
-        lines = [f"assert {_call_text(t, fn_name, method)} == {t['output']!r}" for t in tests]
-        return "```python\n" + "\n".join(lines) + "\n```" if lines else ""
-    return "\n".join(
-        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n"
-        f"**Test Output:**\n```\n{t['output'].rstrip()}\n```"
-        for t in tests
-    )
-
-
-def _is_method(problem):
-    return "class Solution" in problem.starter_code
-
-
-def duplicates(tests):
-    """Per test, True when an earlier test of the list has the same input (stdio: the same
-    whitespace-separated tokens; call-based: equal arguments)."""
-    seen, out = set(), []
-    for t in tests:
-        key = " ".join(t["input"].split()) if isinstance(t["input"], str) else repr(t["input"])
-        out.append(key in seen)
-        seen.add(key)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Episode state and prompts
+# The episode: its state, the prompts, the candidates scored into branches
 
 
 @dataclass
@@ -348,6 +178,11 @@ def format_mismatches(mismatches):
     if len(mismatches) > len(shown):
         parts.append(f"({len(mismatches) - len(shown)} more mismatches not shown)")
     return "\n\n".join(parts)
+
+
+def _is_method(problem):
+    """Call-based tests call `Solution().fn_name(...)` when the starter code is a class."""
+    return "class Solution" in problem.starter_code
 
 
 def _program_report(state):
@@ -418,286 +253,31 @@ def tester_messages(state, max_tests=8):
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-# ---------------------------------------------------------------------------------------------
-# Rewards: pure functions of flags and numbers, so the tests can check the equations directly
-
-
-def validity(ref_result, n_tests):
-    """Per test, True when the reference solution passes it (a test that disagrees is wrong).
-    ref_result: the reference's PLAIN run (no coverage tracer, the run's normal limits; every
-    test run on its own, see run_jobs), never the traced one: the tracer makes the reference
-    about 3x slower, so a traced run would call a test invalid whose input takes the reference
-    a third of the time limit. Tests without a result (none after a compile error) are not
-    valid."""
-    if ref_result is None:
-        return [False] * n_tests
-    got = [t.status == "pass" for t in ref_result.tests][:n_tests]
-    return got + [False] * (n_tests - len(got))
-
-
-def caught_flags(valid, dup, shown_passed, shown_wrong):
-    """caught_t = valid_t and not dup_t and the shown program fails t, only when that program
-    exists and is wrong on the ground truth (shown_wrong); else nothing is caught."""
-    if not shown_wrong:
-        return [False] * len(valid)
-    return [v and not d and not p for v, d, p in zip(valid, dup, shown_passed)]
-
-
-def trivial_flags(valid, dup, candidates_passed, any_wrong):
-    """trivial_t = dup_t or (valid_t and every candidate program passes t and one of them is
-    wrong on the ground truth). candidates_passed: per candidate program WITH code, per test."""
-    discriminable = any_wrong and bool(candidates_passed)
-    return [d or (v and discriminable and all(cp[t] for cp in candidates_passed))
-            for t, (v, d) in enumerate(zip(valid, dup))]
-
-
-def coverage_share(ref_result, counted, n_lines):
-    """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts).
-    ref_result: the reference's traced run (coverage=True, COVERAGE_TIMEOUT_FACTOR times the
-    limit); a counted test whose traced run still timed out adds no lines (validity is not
-    read from this run)."""
-    if ref_result is None or not n_lines:
-        return 0.0
-    lines = set()
-    for t, use in zip(ref_result.tests, counted):
-        if use:
-            lines |= t.executed_lines
-    return len(lines) / n_lines
-
-
-def coder_local(passed, valid):
-    """Pass rate on the tester's valid tests; 0 when the tester wrote no valid test."""
-    n_valid = sum(valid)
-    return sum(p and v for p, v in zip(passed, valid)) / n_valid if n_valid else 0.0
-
-
-def tester_local(
-    valid, caught, trivial, coverage, catch_bonus=1.0, trivial_penalty=0.5, coverage_weight=0.5
-):
-    """l_T = valid/n + catch_bonus * caught/n + coverage_weight * cov - trivial_penalty * trivial/n
-    -> dict of l_T ("local") and its shares; all 0 when n = 0."""
-    n = len(valid)
-    if n == 0:
-        return {
-            "local": 0.0,
-            "valid_share": 0.0,
-            "catch_share": 0.0,
-            "trivial_share": 0.0,
-            "coverage": 0.0,
-        }
-    shares = {"valid_share": sum(valid) / n, "catch_share": sum(caught) / n,
-              "trivial_share": sum(trivial) / n, "coverage": coverage}
-    local = (
-        shares["valid_share"]
-        + catch_bonus * shares["catch_share"]
-        + coverage_weight * coverage
-        - trivial_penalty * shares["trivial_share"]
-    )
-    return {"local": local, **shares}
-
-
-def global_term(pass_rate, kind="fraction"):
-    """g: the ground-truth pass rate ("fraction", the seed's) or 1 only when all pass ("binary")."""
-    return pass_rate if kind == "fraction" else float(pass_rate == 1.0)
-
-
-def final_reward(global_reward, local_reward, alpha=0.7):
-    return alpha * global_reward + local_reward
-
-
-# ---------------------------------------------------------------------------------------------
-# Sandbox jobs: every (program, tests) pair a step needs, run once
-
-
-# The line tracer makes a program about 3x slower (3.1x measured on a tight loop in the
-# sandbox): a traced run gets this many times the limit, so a test the reference passes under
-# the normal limit still reports its lines. Only coverage reads traced runs, never a verdict.
-COVERAGE_TIMEOUT_FACTOR = 4.0
-
-
-def job_key(code, tests, fn_name=None, coverage=False, every_test=True):
-    """A hashable name of one sandbox job (repr keeps tuples and lists apart)."""
-    return code, fn_name, repr(tests), coverage, every_test
-
-
-def run_jobs(jobs, run_batch, timeout, memory_mb):
-    """jobs: (code, tests, fn_name, coverage[, every_test]) tuples -> {job_key: Result}, ONE
-    run_batch call for the unique ones (none when there is nothing to run).
-
-    every_test (default True): the sandbox runs every test of the job, also after one timed out
-    (stop_after_timeout=False), so each test's verdict is its own: it does not depend on which
-    other tests share the job or their order. False lets the sandbox stop at the first timeout
-    (the rest count as timeouts): only for jobs whose pass/fail alone counts. A looping program
-    costs up to one timeout per test this way: the price of per-test verdicts.
-    coverage=True: a traced run, with COVERAGE_TIMEOUT_FACTOR times the limit."""
-    unique = {}
-    for job in jobs:
-        code, tests, fn_name, cov, every = (*job, True) if len(job) == 4 else job
-        if code is not None and tests:
-            key = job_key(code, tests, fn_name, cov, every)
-            unique.setdefault(key, (code, tests, fn_name, cov, every))
-    batch = [
-        {
-            "code": c,
-            "tests": t,
-            "fn_name": f,
-            "timeout": timeout * COVERAGE_TIMEOUT_FACTOR if cov else timeout,
-            "memory_mb": memory_mb,
-            "coverage": cov,
-            "stop_after_timeout": not every,
-        }
-        for c, t, f, cov, every in unique.values()
-    ]
-    results = run_batch(batch) if batch else []
-    return dict(zip(unique, results))
-
-
-def _result(results, code, tests, fn_name, coverage=False, every_test=True):
-    if code is None or not tests:
-        return None
-    return results.get(job_key(code, tests, fn_name, coverage, every_test))
-
-
-def _passed_and_mismatches(result, tests, fn_name):
-    """Per test: passed?, and the mismatches shown next step.
-
-    The sandbox returns per-test results only for the tests it ran: none after a compile
-    error. A test without a result FAILED (with the run's status); zipping the short list
-    would leave `passed` empty and all([]) would call a program that does not even compile
-    "agreeing" with the tester.
-    """
-    def shown_input(t):
-        return (
-            t["input"]
-            if fn_name is None
-            else f"{fn_name}({', '.join(repr(a) for a in t['input'])})"
-        )
-
-    def shown_expected(t):
-        return t["output"] if fn_name is None else repr(t["output"])
-
-    if result is None:  # no program: nothing passes
-        return [False] * len(tests), [
-            {"input": shown_input(t), "expected": shown_expected(t), "actual": "(no program)"}
-            for t in tests
-        ]
-    passed, mismatches = [], []
-    for i, test in enumerate(tests):
-        res = result.tests[i] if i < len(result.tests) else None
-        passed.append(res is not None and res.status == "pass")
-        if res is None:
-            actual = (
-                f"{result.status}: {result.error}" if result.error else f"{result.status} (not run)"
-            )
-        elif res.status == "wrong_answer":
-            actual = res.output
-        elif res.status != "pass":
-            actual = f"{res.status}: {res.stderr or res.output}"
-        if not passed[-1]:
-            mismatches.append(
-                {"input": shown_input(test), "expected": shown_expected(test), "actual": actual}
-            )
-    return passed, mismatches
-
-
-def reference_of(problem):
-    """The reference solution (solutions[0]) that judges the tester's tests; None without one
-    (LiveCodeBench): then no test counts as valid, which only evaluation can live with."""
-    return problem.solutions[0] if problem.solutions else None
-
-
-def tester_jobs(state, test_sets):
-    """Per test set: the reference plainly (validity) and traced (coverage), the shown program
-    and every coder candidate; every test of a set run and judged on its own (run_jobs)."""
-    p = state.problem
-    programs = list(dict.fromkeys([state.program] + [c for c, _ in state.coder_candidates]))
-    out = []
-    for ts in test_sets:
-        out += [(reference_of(p), ts, p.fn_name, False), (reference_of(p), ts, p.fn_name, True)]
-        out += [(c, ts, p.fn_name, False) for c in programs]
-    return out
-
-
-def gt_every_test(cfg):
-    """Whether the ground truth runs every test: the "fraction" reward is the pass rate, which
-    must not depend on the order of the tests; "binary" needs pass/fail only, so there the
-    sandbox may stop at the first timeout (the pass rate logged then counts the tests after
-    it as failed)."""
-    return cfg.reward != "binary"
-
-
-def coder_jobs(state, codes, every_gt_test=True):
-    """Every candidate program x the ground truth and x the tester's current tests (every test
-    of these run on its own; the ground truth too unless every_gt_test is False)."""
-    p = state.problem
-    return [
-        job
-        for c in codes
-        for job in ((c, p.tests, p.fn_name, False, every_gt_test),
-                    (c, state.tests, p.fn_name, False, True))
-    ]
-
-
 def score_testers(state, test_sets, results, cfg):
-    """K tester candidates from one state -> [(branch, terms)] in candidate order (see the module
-    docstring for the terms). Each branch is a deep copy holding its candidate's own tests."""
-    p = state.problem
-    reference = reference_of(p)
-    n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
-    shown_wrong = state.program is not None and state.gt_pass_rate < 1.0
-    with_code = [(c, g) for c, g in state.coder_candidates if c is not None]
-    any_wrong = any(g < 1.0 for _, g in with_code)
+    """K tester candidates from one state -> [(branch, terms)] in candidate order, judged by
+    tester_judge.judge_test_set. Each branch is a deep copy holding its candidate's own tests."""
     scored = []
     for ts in test_sets:
         b = branch_of(state)
         b.tests, b.tester_acted = copy.deepcopy(ts), True
-        b.valid = validity(_result(results, reference, ts, p.fn_name), len(ts))
-        dup = duplicates(ts)
-        b.passed, b.mismatches = _passed_and_mismatches(
-            _result(results, state.program, ts, p.fn_name), ts, p.fn_name
-        )
-        caught = caught_flags(b.valid, dup, b.passed, shown_wrong)
-        cands = [
-            _passed_and_mismatches(_result(results, c, ts, p.fn_name), ts, p.fn_name)[0]
-            for c, _ in with_code
-        ]
-        trivial = trivial_flags(b.valid, dup, cands, any_wrong)
-        traced = _result(results, reference, ts, p.fn_name, coverage=True)
-        cov = coverage_share(traced, [v and not d for v, d in zip(b.valid, dup)], n_lines)
-        terms = tester_local(
-            b.valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
-        )
-        g = global_term(state.gt_pass_rate, cfg.reward) if state.program is not None else 0.0
-        terms.update(
-            {
-                "global": g,
-                "n_tests": len(ts),
-                "duplicate_share": sum(dup) / len(ts) if ts else 0.0,
-                "reward": final_reward(g, terms["local"], cfg.alpha),
-            }
-        )
+        b.valid, b.passed, b.mismatches, terms = judge_test_set(
+            state.problem, ts, state.program, state.gt_pass_rate, state.coder_candidates,
+            results, cfg)
         scored.append((b, terms))
     return scored
 
 
 def score_coders(state, codes, results, cfg):
-    """K coder candidates from one state -> [(branch, terms)] in candidate order."""
-    p = state.problem
-    candidates = []
+    """K coder candidates from one state -> [(branch, terms)] in candidate order, judged by
+    tester_judge.judge_program; every branch keeps all K (program, g) for the tester's step."""
     scored = []
     for code in codes:
         b = branch_of(state)
         b.program, b.coder_acted = code, True
-        gt = _result(results, code, p.tests, p.fn_name, every_test=gt_every_test(cfg))
-        b.gt_pass_rate = gt.pass_rate if gt is not None else 0.0
-        b.passed, b.mismatches = _passed_and_mismatches(
-            _result(results, code, b.tests, p.fn_name), b.tests, p.fn_name
-        )
-        local, g = coder_local(b.passed, b.valid), global_term(b.gt_pass_rate, cfg.reward)
-        scored.append(
-            (b, {"global": g, "local": local, "reward": final_reward(g, local, cfg.alpha)})
-        )
-        candidates.append((code, b.gt_pass_rate))
+        b.gt_pass_rate, b.passed, b.mismatches, terms = judge_program(
+            state.problem, code, b.tests, b.valid, results, cfg)
+        scored.append((b, terms))
+    candidates = [(b.program, b.gt_pass_rate) for b, _ in scored]
     for b, _ in scored:
         b.coder_candidates = list(candidates)  # each branch its own list (tuples are immutable)
     return scored
@@ -742,12 +322,6 @@ def generate_candidates(generate, prompts, k):
             "it must return one text per prompt."
         )
     return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
-
-
-def group_ids(samples):
-    """Integer group ids for losses.group_advantages from the candidates' group keys."""
-    index = {}
-    return [index.setdefault(s.group, len(index)) for s in samples]
 
 
 TERMS = {"tester": ("global", "local", "reward", "valid_share", "catch_share", "trivial_share",
@@ -817,12 +391,14 @@ def role_step(role, states, generate, cfg, stats, run_batch):
                 stats["tests_written"] += len(tests)
                 sets.append(tests)
             extracted.append(sets)
-        jobs = [j for s, sets in zip(states, extracted) for j in tester_jobs(s, sets)]
+        jobs = [j for s, sets in zip(states, extracted)
+                for j in tester_jobs(s.problem, s.program, s.coder_candidates, sets)]
     else:
         extracted = [[data.extract_code(response_text(o)) for o in outs] for outs in outputs]
         stats["coder_replies_without_code"] += sum(c is None for codes in extracted for c in codes)
-        every_gt = gt_every_test(cfg)
-        jobs = [j for s, codes in zip(states, extracted) for j in coder_jobs(s, codes, every_gt)]
+        every_gt = gt_every_test(cfg.reward)
+        jobs = [j for s, codes in zip(states, extracted)
+                for j in coder_jobs(s.problem, s.tests, codes, every_gt)]
     results = run_jobs(jobs, run_batch, cfg.timeout, cfg.memory_mb)
     stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
@@ -863,8 +439,8 @@ def join_parallel(testers, coders, cfg, stats, run_batch):
     stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
     for b in out:
-        b.passed, b.mismatches = _passed_and_mismatches(
-            _result(results, b.program, b.tests, b.problem.fn_name), b.tests, b.problem.fn_name)
+        b.passed, b.mismatches = passed_and_mismatches(
+            result_of(results, b.program, b.tests, b.problem.fn_name), b.tests, b.problem.fn_name)
     return out
 
 
@@ -923,7 +499,8 @@ def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **se
 
     settings: GameConfig fields (max_turns, k, alpha, catch_bonus, ..., turn_order).
     episodes:   the final EpisodeState of each problem (its program, tests, per-turn history).
-    candidates: every candidate of every role step as a Candidate; group with group_ids().
+    candidates: every candidate of every role step as a Candidate; its .group is its
+                group key (problem_id, episode, turn, role).
     stats:      counts (extraction failures, sandbox calls, ...) and the mean of every reward term.
     Episodes that agree stop: they are not prompted again.
     """
@@ -1032,8 +609,8 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
             easy = copy.deepcopy(easy_tests(p.tests, max_tests))
             wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
             for code in misses[p.id]:
-                res = _result(first, code, p.tests, p.fn_name)
-                failed = [t for t, ok in zip(p.tests, _passed_and_mismatches(
+                res = result_of(first, code, p.tests, p.fn_name)
+                failed = [t for t, ok in zip(p.tests, passed_and_mismatches(
                     res, p.tests, p.fn_name)[0]) if not ok]
                 if failed:
                     wrong = code
@@ -1052,7 +629,8 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
                     tester_acted=True
                 )
                 cases.append((state, code, p.solutions[0], right))
-    jobs = [j for state, code, _, _ in cases for j in coder_jobs(state, [code], gt_every_test(cfg))]
+    jobs = [j for state, code, _, _ in cases
+            for j in coder_jobs(state.problem, state.tests, [code], gt_every_test(cfg.reward))]
     results = run_jobs(jobs, run_batch, timeout, memory_mb)
     out = []
     for state, code, right_code, right_tests in cases:
@@ -1105,12 +683,310 @@ def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
 
 
 # ---------------------------------------------------------------------------------------------
-# Training, the loop in train() on trainer.py's pieces: warm start -> eval -> steps -> eval,
-# with checkpoints (--save-every) and --resume. One step: play prompts_per_step episodes (generate
-# + sandbox rewards) -> group advantages over (problem, episode, turn, role) -> one GRPO
-# update per distinct model -> weight sync into its engine. The Run's own policy and engine
-# are the tester's model; per-role, the coder's model rides along in run.extras (so the
-# skeleton checkpoints it) and in the team.
+# The team: its models, warm start and set-up on trainer.py's run
+#
+# train() calls trainer.py's pieces itself (start -> prepare_run -> rl_steps / end_step ->
+# end_run); the Run's own policy and engine are the tester's model, and per-role the coder's
+# model rides in run.extras, so the checkpoints hold it. prepare_run takes three of the
+# functions below: build (the optimizers, made after the warm start and before a resume
+# restores them, both inside prepare_run), warm_start, and evaluate_team (called at
+# before_rl, every --eval-every step and after_rl; it keeps its result in run.state, where the
+# summary's before_rl / after_rl come from).
+
+
+@dataclass
+class RoleModel:
+    """One trained model: the FSDP policy, its engine, optimizer and schedule."""
+
+    tokenizer: object
+    policy: object
+    engine: object
+    optimizer: object = None
+    scheduler: object = None
+
+
+def distinct(team):
+    """(model, roles) pairs, one per distinct model of {"tester": RoleModel, "coder": ...}."""
+    out = {}
+    for role, m in team.items():
+        out.setdefault(id(m), (m, []))[1].append(role)
+    return list(out.values())
+
+
+def make_team(r, args):
+    """{"tester": RoleModel, "coder": RoleModel}: the Run's policy and engine are the tester's;
+    per-role the coder's is a second model (made here), shared the same one."""
+    tester = RoleModel(r.tokenizer, r.policy, r.engine)
+    coder = tester if args.policy == "shared" else RoleModel(
+        *trainer.setup_policy(args, r.d)[1:])
+    return {"tester": tester, "coder": coder}
+
+
+def with_reference(problems, train_data):
+    """The problems RL trains on: the tester's reward needs a reference solution (LiveCodeBench
+    rows have none); the evaluation needs only the ground truth, so it keeps every problem."""
+    kept = [p for p in problems if p.solutions]
+    if not kept:
+        raise UserError(f"--train-data {train_data}: no problem has a reference solution, which "
+                        "the tester's reward needs; choose a data set with solutions")
+    return kept
+
+
+def warm_start(team, r):
+    """SFT of each model on its roles' warm-start pairs (actor.sft), weight sync."""
+    a = r.args
+    n_calls = sum(p.fn_name is not None for p in r.train_problems)
+    r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
+          f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
+    # Turn-1 warm-start examples (--repair-sft): a model that has seen only turn-0 prompts
+    # rewrites right turn-0 programs at turn 1 (.notes/agents.md).
+    repairs = []
+    # The repair states cost a sandbox run over every train problem (minutes on 2,464):
+    # only when there is an SFT to use them.
+    if a.repair_sft and a.max_turns > 1 and a.sft_steps > 0:
+        repairs = repair_states(
+            r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
+        )
+    for m, roles in distinct(team):
+        tag = "/".join(roles)
+        actor.sft(
+            m.policy,
+            m.tokenizer,
+            warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
+            a,
+            r.d,
+            lambda row, tag=tag: r.log({**row, "roles": tag}),
+        )
+        trainer.sync_weights(m.policy, m.engine)
+
+
+def build(team, r):
+    """Each model's AdamW + schedule; the Run holds the tester's, run.extras the coder's model
+    and optimizer (checkpointed beside the tester's)."""
+    r.state["policy"] = r.args.policy
+    for m, _ in distinct(team):
+        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, r.args)
+    r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
+    if team["coder"] is not team["tester"]:
+        r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
+
+
+def catch_up_coder(team, r):
+    """After --resume, per-role: the checkpoint restored the coder's weights and optimizer
+    (run.extras) but not its schedule, which is the tester's (the same flags): it takes the
+    tester's restored one; and the coder's engine gets the restored weights."""
+    coder = team["coder"]
+    if coder is not team["tester"]:
+        coder.scheduler.load_state_dict(r.scheduler.state_dict())
+        trainer.sync_weights(coder.policy, coder.engine)
+
+
+# ---------------------------------------------------------------------------------------------
+# The step: episodes -> group advantages -> one GRPO update per model -> weight sync
+
+
+def max_new_tokens(args, role):
+    return args.tester_max_new_tokens if role == "tester" else args.max_new_tokens
+
+
+def engine_generate(m, args, rng, temperature, role):
+    """A generate function for run_episodes: render, sample one completion per prompt."""
+    def generate(prompts):
+        texts = [data.render_prompt(m.tokenizer, msgs) for msgs in prompts]
+        outs = m.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
+                                 max_new_tokens=max_new_tokens(args, role),
+                                 seed=rng.randrange(2**31))
+        return [o[0] for o in outs]
+
+    return generate
+
+
+def sandbox_runner(args):
+    """run_batch with --sandbox-workers."""
+    return functools.partial(sandbox.run_batch, workers=args.sandbox_workers)
+
+
+def training_samples(candidates, roles, tokenizer, advantages):
+    """run_episodes candidates of these roles -> actor.Sample (prompt, sampled ids, advantage)."""
+    out = []
+    for c, adv in zip(candidates, advantages.tolist()):
+        if c.role in roles:
+            ids = tokenizer(data.render_prompt(tokenizer, c.messages))["input_ids"]
+            out.append(actor.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
+    return out
+
+
+def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
+    """This rank's problems of the step and its sampling rng (rollouts.draw_batch: every rank
+    draws the same global batch and seed, then takes its own slice and seed): ranks play
+    different episodes, and each episode's groups stay on its rank. epoch_order: see
+    rollouts.draw_batch (--prompt-order epoch)."""
+    batch, seed = rollouts.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d,
+                                      epoch_order=epoch_order)
+    return batch, random.Random(seed)
+
+
+def play_episodes(team, r, step):
+    """RL step `step`'s episodes on this rank's problems -> (candidates, stats: the counts and
+    reward-term sums over ranks, with every term's mean and the episode rates)."""
+    args = r.args
+    batch, sampler = rank_batch(r.train_problems, r.rng, args.prompts_per_step, r.d,
+                                rollouts.epoch_order(args, step))
+    gens = {role: engine_generate(team[role], args, sampler, args.temperature, role)
+            for role in ROLES}
+    with r.timer("generate+reward"):
+        # The ground truth of training: each problem's first --max-train-tests tests.
+        batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
+        _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
+                                       cfg=game_config(args))
+    # summarize recomputes the means and rates from the sums, so the ranks sum all of them.
+    return cands, summarize(rollouts.reduce_sums(stats))
+
+
+def update_and_sync(m, roles, cands, adv, loss, r):
+    """One GRPO update of model m on its roles' candidates, then its schedule's step and the
+    weight sync into its engine -> the update's stats, keyed "<roles>_<stat>"."""
+    args, d, timer = r.args, r.d, r.timer
+    m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
+    samples = training_samples(cands, roles, m.tokenizer, adv)
+    shape = dict(micro_batch=args.micro_batch, pad_id=m.tokenizer.pad_token_id,
+                 device=d.device, temperature=args.temperature)
+    if actor.off_policy(args):   # old log-probs of the policy that played the episodes
+        with timer("score"):
+            old = actor.score(samples, policy=m.policy, **shape).logp
+        samples = actor.with_scores(samples, old_logp=old)
+    with timer("update"):
+        # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
+        st = actor.updates(m.policy, m.optimizer, samples, loss,
+                           epochs=args.epochs, mini_batches=args.mini_batches,
+                           agg=args.agg, max_len=max(max_new_tokens(args, role) for role in roles),
+                           max_grad_norm=args.max_grad_norm,
+                           skip_zero_advantage=True, **shape)
+        m.scheduler.step()
+    with timer("sync"):
+        trainer.sync_weights(m.policy, m.engine)
+    tag = "/".join(roles)
+    return {f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy", "updates", "clip_frac",
+                                          "ratio_mean", "approx_kl") if k in st}
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation: pass@1 of the coder alone and of the team after its turns
+
+
+def episode_record(e, alone=None):
+    """One finished episode as JSON: what was played and how it scored (eval dumps)."""
+    return {
+        "problem": e.problem.id,
+        "turns": e.turn,
+        "agree": e.agree,
+        "gt_pass_rate": e.gt_pass_rate,
+        "coder_alone_global": alone,
+        "program": e.program,
+        "tests": e.tests,
+        "valid": e.valid,
+        "passed": e.passed,
+    }
+
+
+def evaluate_episodes(team, problems, args, d, rng, dump=None):
+    """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
+    the coder alone (its program from the bare problem: the single-agent baseline, same model
+    and prompt) and the final program after up to max_turns turns with the tester; and the
+    share of the tester's tests (all turns) that the reference solution passes."""
+    mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
+    gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
+    cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
+    alone = coder_alone(mine, gens["coder"], cfg, run_batch)
+    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
+    n = all_reduce_sum(len(episodes))
+    written, valid = all_reduce_sum(stats["tests_written"]), all_reduce_sum(stats["tests_valid"])
+    n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
+    final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
+    agree = all_reduce_sum(sum(e.agree for e in episodes))
+    if dump and d.main:  # rank 0's episodes, one JSON line each
+        with open(dump, "w") as f:
+            f.writelines(json.dumps(episode_record(e, a)) + "\n" for e, a in zip(episodes, alone))
+    return {"pass@1_coder_alone": n_alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
+            "agree_rate": agree / max(n, 1), "episodes": int(n),
+            # every test the tester wrote in these episodes that the reference passes
+            "tester_valid_share": valid / max(written, 1), "tests_written": int(written)}
+
+
+def evaluate_team(team, r, when, problems=None):
+    """evaluate() on the held-out problems (or `problems`), printed, logged and kept in the
+    trainer state (summary.json's before_rl / after_rl)."""
+    a = r.args
+    problems = r.eval_problems if problems is None else problems
+    res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
+                   os.path.join(a.out, f"eval_{when}.jsonl"))
+    r.say(f"{when.replace('_', ' ')}: {res}")
+    r.log({"phase": "eval", "when": when, "step": r.step, **res})
+    r.state[when] = res
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+REWARD_TERMS = tuple(
+    f"{role}_{name}_mean" for role in ("coder", "tester") for name in TERMS[role]
+) + ("agree_rate", "pass_at_1")
+
+
+def reward_term_means(rows):
+    """Mean of each reward term over RL steps, for summary.json."""
+    if not rows:
+        return {}
+    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
+
+
+def train(args):
+    """warm start -> eval -> RL steps -> eval -> summary.json (before_rl / after_rl: both
+    pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
+    r = trainer.start(args, "agents")        # process group, problems, the tester's model
+    r.train_problems = with_reference(r.train_problems, args.train_data)
+    team = make_team(r, args)
+    try:
+        # warm start (or resume) -> pass@1 before RL -> build -> step-0 checkpoint
+        trainer.prepare_run(r, functools.partial(build, team),
+                            warm_start=functools.partial(warm_start, team),
+                            evaluate_fn=functools.partial(evaluate_team, team),
+                            curricula=False, pass_key="pass@1_after_turns")
+        if r.resumed_from:
+            catch_up_coder(team, r)
+        # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
+        # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
+        # taken against the old log-probs of a no-grad pass (as in grpo.py).
+        loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0,
+                                agg=args.agg, off_policy=actor.off_policy(args))
+        for step in trainer.rl_steps(r):
+            cands, metrics = play_episodes(team, r, step)      # generate, sandbox rewards
+            # Groups: one episode's K candidates at one role step, so never across problems
+            # or ranks: (problem, episode, turn, role).
+            adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
+                                          scale=args.adv_scale, group_ids=[c.group for c in cands])
+            for m, roles in distinct(team):                    # one GRPO update per model, sync
+                metrics.update(update_and_sync(m, roles, cands, adv, loss, r))
+            # this rank's mean reward (the progress bar shows rank 0's)
+            metrics["reward_mean"] = sum(c.reward for c in cands) / max(len(cands), 1)
+            # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
+            r.state.setdefault("rl_terms", []).append(
+                {k: metrics[k] for k in REWARD_TERMS if k in metrics})
+            trainer.end_step(r, step, metrics)   # metrics row, --eval-every, --save-every
+        rows = r.state.get("rl_terms", [])
+        r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
+                       rl_second_half=reward_term_means(rows[len(rows) // 2:]))
+        return trainer.end_run(r)                # pass@1 after RL, summary.json
+    finally:
+        if team["coder"] is not team["tester"]:
+            team["coder"].engine.close()        # end_run closes the Run's (the tester's)
+
+
+# ---------------------------------------------------------------------------------------------
+# Flags
+
 
 PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     # CPU default: the shipped base model on the built-in problems.
@@ -1198,277 +1074,6 @@ def game_config(args, **overrides):
         "coverage_weight": args.coverage_weight, "max_tests": args.max_tests,
         "turn_order": args.turn_order, "timeout": args.test_timeout, "reward": args.reward,
         **overrides})
-
-
-@dataclass
-class RoleModel:
-    """One trained model: the FSDP policy, its engine, optimizer and schedule."""
-
-    tokenizer: object
-    policy: object
-    engine: object
-    optimizer: object = None
-    scheduler: object = None
-
-
-def distinct(team):
-    """(model, roles) pairs, one per distinct model of {"tester": RoleModel, "coder": ...}."""
-    out = {}
-    for role, m in team.items():
-        out.setdefault(id(m), (m, []))[1].append(role)
-    return list(out.values())
-
-
-def max_new_tokens(args, role):
-    return args.tester_max_new_tokens if role == "tester" else args.max_new_tokens
-
-
-def engine_generate(m, args, rng, temperature, role):
-    """A generate function for run_episodes: render, sample one completion per prompt."""
-    def generate(prompts):
-        texts = [data.render_prompt(m.tokenizer, msgs) for msgs in prompts]
-        outs = m.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
-                                 max_new_tokens=max_new_tokens(args, role),
-                                 seed=rng.randrange(2**31))
-        return [o[0] for o in outs]
-
-    return generate
-
-
-def sandbox_runner(args):
-    """run_batch with --sandbox-workers."""
-    return functools.partial(sandbox.run_batch, workers=args.sandbox_workers)
-
-
-def training_samples(candidates, roles, tokenizer, advantages):
-    """run_episodes candidates of these roles -> actor.Sample (prompt, sampled ids, advantage)."""
-    out = []
-    for c, adv in zip(candidates, advantages.tolist()):
-        if c.role in roles:
-            ids = tokenizer(data.render_prompt(tokenizer, c.messages))["input_ids"]
-            out.append(actor.Sample(ids, c.output.token_ids, adv, None, c.reward, key=c.group))
-    return out
-
-
-def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
-    """This rank's problems of the step and its sampling rng (rollouts.draw_batch: every rank
-    draws the same global batch and seed, then takes its own slice and seed): ranks play
-    different episodes, and each episode's groups stay on its rank. epoch_order: see
-    rollouts.draw_batch (--prompt-order epoch)."""
-    batch, seed = rollouts.draw_batch(problems, rng, max(1, prompts_per_step // d.world), d,
-                                      epoch_order=epoch_order)
-    return batch, random.Random(seed)
-
-
-def rl_step(team, problems, rng, args, d, timer=None, step: int = 0):
-    """Play one batch of episodes of RL step `step`, then one GRPO update of every distinct
-    model -> stats (counts and reward terms summed over ranks, then averaged)."""
-    timer = timer or metrics.Timer()
-    batch, sampler = rank_batch(problems, rng, args.prompts_per_step, d,
-                                rollouts.epoch_order(args, step))
-    gens = {r: engine_generate(team[r], args, sampler, args.temperature, r) for r in ROLES}
-    with timer("generate+reward"):
-        # The ground truth of training: each problem's first --max-train-tests tests.
-        batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
-        _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
-                                       cfg=game_config(args))
-    # Groups are one episode's K candidates at one role step: they never span problems or ranks.
-    adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
-                                  scale=args.adv_scale, group_ids=[c.group for c in cands])
-    out = summarize(rollouts.reduce_sums({k: v for k, v in stats.items()
-                                          if not k.endswith("_mean") and k not in RATES}))
-    # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
-    # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
-    # taken against the old log-probs of a no-grad pass (as in grpo.py).
-    loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0, agg=args.agg,
-                            off_policy=actor.off_policy(args))
-    for m, roles in distinct(team):
-        m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
-        samples = training_samples(cands, roles, m.tokenizer, adv)
-        shape = dict(micro_batch=args.micro_batch, pad_id=m.tokenizer.pad_token_id,
-                     device=d.device, temperature=args.temperature)
-        if actor.off_policy(args):   # old log-probs of the policy that played the episodes
-            with timer("score"):
-                old = actor.score(samples, policy=m.policy, **shape).logp
-            samples = actor.with_scores(samples, old_logp=old)
-        with timer("update"):
-            # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
-            st = actor.updates(m.policy, m.optimizer, samples, loss,
-                               epochs=args.epochs, mini_batches=args.mini_batches,
-                               agg=args.agg, max_len=max(max_new_tokens(args, r) for r in roles),
-                               max_grad_norm=args.max_grad_norm,
-                               skip_zero_advantage=True, **shape)
-            m.scheduler.step()
-        with timer("sync"):
-            trainer.sync_weights(m.policy, m.engine)
-        tag = "/".join(roles)
-        out.update({f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy", "updates",
-                                                  "clip_frac", "ratio_mean", "approx_kl")
-                    if k in st})
-    out["reward_mean"] = sum(c.reward for c in cands) / max(len(cands), 1)  # rank 0's, for the bar
-    return out
-
-
-def episode_record(e, alone=None):
-    """One finished episode as JSON: what was played and how it scored (eval dumps)."""
-    return {
-        "problem": e.problem.id,
-        "turns": e.turn,
-        "agree": e.agree,
-        "gt_pass_rate": e.gt_pass_rate,
-        "coder_alone_global": alone,
-        "program": e.program,
-        "tests": e.tests,
-        "valid": e.valid,
-        "passed": e.passed,
-    }
-
-
-def evaluate_episodes(team, problems, args, d, rng, dump=None):
-    """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
-    the coder alone (its program from the bare problem: the single-agent baseline, same model
-    and prompt) and the final program after up to max_turns turns with the tester; and the
-    share of the tester's tests (all turns) that the reference solution passes."""
-    mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
-    gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
-    cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
-    alone = coder_alone(mine, gens["coder"], cfg, run_batch)
-    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
-    n = all_reduce_sum(len(episodes))
-    written, valid = all_reduce_sum(stats["tests_written"]), all_reduce_sum(stats["tests_valid"])
-    n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
-    final = all_reduce_sum(sum(e.gt_pass_rate == 1.0 for e in episodes))
-    agree = all_reduce_sum(sum(e.agree for e in episodes))
-    if dump and d.main:  # rank 0's episodes, one JSON line each
-        with open(dump, "w") as f:
-            f.writelines(json.dumps(episode_record(e, a)) + "\n" for e, a in zip(episodes, alone))
-    return {"pass@1_coder_alone": n_alone / max(n, 1), "pass@1_after_turns": final / max(n, 1),
-            "agree_rate": agree / max(n, 1), "episodes": int(n),
-            # every test the tester wrote in these episodes that the reference passes
-            "tester_valid_share": valid / max(written, 1), "tests_written": int(written)}
-
-
-REWARD_TERMS = tuple(
-    f"{role}_{name}_mean" for role in ("coder", "tester") for name in TERMS[role]
-) + ("agree_rate", "pass_at_1")
-
-
-def reward_term_means(rows):
-    """Mean of each reward term over RL steps, for summary.json."""
-    if not rows:
-        return {}
-    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
-
-
-def with_reference(problems):
-    """The problems RL trains on: the tester's reward needs a reference solution (LiveCodeBench
-    rows have none); the evaluation needs only the ground truth, so it keeps every problem."""
-    kept = [p for p in problems if p.solutions]
-    if not kept:
-        raise SystemExit("agents.py: no train problem has a reference solution (the tester's "
-                         "reward needs one); choose another --train-data.")
-    return kept
-
-
-def make_team(r, args):
-    """{"tester": RoleModel, "coder": RoleModel}: the Run's policy and engine are the tester's;
-    per-role the coder's is a second model (made here), shared the same one."""
-    tester = RoleModel(r.tokenizer, r.policy, r.engine)
-    coder = tester if args.policy == "shared" else RoleModel(
-        *trainer.setup_policy(args, r.d)[1:])
-    return {"tester": tester, "coder": coder}
-
-
-def warm_start(team, r):
-    """SFT of each model on its roles' warm-start pairs (actor.sft), weight sync."""
-    a = r.args
-    n_calls = sum(p.fn_name is not None for p in r.train_problems)
-    r.say(f"{a.policy} policy, {len(r.train_problems)} train problems ({n_calls} call-based), "
-          f"K={a.group_size}, max_turns={a.max_turns}, {a.turn_order}")
-    # Turn-1 warm-start examples (--repair-sft): without them the model has only seen
-    # turn-0 prompts, and in an early run every right turn-0 program was rewritten wrong.
-    repairs = []
-    # The repair states cost a sandbox run over every train problem (minutes on 2,464):
-    # only when there is an SFT to use them.
-    if a.repair_sft and a.max_turns > 1 and a.sft_steps > 0:
-        repairs = repair_states(
-            r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
-        )
-    for m, roles in distinct(team):
-        tag = "/".join(roles)
-        actor.sft(
-            m.policy,
-            m.tokenizer,
-            warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
-            a,
-            r.d,
-            lambda row, tag=tag: r.log({**row, "roles": tag}),
-        )
-        trainer.sync_weights(m.policy, m.engine)
-
-
-def build(team, r):
-    """Each model's AdamW + schedule; the Run holds the tester's, run.extras the coder's model
-    and optimizer (checkpointed beside the tester's)."""
-    r.state["policy"] = r.args.policy
-    for m, _ in distinct(team):
-        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, r.args)
-    r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
-    if team["coder"] is not team["tester"]:
-        r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
-
-
-def evaluate_team(team, r, when, problems=None):
-    """evaluate() on the held-out problems (or `problems`), printed, logged and kept in the
-    trainer state (summary.json's before_rl / after_rl)."""
-    a = r.args
-    problems = r.eval_problems if problems is None else problems
-    res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
-                   os.path.join(a.out, f"eval_{when}.jsonl"))
-    r.say(f"{when.replace('_', ' ')}: {res}")
-    r.log({"phase": "eval", "when": when, "step": r.step, **res})
-    r.state[when] = res
-    return res
-
-
-def catch_up_coder(team, r):
-    """After --resume, per-role: the checkpoint restored the coder's weights and optimizer
-    (run.extras) but not its schedule, which is the tester's (the same flags): it takes the
-    tester's restored one; and the coder's engine gets the restored weights."""
-    coder = team["coder"]
-    if coder is not team["tester"]:
-        coder.scheduler.load_state_dict(r.scheduler.state_dict())
-        trainer.sync_weights(coder.policy, coder.engine)
-
-
-def train(args):
-    """warm start -> eval -> RL steps -> eval -> summary.json (before_rl / after_rl: both
-    pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
-    r = trainer.start(args, "agents")        # process group, problems, the tester's model
-    r.train_problems = with_reference(r.train_problems)
-    team = make_team(r, args)
-    try:
-        # warm start (or resume) -> pass@1 before RL -> build -> step-0 checkpoint
-        trainer.prepare_run(r, functools.partial(build, team),
-                            warm_start=functools.partial(warm_start, team),
-                            evaluate_fn=functools.partial(evaluate_team, team),
-                            curricula=False, pass_key="pass@1_after_turns")
-        if r.resumed_from:
-            catch_up_coder(team, r)
-        for step in trainer.rl_steps(r):
-            # episodes -> group advantages -> one GRPO update per model -> weight sync
-            metrics = rl_step(team, r.train_problems, r.rng, args, r.d, r.timer, step)
-            # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
-            r.state.setdefault("rl_terms", []).append(
-                {k: metrics[k] for k in REWARD_TERMS if k in metrics})
-            trainer.end_step(r, step, metrics)   # metrics row, --eval-every, --save-every
-        rows = r.state.get("rl_terms", [])
-        r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
-                       rl_second_half=reward_term_means(rows[len(rows) // 2:]))
-        return trainer.end_run(r)                # pass@1 after RL, summary.json
-    finally:
-        if team["coder"] is not team["tester"]:
-            team["coder"].engine.close()        # end_run closes the Run's (the tester's)
 
 
 def main(argv=None):

@@ -8,7 +8,9 @@ import pytest
 import agents
 import data
 import rollouts
-from agents import EpisodeState, GameConfig, parse_tests, run_episodes
+import tester_judge
+from agents import EpisodeState, GameConfig, run_episodes
+from tester_judge import parse_tests
 
 REF = "a, b = map(int, input().split())\nprint(a + b)\n"
 MINUS = "a, b = map(int, input().split())\nprint(a - b)\n"
@@ -107,86 +109,7 @@ def by_role(samples, role, turn=None):
     return [s for s in samples if s.role == role and (turn is None or s.group[2] == turn)]
 
 
-# --------------------------------------------------------------------------- parsing
-
-
-def test_parse_tests_formats_and_counted_failures():
-    tests, failed = parse_tests(GOOD_TESTS)
-    assert (
-        tests == [{"input": "1 1\n", "output": "2"}, {"input": "20 3\n", "output": "23"}]
-        and failed == 0
-    )
-    # Language tags, inline fences and a colon outside the bold all parse.
-    tests, failed = parse_tests("**Test Input:** ```text\n3 4\n```\nTest Output: ```7```")
-    assert tests == [{"input": "3 4\n", "output": "7"}] and failed == 0
-    # A block without its output is counted, the good block after it still parses.
-    broken = "**Test Input:**\n```\n1 2\n```\nand then I stopped.\n" + blocks(("2 2", "4"))
-    assert parse_tests(broken) == ([{"input": "2 2\n", "output": "4"}], 1)
-    assert parse_tests("I think the code is fine.") == ([], 1)
-    assert parse_tests(None) == ([], 1)
-    assert (
-        parse_tests(blocks(*[(f"{i} 0", str(i)) for i in range(5)]), max_tests=3)[0][2]["input"]
-        == "2 0\n"
-    )
-    assert len(parse_tests(blocks(*[(f"{i} 0", str(i)) for i in range(5)]), max_tests=3)[0]) == 3
-
-
-def test_parse_call_tests_literals_only_and_round_trip():
-    text = asserts("assert add(1, 2) == 3", "assert Solution().add([1, 'a'], (2,)) == {'x': None}",
-                   "assert add(x, 2) == 3", "assert add(1, b=2) == 3", "assert sub(1, 2) == -1",
-                   "assert add(1, 2) != 3", "assert add(1, 2 == 3")
-    tests, failed = parse_tests(text, max_tests=8, fn_name="add")
-    assert tests == [
-        {"input": [1, 2], "output": 3},
-        {"input": [[1, "a"], (2,)], "output": {"x": None}},
-    ]
-    assert failed == 5  # a name, a keyword, another function, != and a syntax error
-    assert parse_tests("no asserts here", fn_name="add") == ([], 1)
-    assert (
-        len(parse_tests(asserts(*[f"assert add({i}, 0) == {i}" for i in range(5)]), 3, "add")[0])
-        == 3
-    )
-    for method in (False, True):
-        assert parse_tests(agents.format_tests(tests, "add", method), fn_name="add") == (tests, 0)
-
-
-def test_format_tests_round_trips():
-    tests, _ = parse_tests(GOOD_TESTS)
-    assert parse_tests(agents.format_tests(tests)) == (tests, 0)
-
-
-# --------------------------------------------------------------------------- reward equations
-
-
-def test_reward_equations_by_hand():
-    valid, dup = [True, True, False, True], [False, False, False, True]
-    shown_passed = [True, False, False, False]
-    # caught: valid, not a duplicate, failed by the shown program, which is wrong on the GT
-    assert agents.caught_flags(valid, dup, shown_passed, shown_wrong=True) == [
-        False,
-        True,
-        False,
-        False,
-    ]
-    assert agents.caught_flags(valid, dup, shown_passed, shown_wrong=False) == [False] * 4
-    # trivial: duplicates, or valid tests that every candidate passes while one is wrong
-    cands = [[True, False, True, True], [True, True, True, False]]
-    assert agents.trivial_flags(valid, dup, cands, any_wrong=True) == [True, False, False, True]
-    assert agents.trivial_flags(valid, dup, cands, any_wrong=False) == [False, False, False, True]
-    assert agents.trivial_flags(valid, dup, [], any_wrong=True) == [False, False, False, True]
-    assert agents.duplicates(
-        [{"input": "1  2\n"}, {"input": "1 2"}, {"input": [1]}, {"input": [1]}]
-    ) == [False, True, False, True]
-    # l_T = 3/4 + 1 * 1/4 + 0.5 * 0.75 - 0.5 * 2/4 = 1.125
-    terms = agents.tester_local(
-        valid, [False, True, False, False], [True, False, False, True], 0.75
-    )
-    assert terms == pytest.approx({"local": 1.125, "valid_share": 0.75, "catch_share": 0.25,
-                                   "trivial_share": 0.5, "coverage": 0.75})
-    assert agents.tester_local([], [], [], 0.0)["local"] == 0.0
-    assert agents.coder_local([True, False, False, True], [True, True, False, False]) == 0.5
-    assert agents.coder_local([True], [False]) == 0.0  # no valid test: no signal
-    assert agents.final_reward(0.5, 0.2, alpha=0.7) == pytest.approx(0.55)
+# --------------------------------------------------------------------------- rewards
 
 
 def test_a_tester_bonus_that_is_an_affine_map_of_the_group_changes_nothing():
@@ -198,9 +121,9 @@ def test_a_tester_bonus_that_is_an_affine_map_of_the_group_changes_nothing():
     import grpo
 
     # the tester pair of one group: A caught the bug with 1 of 2 valid tests, B is valid, no catch
-    a0, a1 = (agents.tester_local([True, True], [True, False], [False, False], 0.5,
+    a0, a1 = (tester_judge.tester_local([True, True], [True, False], [False, False], 0.5,
                                   catch_bonus=b)["local"] for b in (0.0, 1.0))
-    b = agents.tester_local([True, True], [False, False], [False, False], 0.25)["local"]
+    b = tester_judge.tester_local([True, True], [False, False], [False, False], 0.25)["local"]
     assert (a0, a1, b) == pytest.approx((1.25, 1.75, 1.125))   # 1 + .5*.5 (+ .5); 1 + .5*.25
     group = [("p", 0, 0, "tester")] * 2
     adv0, adv1 = (grpo.group_advantages(torch.tensor([a, b]), group_ids=group) for a in (a0, a1))
@@ -219,20 +142,6 @@ def test_a_tester_bonus_that_is_an_affine_map_of_the_group_changes_nothing():
     bat0, bat1 = (grpo.group_advantages(torch.tensor([a, b, 0.0, 1.0]), scale="batch",
                                         group_ids=ids) for a in (a0, a1))
     assert bat1[0] - bat1[1] > bat0[0] - bat0[1]
-
-
-def test_coverage_is_the_reference_line_share_under_valid_tests():
-    from sandbox import executable_lines, run_tests
-    assert executable_lines(ABS) == {1, 2, 3, 5}       # the coverage share's denominator
-    res = run_tests(
-        ABS, [{"input": "5\n", "output": "5"}, {"input": "-3\n", "output": "3"}], coverage=True
-    )
-    assert agents.coverage_share(res, [True, False], 4) == 0.75  # lines 1, 2, 5
-    assert agents.coverage_share(res, [True, True], 4) == 1.0
-    assert (
-        agents.coverage_share(res, [False, False], 4) == 0.0
-        and agents.coverage_share(None, [True], 4) == 0.0
-    )
 
 
 def test_every_tester_term_in_one_episode_by_hand():
@@ -382,9 +291,8 @@ def test_every_branch_owns_deep_copies():
                           coder_candidates=[(SMALL_ONLY, 2 / 3)], history=[{"turn": 0}])
     sets = [parse_tests(GOOD_TESTS)[0], parse_tests(GOOD_TESTS)[0]]
     cfg = GameConfig()
-    results = agents.run_jobs(
-        agents.tester_jobs(parent, sets), __import__("sandbox").run_batch, 5.0, 512
-    )
+    jobs = tester_judge.tester_jobs(problem, parent.program, parent.coder_candidates, sets)
+    results = tester_judge.run_jobs(jobs, __import__("sandbox").run_batch, 5.0, 512)
     (b0, _), (b1, _) = agents.score_testers(parent, sets, results, cfg)
     b0.tests[0]["input"] = "9 9\n"
     b0.valid[0] = False
@@ -400,9 +308,8 @@ def test_every_branch_owns_deep_copies():
     assert b1.coder_candidates == [(SMALL_ONLY, 2 / 3)] == parent.coder_candidates
     assert b0.problem is b1.problem is problem
     # Coder branches start from one state's tests: each holds its own copy.
-    results = agents.run_jobs(
-        agents.coder_jobs(b1, [REF, MINUS]), __import__("sandbox").run_batch, 5.0, 512
-    )
+    jobs = tester_judge.coder_jobs(problem, b1.tests, [REF, MINUS])
+    results = tester_judge.run_jobs(jobs, __import__("sandbox").run_batch, 5.0, 512)
     (c0, t0), (c1, t1) = agents.score_coders(b1, [REF, MINUS], results, cfg)
     assert (t0["global"], t1["global"]) == (1.0, 0.0)
     c0.tests.clear()
@@ -538,7 +445,7 @@ def test_group_keys_hold_problem_turn_role_and_never_merge_problems():
     assert keys == {
         (f"p{p}", p, t, r) for p in range(3) for t in range(2) for r in ("tester", "coder")
     }
-    ids = agents.group_ids(samples)
+    ids = [s.group for s in samples]
     assert len(set(ids)) == 12
     for gid in set(ids):
         members = [s for s, g in zip(samples, ids) if g == gid]
@@ -680,6 +587,17 @@ def test_problem_without_reference_plays_but_no_test_is_valid():
     )
     (t,) = by_role(samples, "tester")
     assert t.terms["valid_share"] == 0.0 and t.terms["coverage"] == 0.0
+
+
+def test_train_problems_without_a_reference_are_dropped_and_none_left_is_a_user_error():
+    """The tester's reward needs a reference solution: RL keeps the problems that have one;
+    none left ends the run with one line naming --train-data (model.UserError, exit 2)."""
+    from model import UserError
+    no_ref = make_problem("lcb")
+    no_ref.solutions = []
+    assert [p.id for p in agents.with_reference([no_ref, make_problem("p0")], "x")] == ["p0"]
+    with pytest.raises(UserError, match="--train-data x: no problem has a reference solution"):
+        agents.with_reference([no_ref], "x")
 
 
 def test_coder_alone_sees_the_bare_problem():

@@ -55,7 +55,8 @@ def _bad_files(tmp: str) -> dict[str, str]:
 
 
 def _bad_rows(tmp: str) -> dict[str, str]:
-    """Data files whose only row is bad: each is counted, skipped, and leaves no problem."""
+    """Data files whose only row is bad: each is counted, skipped, and leaves no problem (and
+    no_solutions, whose row only agents.py cannot train on)."""
     row = dict(id="p/0", source="apps", question="Add.", starter_code="", fn_name="add",
                tests=[{"input": [1, 2], "output": 3}], solutions=[], difficulty="", metadata={})
     paths = {}
@@ -67,6 +68,10 @@ def _bad_rows(tmp: str) -> dict[str, str]:
         paths[name] = os.path.join(tmp, f"{name}.jsonl")
         with open(paths[name], "wb") as f:
             f.write(text.encode("latin-1") + b"\n")      # not_utf8: a raw 0xe9 byte
+    # A good row without a reference solution: grpo.py trains on it, agents.py's tester cannot.
+    paths["no_solutions"] = os.path.join(tmp, "no_solutions.jsonl")
+    with open(paths["no_solutions"], "w") as f:
+        f.write(json.dumps(row) + "\n")
     return paths
 
 
@@ -176,6 +181,7 @@ CASES = [
     ("agents.py", ["--policy", "bogus"], "bogus"),
     ("agents.py", ["--train-data", "foo"], "foo"),
     ("agents.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
+    ("agents.py", ["--train-data", "prepared:{no_solutions}"], "no problem has a reference"),
     ("agents.py", ["--out", "{earlier_run}"], "holds an earlier run"),
 ]
 

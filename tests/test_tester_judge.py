@@ -1,14 +1,18 @@
-"""The tester's reward judges each test on its own, and validity comes from a plain run.
+"""Tests for tester_judge.py: the tester's tests parsed and formatted, the reward equations by
+hand, and (scripted programs in the real sandbox) every test judged on its own, validity from a
+plain run.
 
-Scripted programs in the real sandbox, with small timeouts (0.3-1 s of CPU per looping test).
 Timeouts are judged on CPU time, so the verdicts below do not depend on the machine's load; the
-margins are a factor of 2 or more wherever a verdict depends on a program's speed.
+margins are a factor of 2 or more wherever a verdict depends on a program's speed (0.3-1 s of
+CPU per looping test).
 """
 import pytest
 
 import data
 import sandbox
+import tester_judge
 from agents import run_episodes
+from tester_judge import parse_tests
 
 REF = "a, b = map(int, input().split())\nprint(a + b)\n"
 # Right on every input but a == 0, where it loops forever.
@@ -43,6 +47,112 @@ def fixed(*texts):
 
 def stdio(*pairs):
     return [{"input": i + "\n", "output": o} for i, o in pairs]
+
+
+# --------------------------------------------------------------------------- parsing and terms
+
+GOOD_TESTS = blocks(("1 1", "2"), ("20 3", "23"))
+# A reference with a branch: executable lines 1, 2, 3, 5 (`else:` holds no bytecode).
+ABS = "n = int(input())\nif n < 0:\n    print(-n)\nelse:\n    print(n)\n"
+
+
+def asserts(*lines):
+    return "```python\n" + "\n".join(lines) + "\n```"
+
+
+def test_parse_tests_formats_and_counted_failures():
+    tests, failed = parse_tests(GOOD_TESTS)
+    assert (
+        tests == [{"input": "1 1\n", "output": "2"}, {"input": "20 3\n", "output": "23"}]
+        and failed == 0
+    )
+    # Language tags, inline fences and a colon outside the bold all parse.
+    tests, failed = parse_tests("**Test Input:** ```text\n3 4\n```\nTest Output: ```7```")
+    assert tests == [{"input": "3 4\n", "output": "7"}] and failed == 0
+    # A block without its output is counted, the good block after it still parses.
+    broken = "**Test Input:**\n```\n1 2\n```\nand then I stopped.\n" + blocks(("2 2", "4"))
+    assert parse_tests(broken) == ([{"input": "2 2\n", "output": "4"}], 1)
+    assert parse_tests("I think the code is fine.") == ([], 1)
+    assert parse_tests(None) == ([], 1)
+    assert (
+        parse_tests(blocks(*[(f"{i} 0", str(i)) for i in range(5)]), max_tests=3)[0][2]["input"]
+        == "2 0\n"
+    )
+    assert len(parse_tests(blocks(*[(f"{i} 0", str(i)) for i in range(5)]), max_tests=3)[0]) == 3
+
+
+def test_parse_call_tests_literals_only_and_round_trip():
+    text = asserts("assert add(1, 2) == 3", "assert Solution().add([1, 'a'], (2,)) == {'x': None}",
+                   "assert add(x, 2) == 3", "assert add(1, b=2) == 3", "assert sub(1, 2) == -1",
+                   "assert add(1, 2) != 3", "assert add(1, 2 == 3")
+    tests, failed = parse_tests(text, max_tests=8, fn_name="add")
+    assert tests == [
+        {"input": [1, 2], "output": 3},
+        {"input": [[1, "a"], (2,)], "output": {"x": None}},
+    ]
+    assert failed == 5  # a name, a keyword, another function, != and a syntax error
+    assert parse_tests("no asserts here", fn_name="add") == ([], 1)
+    assert (
+        len(parse_tests(asserts(*[f"assert add({i}, 0) == {i}" for i in range(5)]), 3, "add")[0])
+        == 3
+    )
+    for method in (False, True):
+        text = tester_judge.format_tests(tests, "add", method)
+        assert parse_tests(text, fn_name="add") == (tests, 0)
+
+
+def test_format_tests_round_trips():
+    tests, _ = parse_tests(GOOD_TESTS)
+    assert parse_tests(tester_judge.format_tests(tests)) == (tests, 0)
+
+
+def test_reward_equations_by_hand():
+    valid, dup = [True, True, False, True], [False, False, False, True]
+    shown_passed = [True, False, False, False]
+    # caught: valid, not a duplicate, failed by the shown program, which is wrong on the GT
+    assert tester_judge.caught_flags(valid, dup, shown_passed, shown_wrong=True) == [
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert tester_judge.caught_flags(valid, dup, shown_passed, shown_wrong=False) == [False] * 4
+    # trivial: duplicates, or valid tests that every candidate passes while one is wrong
+    cands = [[True, False, True, True], [True, True, True, False]]
+    trivial_flags = tester_judge.trivial_flags
+    assert trivial_flags(valid, dup, cands, any_wrong=True) == [True, False, False, True]
+    assert trivial_flags(valid, dup, cands, any_wrong=False) == [False, False, False, True]
+    assert trivial_flags(valid, dup, [], any_wrong=True) == [False, False, False, True]
+    assert tester_judge.duplicates(
+        [{"input": "1  2\n"}, {"input": "1 2"}, {"input": [1]}, {"input": [1]}]
+    ) == [False, True, False, True]
+    # l_T = 3/4 + 1 * 1/4 + 0.5 * 0.75 - 0.5 * 2/4 = 1.125
+    terms = tester_judge.tester_local(
+        valid, [False, True, False, False], [True, False, False, True], 0.75
+    )
+    assert terms == pytest.approx({"local": 1.125, "valid_share": 0.75, "catch_share": 0.25,
+                                   "trivial_share": 0.5, "coverage": 0.75})
+    assert tester_judge.tester_local([], [], [], 0.0)["local"] == 0.0
+    assert tester_judge.coder_local([True, False, False, True], [True, True, False, False]) == 0.5
+    assert tester_judge.coder_local([True], [False]) == 0.0  # no valid test: no signal
+    assert tester_judge.final_reward(0.5, 0.2, alpha=0.7) == pytest.approx(0.55)
+
+
+def test_coverage_is_the_reference_line_share_under_valid_tests():
+    from sandbox import executable_lines, run_tests
+    assert executable_lines(ABS) == {1, 2, 3, 5}       # the coverage share's denominator
+    res = run_tests(
+        ABS, [{"input": "5\n", "output": "5"}, {"input": "-3\n", "output": "3"}], coverage=True
+    )
+    assert tester_judge.coverage_share(res, [True, False], 4) == 0.75  # lines 1, 2, 5
+    assert tester_judge.coverage_share(res, [True, True], 4) == 1.0
+    assert (
+        tester_judge.coverage_share(res, [False, False], 4) == 0.0
+        and tester_judge.coverage_share(None, [True], 4) == 0.0
+    )
+
+
+# ------------------------------------------------------------- per-test verdicts in the sandbox
 
 
 def test_sandbox_runs_every_test_after_a_timeout_when_asked():
@@ -124,7 +234,7 @@ def test_a_test_the_reference_passes_in_under_half_the_limit_is_valid_and_covere
     problem = make_problem(LOOP_REF, [test], pid="loop")
     terms = _tester_terms(problem, blocks((str(LOOP_N), test["output"])), timeout)
     assert terms["valid_share"] == 1.0
-    # The traced run has a longer limit (agents.COVERAGE_TIMEOUT_FACTOR): the lines still count.
+    # The traced run has a longer limit (tester_judge.COVERAGE_TIMEOUT_FACTOR): the lines count.
     assert terms["coverage"] == 1.0
 
 

@@ -1,0 +1,451 @@
+"""The tester's judge: what a test the tester writes is, and what each reply of the game earns.
+
+AT-GRPO's tester writes unit tests and its coder a program; agents.py plays the turns. This
+module turns one reply into its reward: it parses the tester's tests, runs programs on tests in
+the sandbox (every (program, tests) pair a role step needs, in one run_batch), and computes
+the reward terms of PettingLLMs' final = alpha * global + local, with the reference solution
+judging the tests (the public code never reads it).
+
+Rewards of one candidate (every term logged; the weights are agents.py's flags):
+  coder   g      = pass rate of its program on the ground-truth tests (0 without code;
+                   --reward binary: 1 only when it passes them all)
+          l_C    = pass rate on the VALID tests of the tester's current tests (0 if none)
+          r_C    = alpha * g + l_C                                   (alpha = 0.7)
+  tester, for its n tests (n = 0: l_T = 0), judged against P = the program it was shown
+  (the chosen program of the coder step before it; none at turn 0 in tester-first order) and
+  the K coder candidates of that step:
+          valid_t   = the reference solution passes test t (a plain run under the normal
+                      limits, never the coverage-traced one, which is ~3x slower)
+          dup_t     = test t repeats the input of an earlier test of the same reply
+          caught_t  = valid_t and not dup_t and P fails t, counted only when P has code and is
+                      wrong on the ground truth (g(P) < 1): the test found a real bug
+          trivial_t = dup_t, or (valid_t and every coder candidate with code passes t while one
+                      of them is wrong on the ground truth): the test tells no program apart
+          cov       = |U_{t valid, not dup} lines(ref, t)| / |executable lines of ref|: the
+                      reference's line coverage under the valid tests (a traced run with
+                      COVERAGE_TIMEOUT_FACTOR x the limit)
+          l_T    = valid/n + catch_bonus * caught/n + coverage_weight * cov
+                   - trivial_penalty * trivial/n
+          r_T    = alpha * g(P) + l_T  (g(P) is one number for all K candidates of a group, so
+                   it moves neither advantages nor the branch choice; kept for the seed's form)
+  Defaults catch_bonus 1.0, trivial_penalty 0.5, coverage_weight 0.5: per test, for a buggy
+  program, a catching test earns 1 + 1 = 2, a valid trivial one 1 - 0.5 = 0.5, an invalid one
+  0 (discriminating > trivial > invalid: trivial_penalty < 1 keeps a right test worth writing).
+  Group-std advantages do not change under an increasing affine map of a group's rewards, so
+  a weight acts only where it changes a group by more than that: at K = 2 only by flipping
+  which of the pair is ahead; at any K, not when one candidate alone earns it and the others
+  tie (2 vs 0, 0, 0 normalises as 1 vs 0, 0, 0).
+
+Every test is judged on its own: each program runs every test of a set, also after one timed
+out (run_jobs), so no verdict, share or pass rate depends on which other tests are in the set
+or their order (the ground truth too, except under --reward binary, which needs pass/fail).
+Coverage is line coverage, not branch coverage (`else:` has no line of its own). A problem
+without a reference solution (LiveCodeBench) has no valid test: only evaluation plays it.
+
+Two kinds of test: standard I/O ({"input": stdin, "output": expected stdout}, written as
+`**Test Input:**` / `**Test Output:**` blocks) and call-based ({"input": [args], "output":
+value}, written as `assert f(<literals>) == <literal>` lines).
+"""
+import ast
+import re
+
+import sandbox
+
+# ---------------------------------------------------------------------------------------------
+# The tester's tests: parsing and formatting, both kinds
+
+_INPUT_MARK = re.compile(r"\**\s*test\s+input\s*:?\s*\**\s*:?", re.IGNORECASE)
+_FENCE = r"```(?:[A-Za-z0-9_+-]*\n)?(.*?)```"  # optional language tag, then the body
+_BLOCK = re.compile(
+    r"\s*" + _FENCE + r"\s*\**\s*test\s+output\s*:?\s*\**\s*:?\s*" + _FENCE,
+    re.DOTALL | re.IGNORECASE,
+)
+_ASSERT = re.compile(r"^\s*assert\b.*$", re.MULTILINE)
+
+
+def parse_tests(text, max_tests=8, fn_name=None):
+    """Tests from a tester reply -> (tests, n_failed); never raises. fn_name None: stdio blocks
+    (parse_stdio_tests); else `assert fn_name(...) == ...` lines (parse_call_tests)."""
+    if not isinstance(text, str):
+        return [], 1
+    return (
+        parse_stdio_tests(text, max_tests)
+        if fn_name is None
+        else parse_call_tests(text, fn_name, max_tests)
+    )
+
+
+def parse_stdio_tests(text, max_tests=8):
+    """'**Test Input:**\\n```\\n1 2\\n```\\n**Test Output:**\\n```\\n3\\n```'
+    -> ([{"input": "1 2\\n", "output": "3"}], 0). Each 'Test Input' marker starts a block; a
+    block without an input fence followed by an output marker and fence counts as failed. A
+    reply with no marker at all counts as one failed block (it said something, just not tests).
+    """
+    starts = [m.end() for m in _INPUT_MARK.finditer(text)]
+    if not starts:
+        return [], 1
+    tests, failed = [], 0
+    for start, end in zip(starts, starts[1:] + [len(text)]):
+        m = _BLOCK.match(text, start, end)
+        if m is None:
+            failed += 1
+        elif len(tests) < max_tests:
+            tests.append({"input": m.group(1).strip() + "\n", "output": m.group(2).strip()})
+    return tests, failed
+
+
+def parse_call_tests(text, fn_name, max_tests=8):
+    """'assert add(1, 2) == 3' -> ([{"input": [1, 2], "output": 3}], 0): every line that starts
+    with `assert` is one test (inside or outside a fence); it counts as failed unless it is
+    `assert fn_name(<literals>) == <literal>` (or `Solution().fn_name(...)`), positional
+    arguments only. No assert line at all counts as one failure."""
+    lines = [m.group(0) for m in _ASSERT.finditer(text)]
+    if not lines:
+        return [], 1
+    tests, failed = [], 0
+    for line in lines:
+        test = _call_test(line, fn_name)
+        if test is None:
+            failed += 1
+        elif len(tests) < max_tests:
+            tests.append(test)
+    return tests, failed
+
+
+def _call_test(line, fn_name):
+    try:
+        node = ast.parse(line.strip()).body[0]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    cmp = node.test if isinstance(node, ast.Assert) else None
+    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.Eq)):
+        return None
+    call = cmp.left
+    if not isinstance(call, ast.Call) or call.keywords:
+        return None
+    func = call.func
+    name = (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
+    if name != fn_name:
+        return None
+    try:
+        args = [ast.literal_eval(a) for a in call.args]
+        expected = ast.literal_eval(cmp.comparators[0])
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return {"input": args, "output": expected}
+
+
+def _call_text(test, fn_name, method=False):
+    target = f"Solution().{fn_name}" if method else fn_name
+    return f"{target}({', '.join(repr(a) for a in test['input'])})"
+
+
+def format_tests(tests, fn_name=None, method=False):
+    """The inverse of parse_tests (the tester's own format), for prompts and SFT answers."""
+    if fn_name is not None:
+        lines = [f"assert {_call_text(t, fn_name, method)} == {t['output']!r}" for t in tests]
+        return "```python\n" + "\n".join(lines) + "\n```" if lines else ""
+    return "\n".join(
+        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n"
+        f"**Test Output:**\n```\n{t['output'].rstrip()}\n```"
+        for t in tests
+    )
+
+
+def duplicates(tests):
+    """Per test, True when an earlier test of the list has the same input (stdio: the same
+    whitespace-separated tokens; call-based: equal arguments)."""
+    seen, out = set(), []
+    for t in tests:
+        key = " ".join(t["input"].split()) if isinstance(t["input"], str) else repr(t["input"])
+        out.append(key in seen)
+        seen.add(key)
+    return out
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Reward terms: pure functions of flags and numbers, so the tests can check the equations
+
+
+def validity(ref_result, n_tests):
+    """Per test, True when the reference solution passes it (a test that disagrees is wrong).
+    ref_result: the reference's PLAIN run (no coverage tracer, the run's normal limits; every
+    test run on its own, see run_jobs), never the traced one: the tracer makes the reference
+    about 3x slower, so a traced run would call a test invalid whose input takes the reference
+    a third of the time limit. Tests without a result (none after a compile error) are not
+    valid."""
+    if ref_result is None:
+        return [False] * n_tests
+    got = [t.status == "pass" for t in ref_result.tests][:n_tests]
+    return got + [False] * (n_tests - len(got))
+
+
+def caught_flags(valid, dup, shown_passed, shown_wrong):
+    """caught_t = valid_t and not dup_t and the shown program fails t, only when that program
+    exists and is wrong on the ground truth (shown_wrong); else nothing is caught."""
+    if not shown_wrong:
+        return [False] * len(valid)
+    return [v and not d and not p for v, d, p in zip(valid, dup, shown_passed)]
+
+
+def trivial_flags(valid, dup, candidates_passed, any_wrong):
+    """trivial_t = dup_t or (valid_t and every candidate program passes t and one of them is
+    wrong on the ground truth). candidates_passed: per candidate program WITH code, per test."""
+    discriminable = any_wrong and bool(candidates_passed)
+    return [d or (v and discriminable and all(cp[t] for cp in candidates_passed))
+            for t, (v, d) in enumerate(zip(valid, dup))]
+
+
+def coverage_share(ref_result, counted, n_lines):
+    """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts).
+    ref_result: the reference's traced run (coverage=True, COVERAGE_TIMEOUT_FACTOR times the
+    limit); a counted test whose traced run still timed out adds no lines (validity is not
+    read from this run)."""
+    if ref_result is None or not n_lines:
+        return 0.0
+    lines = set()
+    for t, use in zip(ref_result.tests, counted):
+        if use:
+            lines |= t.executed_lines
+    return len(lines) / n_lines
+
+
+def coder_local(passed, valid):
+    """Pass rate on the tester's valid tests; 0 when the tester wrote no valid test."""
+    n_valid = sum(valid)
+    return sum(p and v for p, v in zip(passed, valid)) / n_valid if n_valid else 0.0
+
+
+def tester_local(
+    valid, caught, trivial, coverage, catch_bonus=1.0, trivial_penalty=0.5, coverage_weight=0.5
+):
+    """l_T = valid/n + catch_bonus * caught/n + coverage_weight * cov - trivial_penalty * trivial/n
+    -> dict of l_T ("local") and its shares; all 0 when n = 0."""
+    n = len(valid)
+    if n == 0:
+        return {
+            "local": 0.0,
+            "valid_share": 0.0,
+            "catch_share": 0.0,
+            "trivial_share": 0.0,
+            "coverage": 0.0,
+        }
+    shares = {"valid_share": sum(valid) / n, "catch_share": sum(caught) / n,
+              "trivial_share": sum(trivial) / n, "coverage": coverage}
+    local = (
+        shares["valid_share"]
+        + catch_bonus * shares["catch_share"]
+        + coverage_weight * coverage
+        - trivial_penalty * shares["trivial_share"]
+    )
+    return {"local": local, **shares}
+
+
+def global_term(pass_rate, kind="fraction"):
+    """g: the ground-truth pass rate ("fraction", the seed's) or 1 only when all pass ("binary")."""
+    return pass_rate if kind == "fraction" else float(pass_rate == 1.0)
+
+
+def final_reward(global_reward, local_reward, alpha=0.7):
+    return alpha * global_reward + local_reward
+
+
+# ---------------------------------------------------------------------------------------------
+# Sandbox jobs: every (program, tests) pair a step needs, run once
+
+
+# The line tracer makes a program about 3x slower (3.1x measured on a tight loop in the
+# sandbox): a traced run gets this many times the limit, so a test the reference passes under
+# the normal limit still reports its lines. Only coverage reads traced runs, never a verdict.
+COVERAGE_TIMEOUT_FACTOR = 4.0
+
+
+def job_key(code, tests, fn_name=None, coverage=False, every_test=True):
+    """A hashable name of one sandbox job (repr keeps tuples and lists apart)."""
+    return code, fn_name, repr(tests), coverage, every_test
+
+
+def run_jobs(jobs, run_batch, timeout, memory_mb):
+    """jobs: (code, tests, fn_name, coverage[, every_test]) tuples -> {job_key: Result}, ONE
+    run_batch call for the unique ones (none when there is nothing to run).
+
+    every_test (default True): the sandbox runs every test of the job, also after one timed out
+    (stop_after_timeout=False), so each test's verdict is its own: it does not depend on which
+    other tests share the job or their order. False lets the sandbox stop at the first timeout
+    (the rest count as timeouts): only for jobs whose pass/fail alone counts. A looping program
+    costs up to one timeout per test this way: the price of per-test verdicts.
+    coverage=True: a traced run, with COVERAGE_TIMEOUT_FACTOR times the limit."""
+    unique = {}
+    for job in jobs:
+        code, tests, fn_name, cov, every = (*job, True) if len(job) == 4 else job
+        if code is not None and tests:
+            key = job_key(code, tests, fn_name, cov, every)
+            unique.setdefault(key, (code, tests, fn_name, cov, every))
+    batch = [
+        {
+            "code": c,
+            "tests": t,
+            "fn_name": f,
+            "timeout": timeout * COVERAGE_TIMEOUT_FACTOR if cov else timeout,
+            "memory_mb": memory_mb,
+            "coverage": cov,
+            "stop_after_timeout": not every,
+        }
+        for c, t, f, cov, every in unique.values()
+    ]
+    results = run_batch(batch) if batch else []
+    return dict(zip(unique, results))
+
+
+def result_of(results, code, tests, fn_name, coverage=False, every_test=True):
+    """The sandbox Result of that job in run_jobs' `results`; None without code or tests."""
+    if code is None or not tests:
+        return None
+    return results.get(job_key(code, tests, fn_name, coverage, every_test))
+
+
+def passed_and_mismatches(result, tests, fn_name):
+    """Per test: passed?, and the mismatches shown next step.
+
+    The sandbox returns per-test results only for the tests it ran: none after a compile
+    error. A test without a result FAILED (with the run's status); zipping the short list
+    would leave `passed` empty and all([]) would call a program that does not even compile
+    "agreeing" with the tester.
+    """
+    def shown_input(t):
+        return t["input"] if fn_name is None else _call_text(t, fn_name)
+
+    def shown_expected(t):
+        return t["output"] if fn_name is None else repr(t["output"])
+
+    if result is None:  # no program: nothing passes
+        return [False] * len(tests), [
+            {"input": shown_input(t), "expected": shown_expected(t), "actual": "(no program)"}
+            for t in tests
+        ]
+    passed, mismatches = [], []
+    for i, test in enumerate(tests):
+        res = result.tests[i] if i < len(result.tests) else None
+        passed.append(res is not None and res.status == "pass")
+        if res is None:
+            actual = (
+                f"{result.status}: {result.error}" if result.error else f"{result.status} (not run)"
+            )
+        elif res.status == "wrong_answer":
+            actual = res.output
+        elif res.status != "pass":
+            actual = f"{res.status}: {res.stderr or res.output}"
+        if not passed[-1]:
+            mismatches.append(
+                {"input": shown_input(test), "expected": shown_expected(test), "actual": actual}
+            )
+    return passed, mismatches
+
+
+def reference_of(problem):
+    """The reference solution (solutions[0]) that judges the tester's tests; None without one
+    (LiveCodeBench): then no test counts as valid, which only evaluation can live with."""
+    return problem.solutions[0] if problem.solutions else None
+
+
+def tester_jobs(problem, shown, candidates, test_sets):
+    """Per test set: the reference plainly (validity) and traced (coverage), the shown program
+    and every coder candidate; every test of a set run and judged on its own (run_jobs).
+    shown: the program the tester was shown (None: none); candidates: [(code, g)] of the coder
+    step before it."""
+    p = problem
+    programs = list(dict.fromkeys([shown] + [c for c, _ in candidates]))
+    out = []
+    for ts in test_sets:
+        out += [(reference_of(p), ts, p.fn_name, False), (reference_of(p), ts, p.fn_name, True)]
+        out += [(c, ts, p.fn_name, False) for c in programs]
+    return out
+
+
+def gt_every_test(reward):
+    """Whether the ground truth runs every test: the "fraction" reward is the pass rate, which
+    must not depend on the order of the tests; "binary" needs pass/fail only, so there the
+    sandbox may stop at the first timeout (the pass rate logged then counts the tests after
+    it as failed)."""
+    return reward != "binary"
+
+
+def coder_jobs(problem, tests, codes, every_gt_test=True):
+    """Every candidate program x the ground truth and x the tester's current `tests` (every
+    test of these run on its own; the ground truth too unless every_gt_test is False)."""
+    p = problem
+    return [
+        job
+        for c in codes
+        for job in ((c, p.tests, p.fn_name, False, every_gt_test),
+                    (c, tests, p.fn_name, False, True))
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# One reply judged: a tester's test set, a coder's program
+#
+# cfg: the game's settings (agents.GameConfig); these read alpha, catch_bonus, trivial_penalty,
+# coverage_weight and reward. results: run_jobs' answer to tester_jobs / coder_jobs.
+
+
+def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg):
+    """One tester candidate's tests -> (valid, passed, mismatches, terms): per test, the
+    reference passes it / the shown program passes it; the shown program's failures (for the
+    next prompt); every term of l_T and r_T (module docstring). shown: the program the tester
+    was shown (None: none) and shown_g its ground-truth pass rate; candidates: [(code, g)] of
+    the coder step before it."""
+    p = problem
+    reference = reference_of(p)
+    n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
+    shown_wrong = shown is not None and shown_g < 1.0
+    with_code = [(c, g) for c, g in candidates if c is not None]
+    any_wrong = any(g < 1.0 for _, g in with_code)
+    valid = validity(result_of(results, reference, tests, p.fn_name), len(tests))
+    dup = duplicates(tests)
+    passed, mismatches = passed_and_mismatches(
+        result_of(results, shown, tests, p.fn_name), tests, p.fn_name
+    )
+    caught = caught_flags(valid, dup, passed, shown_wrong)
+    cands = [
+        passed_and_mismatches(result_of(results, c, tests, p.fn_name), tests, p.fn_name)[0]
+        for c, _ in with_code
+    ]
+    trivial = trivial_flags(valid, dup, cands, any_wrong)
+    traced = result_of(results, reference, tests, p.fn_name, coverage=True)
+    cov = coverage_share(traced, [v and not d for v, d in zip(valid, dup)], n_lines)
+    terms = tester_local(
+        valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
+    )
+    g = global_term(shown_g, cfg.reward) if shown is not None else 0.0
+    terms.update(
+        {
+            "global": g,
+            "n_tests": len(tests),
+            "duplicate_share": sum(dup) / len(tests) if tests else 0.0,
+            "reward": final_reward(g, terms["local"], cfg.alpha),
+        }
+    )
+    return valid, passed, mismatches, terms
+
+
+def judge_program(problem, code, tests, valid, results, cfg):
+    """One coder candidate's program (None: no code block) -> (gt_pass_rate, passed,
+    mismatches, terms): its ground-truth pass rate; per test of the tester's `tests`, passed
+    (valid: the reference passes it); its failures there (for the next prompt); g, l_C, r_C."""
+    p = problem
+    gt = result_of(results, code, p.tests, p.fn_name, every_test=gt_every_test(cfg.reward))
+    gt_pass_rate = gt.pass_rate if gt is not None else 0.0
+    passed, mismatches = passed_and_mismatches(
+        result_of(results, code, tests, p.fn_name), tests, p.fn_name
+    )
+    local, g = coder_local(passed, valid), global_term(gt_pass_rate, cfg.reward)
+    terms = {"global": g, "local": local, "reward": final_reward(g, local, cfg.alpha)}
+    return gt_pass_rate, passed, mismatches, terms
