@@ -351,6 +351,7 @@ class Run:
     evaluate_fn: object = None                   # start_run's: the eval rows and figures
     pass_key: str = "pass@1"                     # evaluate_fn's key for summary's pass_at_1_*
     bar: object = None                           # rl_steps' progress bar
+    step_started: float = 0.0                    # rl_steps' clock at the current step's start
     resumed_from: str | None = None              # prepare_run's checkpoint (--resume)
     summary: dict | None = None                  # set once finished (--eval-only: early)
 
@@ -451,17 +452,21 @@ def start(args, name: str, value_head: bool = False) -> Run:
 
 
 def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
-    """pass@1 / pass@n on the eval problems (or `problems`), printed and logged."""
+    """pass@1 / pass@n on the eval problems (or `problems`), printed and logged with its
+    seconds: time/eval, of which time/generate and time/reward."""
     a = r.args
     problems = r.eval_problems if problems is None else problems
-    res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature)
+    timer = Timer()
+    with timer("eval"):
+        res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature,
+                       timer)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
     r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
           f"{res[f'pass@{n}']:.3f}  ({res['problems']} problems, {n} samples each, "
           f"T={a.eval_temperature})")
     r.log({"phase": "eval", "when": when, "step": r.step,
-           **{k: v for k, v in res.items() if k != "rates"}})
+           **{k: v for k, v in res.items() if k != "rates"}, **timer.pop()})
     return res
 
 
@@ -670,21 +675,27 @@ def prepare_run(r: Run, build=build_policy_optimizer, *, warm_start=sft_warm_sta
 
 def rl_steps(r: Run):
     """The RL step indices still to run (0-based, from run.step: a resumed run continues),
-    behind a progress bar; none when the run is finished (--eval-only)."""
+    behind a progress bar; none when the run is finished (--eval-only). Each step's clock
+    starts as it is handed out (end_step's time/step)."""
     if r.summary is not None:
         return
     a = r.args
     r.bar = progress(range(r.step, a.steps), r.name, a.steps, r.step, enabled=r.d.main)
-    yield from r.bar
+    for i in r.bar:
+        r.step_started = time.perf_counter()
+        yield i
 
 
 def end_step(r: Run, i: int, metrics: dict) -> None:
-    """After RL step i: the metrics row (phase, step, the step's metrics, lr, timings, the
-    curriculum's stats) to metrics.jsonl, the held-out curve every --eval-every steps, a
-    checkpoint every --save-every steps."""
+    """After RL step i: the metrics row (phase, step, the step's metrics, lr, the seconds of
+    its timed phases and time/step, the whole step's, the curriculum's stats) to
+    metrics.jsonl, the held-out curve every --eval-every steps, a checkpoint every
+    --save-every steps."""
     a = r.args
+    seconds = round(time.perf_counter() - r.step_started, 3)
     row = {"phase": "rl", "step": i + 1, **metrics, "lr": r.scheduler.get_last_lr()[0],
-           **r.timer.pop(), **(r.curriculum.stats() if r.curriculum else {})}
+           **r.timer.pop(), "time/step": seconds,
+           **(r.curriculum.stats() if r.curriculum else {})}
     r.log(row)
     if r.bar is not None:
         r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
