@@ -215,6 +215,9 @@ def make_engine(kind: str, model_path: str, device: torch.device, **kw):
 CPU_KV_BLOCK = 128
 CPU_MAX_SEQS = 256
 KV_CACHE_FLOOR = 64 << 20     # bytes; below this the saving is noise beside the process
+# ... and at most 1 GiB, what the engine took before it was sized: a larger model on the CPU
+# gets no more memory than it had unless --engine-kv-cache-gib gives it.
+KV_CACHE_CEILING = 1 << 30
 
 
 def kv_shape(config) -> dict:
@@ -228,22 +231,23 @@ def kv_shape(config) -> dict:
 
 def kv_cache_bytes(*, sequences: int, seq_len: int, layers: int, kv_heads: int, head_dim: int,
                    dtype_bytes: int, context: int, block: int = CPU_KV_BLOCK,
-                   margin: float = 1.25, floor: int = KV_CACHE_FLOOR) -> int:
+                   margin: float = 1.25, floor: int = KV_CACHE_FLOOR,
+                   ceiling: int = KV_CACHE_CEILING) -> int:
     """The KV cache that holds `sequences` sequences of up to `seq_len` tokens at once:
 
         per_token = layers x kv_heads x head_dim x dtype_bytes x 2          (keys and values)
-        bytes     = max(margin x sequences x ceil(seq_len / block) x block x per_token,
-                        ceil(context / block) x block x per_token,  floor)
+        need      = margin x sequences x ceil(seq_len / block) x block x per_token
+        bytes     = max(min(max(need, floor), ceiling),  ceil(context / block) x block x per_token)
 
-    A sequence takes whole blocks; the second term is vLLM's own minimum (one sequence of the
-    whole context, or it refuses to start). With tensor parallelism a rank holds kv_heads / tp
-    heads of tp x sequences: the same bytes.
+    A sequence takes whole blocks; past the ceiling vLLM runs fewer sequences at once; the
+    last term is vLLM's own minimum (one sequence of the whole context, or it refuses to
+    start). With tensor parallelism a rank holds kv_heads / tp heads of tp x sequences: the
+    same bytes.
     models/base (3 layers, 2 KV heads of 48, fp32): 2,304 B a token; a step of 8 prompts x 16
     samples of at most 177 + 112 tokens (3 blocks each): 128 x 384 x 2,304 x 1.25 = 142 MB."""
     per_token = layers * kv_heads * head_dim * dtype_bytes * 2
-    blocks = -(-seq_len // block)
-    return max(int(margin * sequences * blocks * block * per_token),
-               -(-context // block) * block * per_token, floor)
+    need = int(margin * sequences * -(-seq_len // block) * block * per_token)
+    return max(min(max(need, floor), ceiling), -(-context // block) * block * per_token)
 
 
 class WeightSyncExtension:

@@ -203,8 +203,8 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                         "Default: sized to the work (engines.kv_cache_bytes): the most "
                         "sequences one generation runs (a step's prompts x --group-size, or an "
                         "evaluation's, at most 256) x the longest prompt + --max-new-tokens x "
-                        "1.25, at least 64 MiB (the CPU default: 0.26 GiB; the start line "
-                        "shows it)")
+                        "1.25, at least 64 MiB, at most 1 GiB (the CPU default: 0.26 GiB; the "
+                        "start line shows it)")
     g = p.add_argument_group("rollouts")
     g.add_argument("--steps", type=COUNT, default=40,
                    help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")

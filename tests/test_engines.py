@@ -266,7 +266,8 @@ def test_an_engine_that_failed_to_start_closes_quietly(tiny, monkeypatch):
 def test_kv_cache_bytes_by_hand():
     """models/base's shapes: 3 layers x 2 KV heads x 48 x 4 bytes x 2 = 2,304 bytes a token.
     128 sequences of 289 tokens take 3 blocks of 128 each; x 1.25. The floor and vLLM's
-    minimum of one whole-context sequence win when the work is smaller."""
+    minimum of one whole-context sequence win when the work is smaller, the ceiling (1 GiB)
+    when it is larger, unless one context sequence is larger still."""
     from transformers import AutoConfig
     shape = engines.kv_shape(AutoConfig.from_pretrained(model.BASE_DIR))
     assert shape == dict(layers=3, kv_heads=2, head_dim=48)
@@ -277,6 +278,9 @@ def test_kv_cache_bytes_by_hand():
     assert size(sequences=256, seq_len=289) == 2 * size(sequences=128, seq_len=289)
     assert size(sequences=128, seq_len=289, margin=1.0) == 128 * 384 * 2304
     assert size(sequences=4, seq_len=100) == 64 << 20                       # the floor
+    assert size(sequences=256, seq_len=4096) == 1 << 30                     # the ceiling
+    # vLLM's minimum of one whole-context sequence beats the ceiling
+    assert size(sequences=4, seq_len=100, context=1_000_000) == 7813 * 128 * 2304
     # one sequence of a 40,960-position context (Qwen3's) is more than 4 short ones
     assert size(sequences=4, seq_len=100, context=40_960, floor=0) == 40_960 * 2304
     assert size(sequences=4, seq_len=100, context=1000, floor=0) == 1024 * 2304
