@@ -6,9 +6,14 @@ only: a training's sandbox workers and torchrun's ranks are left out).
 Every --every seconds it reads /proc for the command and every process descended from it.
 RSS counts the pages that processes share (a forked worker's copy of its parent) once in each;
 PSS splits each shared page between its sharers (/proc/PID/smaps_rollup), so the PSS sum is
-the tree's real footprint. Prints one JSON line (and writes it to --out): peak_pss_tree_mb,
-peak_rss_tree_mb, peak_rss_process_mb, samples, wall_s, returncode; exits with the command's
-status. A process born and gone between two samples is missed: sample faster for short ones.
+the tree's real footprint. A sample reads one process after the other, so a fork or an exec
+between two reads can count shared pages twice for a moment (a 1 GB trainer that starts a
+small worker looks 1.5 GB): the *_held figures are the largest values that two consecutive
+samples both reached, which such a moment does not. Prints one JSON line (and writes it to
+--out): peak_pss_tree_mb and peak_pss_tree_held_mb, peak_rss_tree_mb and
+peak_rss_tree_held_mb, peak_rss_process_mb, samples, wall_s, returncode; exits with the
+command's status. A process born and gone between two samples is missed: sample faster for
+short ones.
 """
 from __future__ import annotations
 
@@ -73,6 +78,16 @@ def sample(root: int, proc: str = "/proc") -> tuple[int, int, int]:
     return rss_sum, pss_sum, rss_max
 
 
+def peaks(samples: list[tuple]) -> tuple[tuple, tuple]:
+    """(the largest value of each field over the samples, the largest value of each field that
+    two consecutive samples both reached); zeros for no samples."""
+    width = len(samples[0]) if samples else 3
+    peak = tuple(max((s[i] for s in samples), default=0) for i in range(width))
+    held = tuple(max((min(x[i], y[i]) for x, y in zip(samples, samples[1:])), default=0)
+                 for i in range(width))
+    return peak, held
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--every", type=float, default=0.5, help="seconds between samples")
@@ -84,14 +99,17 @@ def main(argv=None) -> int:
         p.error("no command: peak_rss.py [--every S] -- CMD [ARGS...]")
     t0 = time.monotonic()
     child = subprocess.Popen(cmd)
-    peak, samples = (0, 0, 0), 0
+    samples = []
     while child.poll() is None:
-        now = sample(child.pid)
-        peak, samples = tuple(max(x, y) for x, y in zip(peak, now)), samples + 1
+        samples.append(sample(child.pid))
         time.sleep(a.every)
+    peak, held = peaks(samples)
     mb = 1024.0
-    result = dict(peak_pss_tree_mb=round(peak[1] / mb, 1), peak_rss_tree_mb=round(peak[0] / mb, 1),
-                  peak_rss_process_mb=round(peak[2] / mb, 1), samples=samples,
+    result = dict(peak_pss_tree_mb=round(peak[1] / mb, 1),
+                  peak_pss_tree_held_mb=round(held[1] / mb, 1),
+                  peak_rss_tree_mb=round(peak[0] / mb, 1),
+                  peak_rss_tree_held_mb=round(held[0] / mb, 1),
+                  peak_rss_process_mb=round(peak[2] / mb, 1), samples=len(samples),
                   wall_s=round(time.monotonic() - t0, 1), returncode=child.returncode)
     line = json.dumps(result)
     print(line, file=sys.stderr, flush=True)

@@ -37,3 +37,13 @@ def test_a_sample_sums_rss_and_pss_over_the_tree(tmp_path):
     assert peak_rss.parent_map(proc) == {1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 20: 1}
     assert peak_rss.sample(10, proc) == (2650, 1750, 2000)
     assert peak_rss.rss_pss_kb("Rss: 7 kB\nPss: 3 kB\nPss_Dirty: 2 kB\n") == (7, 3)
+
+
+def test_a_moment_of_double_counting_is_a_peak_but_not_a_held_peak():
+    """A fork caught between two reads doubles one sample; the held peak is what two samples
+    in a row reached."""
+    samples = [(100, 90, 100), (1000, 950, 1000), (2000, 1000, 1000), (1100, 1000, 1000),
+               (1200, 1000, 1000), (500, 400, 500)]
+    assert peak_rss.peaks(samples) == ((2000, 1000, 1000), (1100, 1000, 1000))
+    assert peak_rss.peaks([(5, 4, 3)]) == ((5, 4, 3), (0, 0, 0))
+    assert peak_rss.peaks([]) == ((0, 0, 0), (0, 0, 0))
