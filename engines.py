@@ -81,6 +81,7 @@ class HFEngine:
     """transformers generate on an unsharded copy of the policy (left padding, batched)."""
 
     name = "hf"
+    kv_cache_bytes = None          # transformers' cache grows with each generate call
 
     def __init__(self, model_path: str, device: torch.device, dtype=torch.float32,
                  batch_size: int = 64):
@@ -208,6 +209,47 @@ def make_engine(kind: str, model_path: str, device: torch.device, **kw):
 
 # ----------------------------------------------------------------------------- vLLM
 
+# vLLM's CPU backend keeps keys and values in blocks of this many tokens (its default for
+# non-MLA models), and runs at most this many sequences at once (max_num_seqs of its LLM class
+# on CPU): vLLM 0.32's defaults.
+CPU_KV_BLOCK = 128
+CPU_MAX_SEQS = 256
+KV_CACHE_FLOOR = 64 << 20     # bytes; below this the saving is noise beside the process
+# ... and at most 1 GiB, what the engine took before it was sized: a larger model on the CPU
+# gets no more memory than it had unless --engine-kv-cache-gib gives it.
+KV_CACHE_CEILING = 1 << 30
+
+
+def kv_shape(config) -> dict:
+    """layers, kv_heads, head_dim of a transformers config (head_dim: its own, else hidden /
+    heads), kv_cache_bytes's keywords."""
+    heads = config.num_attention_heads
+    return dict(layers=config.num_hidden_layers,
+                kv_heads=getattr(config, "num_key_value_heads", None) or heads,
+                head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads)
+
+
+def kv_cache_bytes(*, sequences: int, seq_len: int, layers: int, kv_heads: int, head_dim: int,
+                   dtype_bytes: int, context: int, block: int = CPU_KV_BLOCK,
+                   margin: float = 1.25, floor: int = KV_CACHE_FLOOR,
+                   ceiling: int = KV_CACHE_CEILING) -> int:
+    """The KV cache that holds `sequences` sequences of up to `seq_len` tokens at once:
+
+        per_token = layers x kv_heads x head_dim x dtype_bytes x 2          (keys and values)
+        need      = margin x sequences x ceil(seq_len / block) x block x per_token
+        bytes     = max(min(max(need, floor), ceiling),  ceil(context / block) x block x per_token)
+
+    A sequence takes whole blocks; past the ceiling vLLM runs fewer sequences at once; the
+    last term is vLLM's own minimum (one sequence of the whole context, or it refuses to
+    start). With tensor parallelism a rank holds kv_heads / tp heads of tp x sequences: the
+    same bytes.
+    models/base (3 layers, 2 KV heads of 48, fp32): 2,304 B a token; a step of 8 prompts x 16
+    samples of at most 177 + 112 tokens (3 blocks each): 128 x 384 x 2,304 x 1.25 = 142 MB."""
+    per_token = layers * kv_heads * head_dim * dtype_bytes * 2
+    need = int(margin * sequences * -(-seq_len // block) * block * per_token)
+    return max(min(max(need, floor), ceiling), -(-context // block) * block * per_token)
+
+
 class WeightSyncExtension:
     """Mixed into vLLM's worker class (LLM(worker_extension_cls=...)); its methods are what
     `llm.collective_rpc("name", ...)` calls on every worker.
@@ -277,16 +319,20 @@ class VLLMEngine:
     """
 
     name = "vllm"
+    kv_cache_bytes: int | None = None      # the CPU backend's KV cache (GPU: vLLM's share)
 
     def __init__(self, model_path: str, device: torch.device, dtype=None, seed: int = 0,
                  gpu_memory_utilization: float = 0.4, tensor_parallel_size: int = 1,
                  max_model_len: int | None = None, enable_sleep: bool | None = None,
-                 sleep_level: int = 1, kv_cache_gib: float = 1.0):
+                 sleep_level: int = 1, kv_cache_gib: float | None = None,
+                 batch_sequences: int = CPU_MAX_SEQS, batch_tokens: int | None = None):
         """dtype: default bfloat16 on CUDA, float32 on CPU (the CPU backend's safe choice).
         gpu_memory_utilization: fraction of the GPU this engine may take while awake (weights
         + KV cache), shared with the trainer's shards, hence well under vLLM's 0.9.
-        kv_cache_gib: CPU only, the KV cache size (the CPU backend otherwise reserves
-        gpu_memory_utilization of the node's RAM).
+        CPU only (the CPU backend otherwise reserves gpu_memory_utilization of the node's
+        RAM): the KV cache is kv_cache_gib GiB, or, None, sized by kv_cache_bytes to hold
+        batch_sequences sequences (at most CPU_MAX_SEQS run at once) of batch_tokens tokens
+        (None: the whole context) each: the most one generate call will hand it.
         enable_sleep: default True on CUDA (sleep mode needs CUDA's allocator)."""
 
         # external_launcher needs a process group; a plain `python` run gets a world of 1.
@@ -313,10 +359,14 @@ class VLLMEngine:
         dtype = str(dtype).removeprefix("torch.")
         kw = dict(gpu_memory_utilization=gpu_memory_utilization)
         if device.type == "cpu":
+            context = max_model_len or config.max_position_embeddings
+            self.kv_cache_bytes = int(kv_cache_gib * (1 << 30)) if kv_cache_gib else \
+                kv_cache_bytes(sequences=min(batch_sequences, CPU_MAX_SEQS),
+                               seq_len=min(batch_tokens or context, context), context=context,
+                               dtype_bytes=getattr(torch, dtype).itemsize, **kv_shape(config))
             # Chunked prefill off: vLLM 0.32 on CPU crashes ("CPU Generator does not use
             # offset") when a seeded request's prefill is split across steps.
-            kw = dict(kv_cache_memory_bytes=int(kv_cache_gib * (1 << 30)),
-                      enable_chunked_prefill=False)
+            kw = dict(kv_cache_memory_bytes=self.kv_cache_bytes, enable_chunked_prefill=False)
 
         from vllm import LLM
         # The CPU worker sets torch to 1 thread and disables torch.set_num_threads for the

@@ -197,6 +197,14 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                         "2 discards them (they are reloaded by the weight sync)")
     g.add_argument("--max-model-len", type=POSITIVE_INT, default=None,
                    help="vLLM context length (default: prompt budget + --max-new-tokens)")
+    g.add_argument("--engine-kv-cache-gib", type=number(float, 0, 1024, lo_open=True),
+                   default=None,
+                   help="vLLM on CPU: its KV cache in GiB (on GPU --engine-mem decides). "
+                        "Default: sized to the work (engines.kv_cache_bytes): the most "
+                        "sequences one generation runs (a step's prompts x --group-size, or an "
+                        "evaluation's, at most 256) x the longest prompt + --max-new-tokens x "
+                        "1.25, at least 64 MiB, at most 1 GiB (the CPU default: 0.26 GiB; the "
+                        "start line shows it)")
     g = p.add_argument_group("rollouts")
     g.add_argument("--steps", type=COUNT, default=40,
                    help="RL optimizer steps (DRIVE stage 1: 32 at their scale)")

@@ -65,7 +65,8 @@ aggregate, k3_kl, policy_loss, tis_weights = (losses.aggregate, losses.k3_kl,
 # ----------------------------------------------------------------------------- rollouts
 
 
-def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0):
+def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0,
+                 timer=None):
     """Generate args.group_size responses for this rank's prompts, score them, compute group
     advantages; with --dynamic-sampling, drop constant groups and sample more prompts
     (at most --max-resample extra rounds); with --overlong-filter, mask the loss of responses
@@ -73,6 +74,7 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
 
     curriculum (trainer.Curriculum): .pool(problems, step) narrows the problems (DRIVE hard
     focus), .prefix(problem) gives a CCCS prefix, and it sees every group's rewards.
+    timer (metrics.Timer): gets the engine's and the sandbox's seconds ("generate", "reward").
     """
     G = args.group_size
     pool = curriculum.pool(problems, step) if curriculum else problems
@@ -87,7 +89,8 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
         epoch = rollouts.epoch_order(args, step) if round_ == 0 else None
         batch, seed = rollouts.draw_batch(pool, rng, per_rank, d, need, epoch)
         prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
-        ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes)
+        ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
+                                         timer=timer)
         r = torch.tensor(ro.rewards)
         adv = group_advantages(r, G, args.adv_scale, eps=args.adv_eps)      # [P * G]
         keep = dynamic_sampling_keep(r, G) if args.dynamic_sampling else \
@@ -151,10 +154,9 @@ def build(r: trainer.Run) -> None:
 def grpo_step(r: trainer.Run, step: int) -> dict:
     """One GRPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
-    # --- draw -> generate -> reward -> advantages (rollout_step) -----------------------------
-    with r.timer("generate+reward"):
-        samples, sums = rollout_step(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
-                                     r.curriculum, step)
+    # --- draw -> generate -> reward -> advantages (rollout_step; timed "generate", "reward") --
+    samples, sums = rollout_step(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
+                                 r.curriculum, step, r.timer)
     rollout = rollout_log(rollouts.reduce_sums(sums))
     r.engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
     # --- old log-probs (several updates per batch), reference log-probs (beta > 0) -------------

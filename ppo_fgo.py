@@ -273,10 +273,12 @@ def completion_fgo_mask(tokenizer, completion, prefix: str, program: str | None,
     return fgo_token_mask(full, spans, code_char_span(full, program), executed)
 
 
-def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0):
+def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0,
+                timer=None):
     """Sample args.group_size responses for this rank's share of args.prompts_per_step
     problems, run them on the tests, and build Samples with the StepCoder reward (and, with
-    --fgo, the FGO token mask). Returns (samples, sums for the metrics: rollout_log)."""
+    --fgo, the FGO token mask). Returns (samples, sums for the metrics: rollout_log).
+    timer (metrics.Timer): gets the engine's and the sandbox's seconds ("generate", "reward")."""
     G = args.group_size
     pool = curriculum.pool(problems, step) if curriculum else problems
     per_rank = max(1, args.prompts_per_step // d.world)
@@ -284,7 +286,7 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
                                       epoch_order=rollouts.epoch_order(args, step))
     prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
     ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
-                                     coverage=args.fgo)
+                                     coverage=args.fgo, timer=timer)
     table = json.loads(args.reward_table) if args.reward_table else None
     scores = [stepcoder_reward(r.status if r is not None else None, table) for r in ro.results]
     sums = {**rollouts.rollout_sums(dataclasses.replace(ro, rewards=scores)),
@@ -419,10 +421,9 @@ def build(r: trainer.Run) -> None:
 def ppo_step(r: trainer.Run, step: int) -> dict:
     """One PPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
-    # --- generate, reward, FGO masks ------------------------------------------------------------
-    with r.timer("generate+reward"):
-        samples, sums = ppo_rollout(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
-                                    r.curriculum, step)
+    # --- generate, reward, FGO masks (timed "generate", "reward") --------------------------------
+    samples, sums = ppo_rollout(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
+                                r.curriculum, step, r.timer)
     r.engine.sleep()        # GPU: free the engine's memory for scoring and the update
     # --- old log-probs, reference, values; KL-in-reward, GAE --------------------------------
     with r.timer("score"):

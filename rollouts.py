@@ -12,6 +12,7 @@ import torch.distributed as dist
 import cccs
 import data
 import sandbox
+from metrics import Timer
 from model import Dist, all_reduce_sum
 
 # ----------------------------------------------------------------------------- rollouts, rewards
@@ -92,23 +93,26 @@ class Rollouts:
 
 
 def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
-                       coverage: bool = False) -> Rollouts:
+                       coverage: bool = False, timer: Timer | None = None) -> Rollouts:
     """Sample args.group_size completions per problem of `batch` and run them on the tests
     (with line coverage when asked: FGO), the first --max-train-tests of them when it is set
-    (train_view; then false_passes checks the passing programs on the rest)."""
-    G = args.group_size
+    (train_view; then false_passes checks the passing programs on the rest).
+    timer: adds the engine's seconds to its "generate" phase, the sandbox's to "reward"."""
+    G, timer = args.group_size, timer or Timer()
     prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
                for i, p in enumerate(batch)]
-    outs = engine.generate(prompts, n=G, temperature=args.temperature, top_p=args.top_p,
-                           max_new_tokens=args.max_new_tokens, seed=seed)
+    with timer("generate"):
+        outs = engine.generate(prompts, n=G, temperature=args.temperature, top_p=args.top_p,
+                               max_new_tokens=args.max_new_tokens, seed=seed)
     comps = [c for o in outs for c in o]
     flat = [p for p in batch for _ in range(G)]
     flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
     n = args.max_train_tests
-    rewards, results, programs = score_completions([train_view(p, n) for p in flat],
-                                                   [c.text for c in comps], args,
-                                                   flat_prefix, coverage)
-    false_pass = false_passes(flat, programs, results, n, args) if n else None
+    with timer("reward"):
+        rewards, results, programs = score_completions([train_view(p, n) for p in flat],
+                                                       [c.text for c in comps], args,
+                                                       flat_prefix, coverage)
+        false_pass = false_passes(flat, programs, results, n, args) if n else None
     return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
                     programs, false_pass)
 
@@ -280,20 +284,25 @@ def by_family(problems, solved: Mapping, n: int) -> dict:
     return {"pass@1_by_family": {f: sum(c) / (n * len(c)) for f, c in sorted(counts.items())}}
 
 
-def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float) -> dict:
+def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float,
+             timer: Timer | None = None) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
 
     Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "rates": {problem id: solved
     share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error,
     within families when the problems have them: the set's family mix is fixed);
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
+    timer: as generate_and_score's ("generate", "reward").
     """
-    mine = problems[d.rank::d.world]
-    outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
-                           temperature=temperature, top_p=args.top_p,
-                           max_new_tokens=args.max_new_tokens, seed=args.seed + 7) if mine else []
+    mine, timer = problems[d.rank::d.world], timer or Timer()
+    with timer("generate"):
+        outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
+                               temperature=temperature, top_p=args.top_p,
+                               max_new_tokens=args.max_new_tokens,
+                               seed=args.seed + 7) if mine else []
     flat_p = [p for p in mine for _ in range(n)]
-    _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
+    with timer("reward"):
+        _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
     solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])

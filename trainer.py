@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+from transformers import AutoConfig
 
 import cccs
 import data
@@ -162,24 +163,76 @@ def train_eval_set(train: list, evals: list, n: int) -> list:
     return [train[i] for i in sorted(random.Random(0).sample(range(len(train)), n))]
 
 
-def setup_policy(args, d: Dist, value_head: bool = False):
-    """Model path, tokenizer, FSDP-sharded policy and its generation engine.
-    value_head: give the policy a model.ValueHead inside its FSDP root (PPO's shared critic)."""
+def model_files(args, d: Dist):
+    """The model's path (resolve_model) and its tokenizer; on CPU, --cpu-threads set first."""
     if d.device.type == "cpu" and args.cpu_threads > 0:
         # 0 leaves torch's own choice. Under load, tiny models are overhead-bound and extra
         # threads only fight the other processes (the sandbox's workers, a second training).
         torch.set_num_threads(args.cpu_threads)
     path = resolve_model(args.model, seed=args.model_seed)
-    tokenizer = load_tokenizer(path)
+    return path, load_tokenizer(path)
+
+
+def policy_and_engine(args, d: Dist, path: str, value_head: bool = False,
+                      batch: Mapping | None = None):
+    """The FSDP-sharded policy and its generation engine.
+    value_head: give the policy a model.ValueHead inside its FSDP root (PPO's shared critic).
+    batch: engine_batch's, what one generate call hands the engine at most, which sizes the
+    CPU engine's KV cache unless --engine-kv-cache-gib does (None: any prompt, up to
+    engines.CPU_MAX_SEQS sequences of the whole context)."""
     # The engine first: on GPU vLLM checks at start-up that its share of memory is free.
     engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank,
                          tensor_parallel_size=args.engine_tp,
                          gpu_memory_utilization=args.engine_mem, sleep_level=args.sleep_level,
-                         max_model_len=args.max_model_len)
+                         max_model_len=args.max_model_len,
+                         kv_cache_gib=args.engine_kv_cache_gib, **(batch or {}))
     policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk,
                                         value_head=value_head),
                          d.device, args.grad_checkpointing)
-    return path, tokenizer, policy, engine
+    return policy, engine
+
+
+def setup_policy(args, d: Dist, value_head: bool = False):
+    """Model path, tokenizer, FSDP-sharded policy and its generation engine, for prompts of
+    any length (policy_and_engine)."""
+    path, tokenizer = model_files(args, d)
+    return (path, tokenizer, *policy_and_engine(args, d, path, value_head))
+
+
+def engine_batch(args, d: Dist, prompt_tokens: int,
+                 evaluations: Sequence[tuple[int, int]] = ()) -> dict:
+    """The most one generate call hands this rank's engine (engines.VLLMEngine's keywords):
+    batch_sequences, a step's prompts x --group-size or an evaluation's problems x samples
+    (evaluations: (problems, samples) pairs), whichever is more, each rank its share;
+    batch_tokens, the longest prompt (prompt_tokens) + --max-new-tokens."""
+    step = max(1, args.prompts_per_step // d.world) * args.group_size
+    evaluation = max((-(-p // d.world) * n for p, n in evaluations), default=0)
+    return dict(batch_sequences=max(step, evaluation),
+                batch_tokens=prompt_tokens + args.max_new_tokens)
+
+
+def longest_prompt(problems: Sequence, tokenizer, with_solution: bool = False) -> int:
+    """Tokens in the longest coder prompt (rollouts.prompt_text) of `problems`; with_solution:
+    opened with the problem's reference solution, which bounds a CCCS prefix (cccs.py)."""
+    if not problems:
+        return 0
+    texts = [prompt_text(tokenizer, p, p.solutions[0] if with_solution and p.solutions else "")
+             for p in problems]
+    return max(len(ids) for ids in tokenizer(texts)["input_ids"])
+
+
+def rollout_batch(args, d: Dist, tokenizer, train: list, evals: list, train_evals: list,
+                  same: bool) -> dict:
+    """engine_batch for GRPO's and PPO's engine: the longest coder prompt of the train
+    problems (opened with a CCCS prefix under --curriculum cccs) and of the eval problems;
+    the evaluations before and after RL (--eval-n samples of the eval set or of the train
+    sample beside it) and the solve rates --offline-filter and --hard-focus start from."""
+    longest = max(longest_prompt(train, tokenizer, args.curriculum == "cccs"),
+                  longest_prompt([] if same else evals, tokenizer))
+    evaluations = [(max(len(evals), len(train_evals)), args.eval_n)]
+    if args.offline_filter or args.hard_focus:
+        evaluations.append((len(train), max(args.eval_n, 4)))   # select_problems' evaluate
+    return engine_batch(args, d, longest, evaluations)
 
 
 def policy_optimizer(policy: PolicyLogprobs, args, head_lr: float | None = None):
@@ -351,6 +404,7 @@ class Run:
     evaluate_fn: object = None                   # start_run's: the eval rows and figures
     pass_key: str = "pass@1"                     # evaluate_fn's key for summary's pass_at_1_*
     bar: object = None                           # rl_steps' progress bar
+    step_started: float = 0.0                    # rl_steps' clock at the current step's start
     resumed_from: str | None = None              # prepare_run's checkpoint (--resume)
     summary: dict | None = None                  # set once finished (--eval-only: early)
 
@@ -425,10 +479,12 @@ def claim_out_dir(args, main: bool) -> None:
                 os.remove(path)
 
 
-def start(args, name: str, value_head: bool = False) -> Run:
+def start(args, name: str, value_head: bool = False, coder_prompts: bool = False) -> Run:
     """Process group, output dir (claim_out_dir: checked before any work), seeds, metrics,
-    problems, policy and engine; then the problems whose prompt the context cannot hold are
-    dropped (fitting_prompts)."""
+    problems less those whose prompt the context cannot hold (fitting_prompts), policy and
+    engine. coder_prompts: the engine only ever sees the problems' coder prompts (GRPO, PPO),
+    so the CPU engine's KV cache is sized to the longest of them and the step (engine_batch);
+    else (agents.py's conversations) to prompts of any length."""
     t0 = time.time()
     d = init_distributed()
     claim_out_dir(args, d.main)
@@ -436,32 +492,42 @@ def start(args, name: str, value_head: bool = False) -> Run:
     os.makedirs(args.out, exist_ok=True)
     log = MetricsLog(args.out, d.main, report_to_list(args.report_to), vars(args), name)
     train_p, eval_p = load_problem_sets(args)
-    path, tokenizer, policy, engine = setup_policy(args, d, value_head)
-    same, budget = eval_p is train_p, prompt_budget(policy.lm.config, args)
+    path, tokenizer = model_files(args, d)
+    same, budget = eval_p is train_p, prompt_budget(AutoConfig.from_pretrained(path), args)
     train_p = fitting_prompts(train_p, tokenizer, budget, "--train-data")
     eval_p = train_p if same else fitting_prompts(eval_p, tokenizer, budget, "--eval-data")
     check_problem_sets(args, train_p, eval_p)
+    train_eval_p = train_eval_set(train_p, eval_p, args.train_eval_problems)
+    batch = None
+    if coder_prompts and d.device.type == "cpu":   # only the CPU engine sizes its cache
+        batch = rollout_batch(args, d, tokenizer, train_p, eval_p, train_eval_p, same)
+    policy, engine = policy_and_engine(args, d, path, value_head, batch)
     r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
-            train_eval_set(train_p, eval_p, args.train_eval_problems))
+            train_eval_p)
     also = f" (+ {len(r.train_eval_problems)} train problems)" if r.train_eval_problems else ""
-    r.say(f"model {args.model} ({path}), engine {engine.name}, {d.world} rank(s) on "
+    kv = f" (KV cache {engine.kv_cache_bytes / 2**30:.2f} GiB)" if engine.kv_cache_bytes else ""
+    r.say(f"model {args.model} ({path}), engine {engine.name}{kv}, {d.world} rank(s) on "
           f"{d.device.type}, {len(train_p)} train / {len(eval_p)} eval problems{also}; "
           f"FSDP2, attention {attention_impl(d.device)}")
     return r
 
 
 def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
-    """pass@1 / pass@n on the eval problems (or `problems`), printed and logged."""
+    """pass@1 / pass@n on the eval problems (or `problems`), printed and logged with its
+    seconds: time/eval, of which time/generate and time/reward."""
     a = r.args
     problems = r.eval_problems if problems is None else problems
-    res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature)
+    timer = Timer()
+    with timer("eval"):
+        res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature,
+                       timer)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
     r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
           f"{res[f'pass@{n}']:.3f}  ({res['problems']} problems, {n} samples each, "
           f"T={a.eval_temperature})")
     r.log({"phase": "eval", "when": when, "step": r.step,
-           **{k: v for k, v in res.items() if k != "rates"}})
+           **{k: v for k, v in res.items() if k != "rates"}, **timer.pop()})
     return res
 
 
@@ -613,7 +679,7 @@ def start_run(args, name: str, build=build_policy_optimizer, *, value_head: bool
     -> prepare_run() (warm start or resume, pass@k before RL, build, step-0 checkpoint).
     value_head: the policy carries a value head (PPO's shared critic). settings: prepare_run's.
     """
-    return prepare_run(start(args, name, value_head), build, **settings)
+    return prepare_run(start(args, name, value_head, coder_prompts=True), build, **settings)
 
 
 def prepare_run(r: Run, build=build_policy_optimizer, *, warm_start=sft_warm_start,
@@ -670,21 +736,27 @@ def prepare_run(r: Run, build=build_policy_optimizer, *, warm_start=sft_warm_sta
 
 def rl_steps(r: Run):
     """The RL step indices still to run (0-based, from run.step: a resumed run continues),
-    behind a progress bar; none when the run is finished (--eval-only)."""
+    behind a progress bar; none when the run is finished (--eval-only). Each step's clock
+    starts as it is handed out (end_step's time/step)."""
     if r.summary is not None:
         return
     a = r.args
     r.bar = progress(range(r.step, a.steps), r.name, a.steps, r.step, enabled=r.d.main)
-    yield from r.bar
+    for i in r.bar:
+        r.step_started = time.perf_counter()
+        yield i
 
 
 def end_step(r: Run, i: int, metrics: dict) -> None:
-    """After RL step i: the metrics row (phase, step, the step's metrics, lr, timings, the
-    curriculum's stats) to metrics.jsonl, the held-out curve every --eval-every steps, a
-    checkpoint every --save-every steps."""
+    """After RL step i: the metrics row (phase, step, the step's metrics, lr, the seconds of
+    its timed phases and time/step, the whole step's, the curriculum's stats) to
+    metrics.jsonl, the held-out curve every --eval-every steps, a checkpoint every
+    --save-every steps."""
     a = r.args
+    seconds = round(time.perf_counter() - r.step_started, 3)
     row = {"phase": "rl", "step": i + 1, **metrics, "lr": r.scheduler.get_last_lr()[0],
-           **r.timer.pop(), **(r.curriculum.stats() if r.curriculum else {})}
+           **r.timer.pop(), "time/step": seconds,
+           **(r.curriculum.stats() if r.curriculum else {})}
     r.log(row)
     if r.bar is not None:
         r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",

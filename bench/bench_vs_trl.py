@@ -39,10 +39,10 @@ What differs by construction (the ablation knobs below change the first two):
   skipped, actor.update), TRL's over every sample, so the two are not strictly comparable.
 
 Time per step is the wall time of one optimizer step (rollouts included; the final checkpoint
-and the evaluations excluded). Split: generation (ours: generate+reward minus the sandbox;
-TRL: its _generate_single_turn), reward (the sandbox call, both), update (ours: the update
-timer; TRL: the rest of the step: log-prob forward, backward, optimizer, bookkeeping), other
-(ours: weight sync into the engine and anything outside the timers).
+and the evaluations excluded). Split: generation (ours: the step's time/generate; TRL: its
+_generate_single_turn), reward (the sandbox call, both: ours time/reward), update (ours: the
+update timer; TRL: the rest of the step: log-prob forward, backward, optimizer, bookkeeping),
+other (ours: weight sync into the engine and anything outside the timers).
 """
 from __future__ import annotations
 
@@ -269,10 +269,8 @@ class WithReplacementSampler(RepeatSampler):
 
 def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
     """grpo.py's own loop (trainer.run with grpo.grpo_step, exactly grpo.train), each step
-    timed; the sandbox calls timed inside it to split generation from reward."""
+    timed; its phases from the step's own timers (time/generate, time/reward, time/update)."""
     args = grpo.parse_args(grpo_argv(a, model, out))
-    sandbox = Stopwatch()
-    rollouts.score_completions = sandbox.wrap(rollouts.score_completions)
     steps: list[dict] = []
     engine = {}
 
@@ -282,8 +280,7 @@ def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
         row = grpo.grpo_step(r, i)
         wall = time.perf_counter() - t
         timers = dict(r.timer.seconds)          # this step's (run() pops them after us)
-        reward = sandbox.take()
-        gen = timers.get("generate+reward", 0.0) - reward
+        gen, reward = timers.get("generate", 0.0), timers.get("reward", 0.0)
         update = timers.get("update", 0.0)
         steps.append(dict(step_s=wall, generation_s=gen, reward_s=reward, update_s=update,
                           other_s=wall - gen - reward - update, reward=row.get("reward_mean"),

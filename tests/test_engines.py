@@ -4,6 +4,7 @@ One vLLM engine and one transformers engine serve the whole module (vLLM start-u
 slow part). The tiny model is trained with FSDP2 (world of 1, gloo) exactly as the trainer
 does, its weights pushed into both engines, and vLLM is checked against transformers.
 """
+import functools
 import json
 import os
 import subprocess
@@ -262,6 +263,63 @@ def test_an_engine_that_failed_to_start_closes_quietly(tiny, monkeypatch):
     half.close(wait=True)
 
 
+def test_kv_cache_bytes_by_hand():
+    """models/base's shapes: 3 layers x 2 KV heads x 48 x 4 bytes x 2 = 2,304 bytes a token.
+    128 sequences of 289 tokens take 3 blocks of 128 each; x 1.25. The floor and vLLM's
+    minimum of one whole-context sequence win when the work is smaller, the ceiling (1 GiB)
+    when it is larger, unless one context sequence is larger still."""
+    from transformers import AutoConfig
+    shape = engines.kv_shape(AutoConfig.from_pretrained(model.BASE_DIR))
+    assert shape == dict(layers=3, kv_heads=2, head_dim=48)
+    size = functools.partial(engines.kv_cache_bytes, dtype_bytes=4, context=1024, **shape)
+    assert size(sequences=128, seq_len=289) == 128 * 384 * 2304 * 5 // 4 == 141_557_760
+    assert size(sequences=128, seq_len=256) == 128 * 256 * 2304 * 5 // 4   # 2 whole blocks
+    assert size(sequences=128, seq_len=257) == size(sequences=128, seq_len=289)
+    assert size(sequences=256, seq_len=289) == 2 * size(sequences=128, seq_len=289)
+    assert size(sequences=128, seq_len=289, margin=1.0) == 128 * 384 * 2304
+    assert size(sequences=4, seq_len=100) == 64 << 20                       # the floor
+    assert size(sequences=256, seq_len=4096) == 1 << 30                     # the ceiling
+    # vLLM's minimum of one whole-context sequence beats the ceiling
+    assert size(sequences=4, seq_len=100, context=1_000_000) == 7813 * 128 * 2304
+    # one sequence of a 40,960-position context (Qwen3's) is more than 4 short ones
+    assert size(sequences=4, seq_len=100, context=40_960, floor=0) == 40_960 * 2304
+    assert size(sequences=4, seq_len=100, context=1000, floor=0) == 1024 * 2304
+
+
+def test_kv_shape_takes_the_configs_head_dim_and_kv_heads_when_given():
+    from types import SimpleNamespace
+    qwen3 = SimpleNamespace(num_hidden_layers=28, num_attention_heads=16,
+                            num_key_value_heads=8, head_dim=128, hidden_size=2048)
+    assert engines.kv_shape(qwen3) == dict(layers=28, kv_heads=8, head_dim=128)
+    plain = SimpleNamespace(num_hidden_layers=2, num_attention_heads=4, hidden_size=128)
+    assert engines.kv_shape(plain) == dict(layers=2, kv_heads=4, head_dim=32)
+
+
+def test_the_cpu_engine_sizes_its_kv_cache_to_the_batch_unless_told(tiny, monkeypatch):
+    """What VLLMEngine asks vLLM for on CPU: kv_cache_bytes of its own config and the batch
+    (at most 256 sequences at once; a sequence no longer than the context), or the GiB given."""
+    import vllm
+    from transformers import AutoConfig
+    asked = []
+
+    def record(**kw):
+        asked.append(kw["kv_cache_memory_bytes"])
+        raise ValueError("recorded")
+
+    monkeypatch.setattr(vllm, "LLM", record)
+    cpu = torch.device("cpu")
+    config = AutoConfig.from_pretrained(tiny)
+    per_token = (config.num_hidden_layers * config.num_key_value_heads
+                 * config.hidden_size // config.num_attention_heads * 4 * 2)
+    for kw in (dict(batch_sequences=300, batch_tokens=200), dict(kv_cache_gib=0.5),
+               dict(batch_sequences=200, batch_tokens=10**6)):
+        with pytest.raises(ValueError, match="recorded"):
+            engines.VLLMEngine(tiny, cpu, **kw)
+    context = -(-config.max_position_embeddings // 128) * 128
+    assert asked == [256 * 256 * per_token * 5 // 4, 1 << 29,
+                     max(200 * context * per_token * 5 // 4, 64 << 20)]
+
+
 def test_grpo_step_with_vllm_under_torchrun(tmp_path):
     """A full GRPO step (rollouts, rewards, FSDP update, weight sync) with one vLLM engine
     per rank, 2 ranks on CPU (gloo)."""
@@ -274,7 +332,8 @@ def test_grpo_step_with_vllm_under_torchrun(tmp_path):
     env = {**CLEAN_ENV, "OMP_NUM_THREADS": "1", "PYTHONPATH": root}
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=root)
     assert res.returncode == 0, res.stderr[-3000:]
-    assert "engine vllm, 2 rank(s)" in res.stdout
+    # 4 sequences a rank: the KV cache's floor, 64 MiB
+    assert "engine vllm (KV cache 0.06 GiB), 2 rank(s)" in res.stdout
     rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
     rl = [r for r in rows if r["phase"] == "rl"]
     assert len(rl) == 1 and "time/sync" in rl[0] and rl[0]["response_len"] > 0

@@ -525,6 +525,16 @@ def test_held_out_curve_and_train_figures_reach_metrics_and_summary(tmp_path):
     evals = [(r["when"], r["step"], r["problems"]) for r in _rows(out) if r["phase"] == "eval"]
     assert evals == [("before_rl", 0, 6), ("train_before_rl", 0, 6), ("step_1", 1, 6),
                      ("after_rl", 2, 6), ("train_after_rl", 2, 6)]
+    # Each row carries its phases' seconds; a step's timed phases lie inside time/step.
+    phases = ["time/generate", "time/reward", "time/update", "time/sync"]
+    for row in _rows(out):
+        if row["phase"] == "rl":
+            assert sorted(k for k in row if k.startswith("time/")) == sorted(
+                phases + ["time/step"])
+            assert sum(row[k] for k in phases) <= row["time/step"] + 0.01
+        elif row["phase"] == "eval":
+            assert {"time/eval", "time/generate", "time/reward"} <= set(row)
+            assert row["time/generate"] + row["time/reward"] <= row["time/eval"] + 0.01
     summary = json.load(open(os.path.join(out, "summary.json")))
     for key in ("pass_at_1_before_rl", "pass_at_1_after_rl", "pass_at_k_after_rl",
                 "train_pass_at_1_before_rl", "train_pass_at_1_after_rl",

@@ -478,6 +478,79 @@ def test_max_train_tests_rewards_on_the_first_n_and_counts_what_they_let_through
     assert "false_pass_frac" not in rollouts.rollout_means(rollouts.rollout_sums(ro))
 
 
+def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch):
+    """generate_and_score and evaluate add the engine's seconds to the timer's "generate" and
+    the sandbox's (the rewards, and under --max-train-tests the false-pass check) to "reward";
+    a fake clock that the engine moves by 3 s a call and the sandbox by 5 s a batch."""
+    from engines import Completion
+    now = [0.0]
+
+    class Engine:
+        def generate(self, prompts, n, **kw):
+            now[0] += 3.0
+            return [[Completion("```python\nprint(1)\n```", [1, 2], "stop")] * n
+                    for _ in prompts]
+
+    def run_batch(jobs, workers=None):
+        now[0] += 5.0
+        return [types.SimpleNamespace(status="pass", pass_rate=1.0) for _ in jobs]
+
+    monkeypatch.setattr(rollouts.sandbox, "run_batch", run_batch)
+    monkeypatch.setattr(rollouts, "prompt_text", lambda tokenizer, p, prefix="": "q")
+    args = argparse.Namespace(group_size=2, temperature=1.0, top_p=1.0, max_new_tokens=8,
+                              max_train_tests=0, test_timeout=1.0, reward="binary",
+                              sandbox_workers=1, seed=0)
+    timer = metrics.Timer(clock=lambda: now[0])
+    ro = rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]},
+                                     [_problem("a")], args, seed=0, timer=timer)
+    assert ro.rewards == [1.0, 1.0] and timer.seconds == {"generate": 3.0, "reward": 5.0}
+    two_tests = Problem(id="b", source="test", question="q", starter_code="", fn_name=None,
+                        tests=[{"input": "1\n", "output": "1\n"}] * 2, solutions=[],
+                        difficulty="easy")
+    args.max_train_tests = 1          # the passing programs run again on the second test
+    rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]}, [two_tests], args,
+                                seed=0, timer=timer)
+    assert timer.seconds == {"generate": 6.0, "reward": 15.0}
+    res = rollouts.evaluate(Engine(), None, [_problem("a")], args,
+                            model.Dist(0, 1, 0, torch.device("cpu")), 2, 1.0, timer)
+    assert res["pass@1"] == 1.0
+    assert timer.pop() == {"time/generate": 9.0, "time/reward": 20.0} and timer.seconds == {}
+
+
+def test_engine_batch_is_the_larger_of_a_step_and_an_evaluation_per_rank():
+    """8 prompts x 16 samples a step; an evaluation of 1,338 problems x 4 samples; each rank
+    its share (a rank of 2 evaluates 669); sequences as long as the longest prompt + 112."""
+    args = argparse.Namespace(prompts_per_step=8, group_size=16, max_new_tokens=112)
+    one, two = (model.Dist(0, w, 0, torch.device("cpu")) for w in (1, 2))
+    assert trainer.engine_batch(args, one, 177) == dict(batch_sequences=128, batch_tokens=289)
+    assert trainer.engine_batch(args, two, 177)["batch_sequences"] == 64
+    assert trainer.engine_batch(args, one, 177, [(1338, 4), (10, 1)])["batch_sequences"] == 5352
+    assert trainer.engine_batch(args, two, 177, [(1339, 4)])["batch_sequences"] == 670 * 4
+    assert trainer.engine_batch(args, one, 177, [(5, 4)])["batch_sequences"] == 128
+
+
+def test_rollout_batch_counts_the_longest_prompt_a_cccs_prefix_and_the_evaluations():
+    """The longest coder prompt in tokens, opened with the reference solution under CCCS
+    (what bounds its prefixes); the evaluations before / after RL and, with --offline-filter
+    or --hard-focus, the train set's at max(--eval-n, 4) samples."""
+    tok = model.load_tokenizer(model.BASE_DIR)
+    short, long = _problem("short"), _problem("long", TWO_IFS * 3)
+    long.question = "q " * 40
+    n_long = len(tok(rollouts.prompt_text(tok, long))["input_ids"])
+    with_code = len(tok(rollouts.prompt_text(tok, long, TWO_IFS * 3))["input_ids"])
+    assert trainer.longest_prompt([short, long], tok) == n_long
+    assert trainer.longest_prompt([short, long], tok, with_solution=True) == with_code > n_long
+    assert trainer.longest_prompt([], tok) == 0
+    d = model.Dist(0, 1, 0, torch.device("cpu"))
+    args = argparse.Namespace(prompts_per_step=2, group_size=4, max_new_tokens=10, eval_n=2,
+                              curriculum="none", offline_filter=False, hard_focus="")
+    batch = trainer.rollout_batch(args, d, tok, [short] * 3, [long] * 5, [short], same=False)
+    assert batch == dict(batch_sequences=10, batch_tokens=n_long + 10)
+    args.curriculum, args.offline_filter = "cccs", True       # 3 train problems x 4 samples
+    batch = trainer.rollout_batch(args, d, tok, [long] * 3, [short], [short], same=False)
+    assert batch == dict(batch_sequences=12, batch_tokens=with_code + 10)
+
+
 # ----------------------------------------------------------------------------- bad input
 
 def test_a_prompt_longer_than_the_context_is_dropped_at_load(capsys):

@@ -1,0 +1,123 @@
+"""Peak memory of a command's whole process tree (GNU time's maximum RSS is its largest process
+only: a training's sandbox workers and torchrun's ranks are left out).
+
+    .venv/bin/python bench/peak_rss.py [--every 0.5] [--out FILE] -- CMD [ARGS...]
+
+Every --every seconds it reads /proc for the command and every process descended from it.
+RSS counts the pages that processes share (a forked worker's copy of its parent) once in each;
+PSS splits each shared page between its sharers (/proc/PID/smaps_rollup), so the PSS sum is
+the tree's real footprint. A sample reads one process after the other, so a fork or an exec
+between two reads can count shared pages twice for a moment (a 1 GB trainer that starts a
+small worker looks 1.5 GB): the *_held figures are the largest values that two consecutive
+samples both reached, which such a moment does not. Prints one JSON line (and writes it to
+--out): peak_pss_tree_mb and peak_pss_tree_held_mb, peak_rss_tree_mb and
+peak_rss_tree_held_mb, peak_rss_process_mb, samples, wall_s, returncode; exits with the
+command's status. A process born and gone between two samples is missed: sample faster for
+short ones.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def parent_map(proc: str = "/proc") -> dict[int, int]:
+    """{pid: parent pid} of every process now running."""
+    out = {}
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, name, "stat")) as f:
+                stat = f.read()
+        except OSError:          # gone since listdir
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+        out[int(name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    return out
+
+
+def tree(root: int, parents: dict[int, int]) -> set[int]:
+    """root and every process descended from it, from a {pid: parent pid} map."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
+
+
+def rss_pss_kb(rollup: str) -> tuple[int, int]:
+    """(Rss, Pss) in kB from the text of /proc/PID/smaps_rollup."""
+    fields = {}
+    for line in rollup.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Rss", "Pss"):
+            fields[key] = int(rest.split()[0])
+    return fields.get("Rss", 0), fields.get("Pss", 0)
+
+
+def sample(root: int, proc: str = "/proc") -> tuple[int, int, int]:
+    """(RSS summed over the tree, PSS summed, the largest process's RSS), in kB."""
+    rss_sum = pss_sum = rss_max = 0
+    for pid in tree(root, parent_map(proc)):
+        try:
+            with open(os.path.join(proc, str(pid), "smaps_rollup")) as f:
+                rss, pss = rss_pss_kb(f.read())
+        except OSError:          # gone, or a kernel thread
+            continue
+        rss_sum, pss_sum, rss_max = rss_sum + rss, pss_sum + pss, max(rss_max, rss)
+    return rss_sum, pss_sum, rss_max
+
+
+def peaks(samples: list[tuple]) -> tuple[tuple, tuple]:
+    """(the largest value of each field over the samples, the largest value of each field that
+    two consecutive samples both reached); zeros for no samples."""
+    width = len(samples[0]) if samples else 3
+    peak = tuple(max((s[i] for s in samples), default=0) for i in range(width))
+    held = tuple(max((min(x[i], y[i]) for x, y in zip(samples, samples[1:])), default=0)
+                 for i in range(width))
+    return peak, held
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--every", type=float, default=0.5, help="seconds between samples")
+    p.add_argument("--out", default=None, help="also write the JSON line here")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
+    a = p.parse_args(argv)
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    if not cmd:
+        p.error("no command: peak_rss.py [--every S] -- CMD [ARGS...]")
+    t0 = time.monotonic()
+    child = subprocess.Popen(cmd)
+    samples = []
+    while child.poll() is None:
+        samples.append(sample(child.pid))
+        time.sleep(a.every)
+    peak, held = peaks(samples)
+    mb = 1024.0
+    result = dict(peak_pss_tree_mb=round(peak[1] / mb, 1),
+                  peak_pss_tree_held_mb=round(held[1] / mb, 1),
+                  peak_rss_tree_mb=round(peak[0] / mb, 1),
+                  peak_rss_tree_held_mb=round(held[0] / mb, 1),
+                  peak_rss_process_mb=round(peak[2] / mb, 1), samples=len(samples),
+                  wall_s=round(time.monotonic() - t0, 1), returncode=child.returncode)
+    line = json.dumps(result)
+    print(line, file=sys.stderr, flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(line + "\n")
+    return child.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

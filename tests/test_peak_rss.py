@@ -1,0 +1,49 @@
+"""bench/peak_rss.py: the process tree it sums and what it reads from /proc (a fake /proc)."""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import peak_rss  # noqa: E402
+
+
+def fake_proc(tmp_path, procs):
+    """procs: {pid: (comm, ppid, rss_kb, pss_kb)} -> a directory laid out as /proc."""
+    for pid, (comm, ppid, rss, pss) in procs.items():
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "stat").write_text(f"{pid} ({comm}) S {ppid} {pid} 0 0 -1\n")
+        (d / "smaps_rollup").write_text(
+            f"00400000-7fff [rollup]\nRss:            {rss} kB\nPss:            {pss} kB\n"
+            f"Pss_Anon:       {pss} kB\nShared_Clean:      0 kB\n")
+    (tmp_path / "self").mkdir()          # not a pid: skipped
+    return str(tmp_path)
+
+
+def test_the_tree_is_the_root_and_its_descendants_only():
+    parents = {1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 20: 1, 21: 20}
+    assert peak_rss.tree(10, parents) == {10, 11, 12, 13}
+    assert peak_rss.tree(13, parents) == {13}
+    assert peak_rss.tree(1, parents) == set(parents)
+
+
+def test_a_sample_sums_rss_and_pss_over_the_tree(tmp_path):
+    """A trainer (10) with two workers, one of them with a child; a stranger (20) beside it.
+    A comm with spaces and parentheses does not shift the parent's field."""
+    proc = fake_proc(tmp_path, {1: ("init", 0, 1, 1), 10: ("python", 1, 2000, 1500),
+                                11: ("w (1) x", 10, 300, 100), 12: ("worker", 10, 300, 100),
+                                13: ("prog", 12, 50, 50), 20: ("other", 1, 9000, 9000)})
+    assert peak_rss.parent_map(proc) == {1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 20: 1}
+    assert peak_rss.sample(10, proc) == (2650, 1750, 2000)
+    assert peak_rss.rss_pss_kb("Rss: 7 kB\nPss: 3 kB\nPss_Dirty: 2 kB\n") == (7, 3)
+
+
+def test_a_moment_of_double_counting_is_a_peak_but_not_a_held_peak():
+    """A fork caught between two reads doubles one sample; the held peak is what two samples
+    in a row reached."""
+    samples = [(100, 90, 100), (1000, 950, 1000), (2000, 1000, 1000), (1100, 1000, 1000),
+               (1200, 1000, 1000), (500, 400, 500)]
+    assert peak_rss.peaks(samples) == ((2000, 1000, 1000), (1100, 1000, 1000))
+    assert peak_rss.peaks([(5, 4, 3)]) == ((5, 4, 3), (0, 0, 0))
+    assert peak_rss.peaks([]) == ((0, 0, 0), (0, 0, 0))
