@@ -832,13 +832,15 @@ def play_episodes(team, r, step):
     args = r.args
     batch, sampler = rank_batch(r.train_problems, r.rng, args.prompts_per_step, r.d,
                                 rollouts.epoch_order(args, step))
-    gens = {role: engine_generate(team[role], args, sampler, args.temperature, role)
+    # The turns alternate generation and the sandbox: each call's time goes to its phase.
+    gens = {role: r.timer.wrap("generate", engine_generate(team[role], args, sampler,
+                                                           args.temperature, role))
             for role in ROLES}
-    with r.timer("generate+reward"):
-        # The ground truth of training: each problem's first --max-train-tests tests.
-        batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
-        _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"], sandbox_runner(args),
-                                       cfg=game_config(args))
+    # The ground truth of training: each problem's first --max-train-tests tests.
+    batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
+    _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"],
+                                   r.timer.wrap("reward", sandbox_runner(args)),
+                                   cfg=game_config(args))
     # summarize recomputes the means and rates from the sums, so the ranks sum all of them.
     return cands, summarize(rollouts.reduce_sums(stats))
 

@@ -33,6 +33,14 @@ class Timer:
                 timer.seconds[name] = timer.seconds.get(name, 0.0) + timer.clock() - self.t
         return _Ctx()
 
+    def wrap(self, name, fn):
+        """fn with each call's seconds added to phase `name` (for phases that interleave, as
+        AT-GRPO's turns alternate generation and the sandbox)."""
+        def timed(*args, **kwargs):
+            with self(name):
+                return fn(*args, **kwargs)
+        return timed
+
     def pop(self) -> dict[str, float]:
         out, self.seconds = {f"time/{k}": round(v, 3) for k, v in self.seconds.items()}, {}
         return out

@@ -517,6 +517,21 @@ def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch
     assert timer.pop() == {"time/generate": 9.0, "time/reward": 20.0} and timer.seconds == {}
 
 
+def test_timer_wrap_adds_each_call_to_its_phase():
+    """AT-GRPO's turns alternate the engine and the sandbox: wrapped callables add each call's
+    seconds to their own phase, and return what the callable returns."""
+    now = [0.0]
+    timer = metrics.Timer(clock=lambda: now[0])
+
+    def slow(seconds):
+        now[0] += seconds
+        return seconds * 2
+
+    gen, reward = timer.wrap("generate", slow), timer.wrap("reward", slow)
+    assert [gen(1.0), reward(4.0), gen(2.0)] == [2.0, 8.0, 4.0]
+    assert timer.pop() == {"time/generate": 3.0, "time/reward": 4.0}
+
+
 def test_engine_batch_is_the_larger_of_a_step_and_an_evaluation_per_rank():
     """8 prompts x 16 samples a step; an evaluation of 1,338 problems x 4 samples; each rank
     its share (a rank of 2 evaluates 669); sequences as long as the longest prompt + 112."""
