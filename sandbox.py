@@ -73,7 +73,8 @@ The project's own rules in detail:
   check: the program's process serves calls of its function; a second process, the checker,
     forked only after it (so the program never holds the check code or its expected values),
     runs check(candidate), where candidate(*args) sends the arguments over a pipe and returns
-    the reply rebuilt as exact builtin values. The checker's exit status says how check()
+    the reply rebuilt as exact builtin values (a returned generator or other builtin iterator:
+    an iterator over its items). The checker's exit status says how check()
     ended (CHECK_*): nothing the program writes can set it. Its CPU time counts with the
     program's, as the benchmark's time limit covers both.
 
@@ -1698,18 +1699,36 @@ def _serve_calls(function):
     """The program's side of a check test: call `function` with each call the checker sends
     (wire arguments on CALLS_FD) and reply on REPLIES_FD with its value on the wire, or the name
     of the exception it raised, until the checker is done (EOF). The first reply says that the
-    program ran and defines the function."""
+    program ran and defines the function. A returned builtin iterator (a generator, map, ...)
+    is sent as its items, and the checker gets an iterator over them: check() may take tuple()
+    of it, as HumanEval/33 and /37 do, and `==` still finds it unequal to a list."""
     _write_frame(REPLIES_FD, b'{"ready": true}')
     while (call := _read_frame(CALLS_FD)) is not None:
         args, kwargs = _from_wire(json.loads(call))
         try:
             value = function(*args, **kwargs)
+            iterator = type(value).__module__ == "builtins" and hasattr(type(value), "__next__")
+            if iterator:
+                value = list(value)
         except Exception as e:   # the checker raises it inside check(), as the harness would
             _print_program_error(e)
             reply = {"exception": type(e).__name__[:100]}
         else:
             reply = _wire_message(value)
+            if iterator and "result" in reply:
+                reply = {"iterator": reply["result"]}
         _write_frame(REPLIES_FD, json.dumps(reply).encode())
+
+
+def _valid_reply(key: str, value) -> bool:
+    """Is this the one key of a reply of the program's process (_serve_calls), with its value?"""
+    if key == "ready":
+        return value is True
+    if key in ("exception", "result_error"):
+        return type(value) is str
+    if key == "iterator" and type(value) is not list:
+        return False
+    return key in ("result", "iterator") and _valid_wire(value, MAX_RESULT_DEPTH + 2)
 
 
 class _CheckEnded(BaseException):
@@ -1767,10 +1786,8 @@ def _checker(check_code: str, job: dict, workdir: str, uid, fds, output_cap: int
         data = _read_exactly(4, int.from_bytes(header, "big"), None)
         try:
             message = json.loads(data)
-            ok = type(message) is dict and len(message) == 1 and (
-                message.get("ready") is True or type(message.get("exception")) is str
-                or type(message.get("result_error")) is str
-                or "result" in message and _valid_wire(message["result"], MAX_RESULT_DEPTH + 2))
+            ok = (type(message) is dict and len(message) == 1
+                  and _valid_reply(*next(iter(message.items()))))
         except Exception:   # not JSON, not UTF-8, too deep
             ok = False
         if not ok:
@@ -1788,8 +1805,10 @@ def _checker(check_code: str, job: dict, workdir: str, uid, fds, output_cap: int
         except OSError:   # the program's process is gone
             raise _CheckEnded(PROGRAM_ENDED, "the program ended before the call") from None
         message = reply()
-        if "result" in message:
+        if "result" in message or "iterator" in message:
             try:
+                if "iterator" in message:
+                    return iter(_from_wire(message["iterator"]))
                 return _from_wire(message["result"])
             except TypeError:   # an unhashable set member or key: not what _to_wire sends
                 raise _CheckEnded(MALFORMED_REPLY, "an unhashable set member or key") from None

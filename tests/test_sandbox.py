@@ -834,6 +834,19 @@ def check(candidate):
     assert r.status == "runtime_error" and "candidate raised KeyError" in r.tests[0].stderr
 
 
+def test_check_may_take_the_items_of_a_returned_iterator():
+    # HumanEval/33 and /37 compare tuple(candidate(...)): a generator passes there, as in its
+    # harness, and still differs from a list under `==`
+    check = "def check(candidate):\n    assert tuple(candidate([3, 1, 2])) == (1, 2, 3)\n"
+    jobs = [check_job(body, check) for body in (
+        "def srt(xs):\n    return (x for x in sorted(xs))\n",
+        "def srt(xs):\n    return map(int, sorted(xs))\n",
+        "def srt(xs):\n    return (x for x in xs)\n",
+        "def srt(xs):\n    yield 1\n    raise ValueError\n")]
+    assert [r.status for r in _batch(jobs, workers=2)] == [
+        "pass", "pass", "wrong_answer", "runtime_error"]
+
+
 def test_check_calls_the_function_by_name_and_uses_the_prompts_helpers():
     # HumanEval/33 compares with the entry point by name; HumanEval/32 calls poly() of the prompt
     check = """
