@@ -283,15 +283,23 @@ def fresh_run(code: str, stdin: str | None, call: tuple | None, timeout: float):
 
 
 def value_wrapper(code: str, fn_name: str, kind_source: str) -> str:
-    """`code` whose function (or Solution method) fn_name returns its value mutated."""
-    if re.search(r"^class Solution\b", code, re.M):
-        return (f"{code}\n\n_unmutated = Solution.{fn_name}\n"
-                f"def _mutated(self, *args, **kwargs):\n"
-                f"    return ({kind_source})(_unmutated(self, *args, **kwargs))\n"
-                f"Solution.{fn_name} = _mutated\n")
-    return (f"{code}\n\n_unmutated = {fn_name}\n"
-            f"def {fn_name}(*args, **kwargs):\n"
-            f"    return ({kind_source})(_unmutated(*args, **kwargs))\n")
+    """`code` whose function (or Solution method) fn_name returns its value mutated: the value
+    of the outermost call only, so that a recursive reference still computes what it did."""
+    method = bool(re.search(r"^class Solution\b", code, re.M))
+    unmutated = f"Solution.{fn_name}" if method else fn_name
+    return textwrap.dedent(f"""\
+        {{code}}
+
+        _unmutated, _depth = {unmutated}, [0]
+        def _mutated(*args, **kwargs):
+            _depth[0] += 1
+            try:
+                value = _unmutated(*args, **kwargs)
+            finally:
+                _depth[0] -= 1
+            return ({kind_source})(value) if _depth[0] == 0 else value
+        {unmutated} = _mutated
+        """).replace("{code}", code)
 
 
 def text_wrapper(code: str, kind_source: str) -> str:
