@@ -434,13 +434,13 @@ def join_parallel(testers, coders, cfg, stats, run_batch):
         b.program, b.coder_acted = c.program, True
         b.gt_pass_rate, b.coder_candidates = c.gt_pass_rate, list(c.coder_candidates)
         out.append(b)
-    results = run_jobs([(b.program, b.tests, b.problem.fn_name, False) for b in out],
+    results = run_jobs([(b.program, b.tests, b.problem, False) for b in out],
                        run_batch, cfg.timeout, cfg.memory_mb)
     stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
     for b in out:
         b.passed, b.mismatches = passed_and_mismatches(
-            result_of(results, b.program, b.tests, b.problem.fn_name), b.tests, b.problem.fn_name)
+            result_of(results, b.program, b.tests, b.problem), b.tests, b.problem.fn_name)
     return out
 
 
@@ -551,6 +551,7 @@ def easy_tests(tests, n):
     """The n tests a small tester can most likely get right, in their original order: the
     shortest inputs (small values, single letters, the boundaries a statement names), tests
     with an answer not yet taken first (two tests with one answer show one branch)."""
+    tests = [t for t in tests if "check" not in t]   # a check test shows no input/output pair
     order = sorted(range(len(tests)), key=lambda i: (len(_norm(tests[i]["input"])), i))
     picked, answers = [], set()
     for i in order:
@@ -594,12 +595,12 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
     Mismatches come from the sandbox (the program's own outputs); a state whose program
     passes anyway is dropped. Two run_batch calls: the near misses on the ground truth,
     then every state's program on its shown tests."""
-    problems = [p for p in problems if p.solutions and p.tests]
+    problems = [p for p in problems if p.solutions and easy_tests(p.tests, 1)]
     run_batch = run_batch or sandbox.run_batch
     rng = random.Random(seed)
     misses = {p.id: rng.sample(m, min(len(m), 3)) for p in problems
               for m in [near_misses(p.solutions[0])]}
-    first = run_jobs([(c, p.tests, p.fn_name, False) for p in problems for c in misses[p.id]],
+    first = run_jobs([(c, p.tests, p, False) for p in problems for c in misses[p.id]],
                      run_batch, timeout, memory_mb)
     cfg = GameConfig(timeout=timeout, memory_mb=memory_mb)
     cases = []
@@ -609,7 +610,7 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
             easy = copy.deepcopy(easy_tests(p.tests, max_tests))
             wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
             for code in misses[p.id]:
-                res = result_of(first, code, p.tests, p.fn_name)
+                res = result_of(first, code, p.tests, p)
                 failed = [t for t, ok in zip(p.tests, passed_and_mismatches(
                     res, p.tests, p.fn_name)[0]) if not ok]
                 if failed:

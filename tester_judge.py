@@ -49,6 +49,7 @@ value}, written as `assert f(<literals>) == <literal>` lines).
 import ast
 import re
 
+import data
 import sandbox
 
 # ---------------------------------------------------------------------------------------------
@@ -267,14 +268,15 @@ def final_reward(global_reward, local_reward, alpha=0.7):
 COVERAGE_TIMEOUT_FACTOR = 4.0
 
 
-def job_key(code, tests, fn_name=None, coverage=False, every_test=True):
+def job_key(code, tests, problem, coverage=False, every_test=True):
     """A hashable name of one sandbox job (repr keeps tuples and lists apart)."""
-    return code, fn_name, repr(tests), coverage, every_test
+    return code, problem.fn_name, problem.source, repr(tests), coverage, every_test
 
 
 def run_jobs(jobs, run_batch, timeout, memory_mb):
-    """jobs: (code, tests, fn_name, coverage[, every_test]) tuples -> {job_key: Result}, ONE
-    run_batch call for the unique ones (none when there is nothing to run).
+    """jobs: (code, tests, problem, coverage[, every_test]) tuples -> {job_key: Result}, ONE
+    run_batch call for the unique ones (none when there is nothing to run). The problem gives
+    the function's name and the comparison rules of its benchmark (data.sandbox_job).
 
     every_test (default True): the sandbox runs every test of the job, also after one timed out
     (stop_after_timeout=False), so each test's verdict is its own: it does not depend on which
@@ -284,31 +286,29 @@ def run_jobs(jobs, run_batch, timeout, memory_mb):
     coverage=True: a traced run, with COVERAGE_TIMEOUT_FACTOR times the limit."""
     unique = {}
     for job in jobs:
-        code, tests, fn_name, cov, every = (*job, True) if len(job) == 4 else job
+        code, tests, problem, cov, every = (*job, True) if len(job) == 4 else job
         if code is not None and tests:
-            key = job_key(code, tests, fn_name, cov, every)
-            unique.setdefault(key, (code, tests, fn_name, cov, every))
+            key = job_key(code, tests, problem, cov, every)
+            unique.setdefault(key, (code, tests, problem, cov, every))
     batch = [
-        {
-            "code": c,
-            "tests": t,
-            "fn_name": f,
-            "timeout": timeout * COVERAGE_TIMEOUT_FACTOR if cov else timeout,
-            "memory_mb": memory_mb,
-            "coverage": cov,
-            "stop_after_timeout": not every,
-        }
-        for c, t, f, cov, every in unique.values()
+        data.sandbox_job(
+            p, c, t,
+            timeout=timeout * COVERAGE_TIMEOUT_FACTOR if cov else timeout,
+            memory_mb=memory_mb,
+            coverage=cov,
+            stop_after_timeout=not every,
+        )
+        for c, t, p, cov, every in unique.values()
     ]
     results = run_batch(batch) if batch else []
     return dict(zip(unique, results))
 
 
-def result_of(results, code, tests, fn_name, coverage=False, every_test=True):
+def result_of(results, code, tests, problem, coverage=False, every_test=True):
     """The sandbox Result of that job in run_jobs' `results`; None without code or tests."""
     if code is None or not tests:
         return None
-    return results.get(job_key(code, tests, fn_name, coverage, every_test))
+    return results.get(job_key(code, tests, problem, coverage, every_test))
 
 
 def passed_and_mismatches(result, tests, fn_name):
@@ -364,8 +364,8 @@ def tester_jobs(problem, shown, candidates, test_sets):
     programs = list(dict.fromkeys([shown] + [c for c, _ in candidates]))
     out = []
     for ts in test_sets:
-        out += [(reference_of(p), ts, p.fn_name, False), (reference_of(p), ts, p.fn_name, True)]
-        out += [(c, ts, p.fn_name, False) for c in programs]
+        out += [(reference_of(p), ts, p, False), (reference_of(p), ts, p, True)]
+        out += [(c, ts, p, False) for c in programs]
     return out
 
 
@@ -384,8 +384,8 @@ def coder_jobs(problem, tests, codes, every_gt_test=True):
     return [
         job
         for c in codes
-        for job in ((c, p.tests, p.fn_name, False, every_gt_test),
-                    (c, tests, p.fn_name, False, True))
+        for job in ((c, p.tests, p, False, every_gt_test),
+                    (c, tests, p, False, True))
     ]
 
 
@@ -408,18 +408,18 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg):
     shown_wrong = shown is not None and shown_g < 1.0
     with_code = [(c, g) for c, g in candidates if c is not None]
     any_wrong = any(g < 1.0 for _, g in with_code)
-    valid = validity(result_of(results, reference, tests, p.fn_name), len(tests))
+    valid = validity(result_of(results, reference, tests, p), len(tests))
     dup = duplicates(tests)
     passed, mismatches = passed_and_mismatches(
-        result_of(results, shown, tests, p.fn_name), tests, p.fn_name
+        result_of(results, shown, tests, p), tests, p.fn_name
     )
     caught = caught_flags(valid, dup, passed, shown_wrong)
     cands = [
-        passed_and_mismatches(result_of(results, c, tests, p.fn_name), tests, p.fn_name)[0]
+        passed_and_mismatches(result_of(results, c, tests, p), tests, p.fn_name)[0]
         for c, _ in with_code
     ]
     trivial = trivial_flags(valid, dup, cands, any_wrong)
-    traced = result_of(results, reference, tests, p.fn_name, coverage=True)
+    traced = result_of(results, reference, tests, p, coverage=True)
     cov = coverage_share(traced, [v and not d for v, d in zip(valid, dup)], n_lines)
     terms = tester_local(
         valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
@@ -441,10 +441,10 @@ def judge_program(problem, code, tests, valid, results, cfg):
     mismatches, terms): its ground-truth pass rate; per test of the tester's `tests`, passed
     (valid: the reference passes it); its failures there (for the next prompt); g, l_C, r_C."""
     p = problem
-    gt = result_of(results, code, p.tests, p.fn_name, every_test=gt_every_test(cfg.reward))
+    gt = result_of(results, code, p.tests, p, every_test=gt_every_test(cfg.reward))
     gt_pass_rate = gt.pass_rate if gt is not None else 0.0
     passed, mismatches = passed_and_mismatches(
-        result_of(results, code, tests, p.fn_name), tests, p.fn_name
+        result_of(results, code, tests, p), tests, p.fn_name
     )
     local, g = coder_local(passed, valid), global_term(gt_pass_rate, cfg.reward)
     terms = {"global": g, "local": local, "reward": final_reward(g, local, cfg.alpha)}

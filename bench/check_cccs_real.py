@@ -20,7 +20,7 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from cccs import make_subtask, rewarded_program, split_points, stage_starts  # noqa: E402
-from data import load_problems  # noqa: E402
+from data import load_problems, sandbox_job  # noqa: E402
 from sandbox import run_batch  # noqa: E402
 
 DEFAULT_PATH = os.path.join(os.environ.get("RL4CODE_DATA", os.path.join(
@@ -107,8 +107,7 @@ def main():
     if args.no_sandbox:
         print("sandbox check: skipped")
         return
-    jobs = [{"code": prog, "tests": p.tests, "fn_name": p.fn_name, "timeout": args.timeout}
-            for _, _, prog, p in subtasks]
+    jobs = [sandbox_job(p, prog, timeout=args.timeout) for _, _, prog, p in subtasks]
     t0 = time.time()
     results = run_batch(jobs, workers=args.workers)
     passed = [r.status == "pass" for r in results]

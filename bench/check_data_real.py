@@ -25,7 +25,7 @@ def pass_rates(problems, workers, timeout):
     import sandbox
 
     jobs = [
-        {"code": p.solutions[0], "tests": p.tests, "fn_name": p.fn_name, "timeout": timeout}
+        data.sandbox_job(p, p.solutions[0], timeout=timeout)
         for p in problems
     ]
     start = time.time()
@@ -118,12 +118,7 @@ def main():
 
     lcb = loaded["livecodebench_v1_samples_3.jsonl"]
     jobs = [
-        {
-            "code": "import sys; sys.exit(0)",
-            "tests": p.tests,
-            "fn_name": p.fn_name,
-            "timeout": args.timeout,
-        }
+        data.sandbox_job(p, "import sys; sys.exit(0)", timeout=args.timeout)
         for p in lcb
     ]
     res = sandbox.run_batch(jobs, workers=args.workers)

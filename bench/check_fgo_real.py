@@ -59,8 +59,8 @@ def main():
 
     problems = data.load_problems("apps_plus", path=args.path, need_solution=True)
     problems = problems[:args.limit] if args.limit else problems
-    jobs = [dict(code=p.solutions[0], tests=p.tests, fn_name=p.fn_name, timeout=args.timeout,
-                 memory_mb=1024, coverage=True) for p in problems]
+    jobs = [data.sandbox_job(p, p.solutions[0], timeout=args.timeout, memory_mb=1024,
+                             coverage=True) for p in problems]
     t0 = time.time()
     results = sandbox.run_batch(jobs)
     print(f"{len(problems)} problems, {sum(len(p.tests) for p in problems)} tests, "

@@ -403,7 +403,7 @@ def reward_phase(problems, texts: list[str], args, rng) -> tuple[list[float], di
     import data
     import sandbox
     programs = [data.extract_code("```python\n" + t) for t in texts]
-    jobs = [dict(code=c, tests=p.tests, fn_name=p.fn_name, timeout=args.test_timeout)
+    jobs = [data.sandbox_job(p, c, timeout=args.test_timeout)
             for p, c in zip(problems, programs) if c is not None]
     info = {"programs": len(jobs), "no_code": sum(c is None for c in programs)}
     try:
@@ -421,11 +421,12 @@ def reward_phase(problems, texts: list[str], args, rng) -> tuple[list[float], di
 def sandbox_reference(problems, args) -> dict:
     """The realistic reward cost: the sandbox judging P*G reference solutions that run all
     their tests (the GRPO steps' garbage programs fail to compile in the parent, in ~1 ms)."""
+    import data
     import sandbox
     pool = [p for p in problems if p.solutions]
     batch = [pool[i % len(pool)] for i in range(args.prompts)]
-    jobs = [dict(code=p.solutions[0], tests=p.tests, fn_name=p.fn_name,
-                 timeout=args.test_timeout) for p in batch for _ in range(args.group)]
+    jobs = [data.sandbox_job(p, p.solutions[0], timeout=args.test_timeout)
+            for p in batch for _ in range(args.group)]
     t = time.perf_counter()
     results = sandbox.run_batch(jobs, workers=args.sandbox_workers or None)
     seconds = time.perf_counter() - t

@@ -56,7 +56,7 @@ def pass_at(n: int, k: int, rates: dict) -> dict:
 
 def reference_coverage(problems, n_tests: int, workers) -> dict[str, float]:
     """{problem id: lines the reference runs under its first n_tests / under all its tests}."""
-    jobs = [dict(code=p.solutions[0], tests=t, fn_name=p.fn_name, coverage=True, timeout=4.0)
+    jobs = [data.sandbox_job(p, p.solutions[0], t, coverage=True, timeout=4.0)
             for p in problems for t in (p.tests[:n_tests], p.tests)]
     res = sandbox.run_batch(jobs, workers=workers)
     return {p.id: len(res[2 * i].executed_lines) / max(len(res[2 * i + 1].executed_lines), 1)

@@ -45,8 +45,7 @@ def probe(model, tok, k: int, problems: int, samples: int, rng: random.Random) -
                                      pad_token_id=tok.pad_token_id or 0)
             for text in tok.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True):
                 code = cccs.rewarded_program(prefix, text)
-                jobs[name].append(dict(code=code or "", tests=p.tests, fn_name=p.fn_name,
-                                       timeout=2.0))
+                jobs[name].append(data.sandbox_job(p, code or "", timeout=2.0))
     rates = {}
     for name, batch in jobs.items():
         results = sandbox.run_batch(batch, workers=1)

@@ -414,6 +414,91 @@ for where in (".", "/dev/shm"):
 print(a + b, min(inodes), max(inodes))
 """, tests=ADD[:1])
 
+# ---- class 11: a check test's expected values -------------------------------------------------
+# The check code holds SECRET_PREFIX + the digits of 13**41, which the program returns only if
+# it finds them: in its own memory (what fork copied from the job process), in the frames and
+# objects gc knows, or in what /proc shows of every other process (memory, environment,
+# command line, open fds: the checker's). It first finds a marker it planted in its own heap;
+# if it cannot, it raises (runtime_error), so "wrong_answer" means it looked and found nothing.
+SECRET_PREFIX = "KVPW"
+SECRET_CHECK = f"""
+def check(candidate):
+    assert candidate() == "{SECRET_PREFIX}{13 ** 41}"
+"""
+PROBE_CHECK_SECRET = job(f"""
+import ctypes, gc, os, sys
+PREFIX = b"{SECRET_PREFIX}"
+
+def digits_after_prefix(data, found):
+    i = data.find(PREFIX)
+    while i >= 0:
+        j = k = i + len(PREFIX)
+        while k < len(data) and 48 <= data[k] <= 57:
+            k += 1
+        if k - j >= 30:
+            found.add(data[j:k].decode())
+        i = data.find(PREFIX, i + 1)
+
+def read_ranges(maps_lines, read, found):
+    for line in maps_lines:
+        fields = line.split()
+        if "r" not in fields[1] or (len(fields) > 5 and fields[5] not in ("[heap]", "[stack]")):
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        while start < end:
+            size = min(end - start, 1 << 22)
+            try:
+                digits_after_prefix(read(start, size), found)
+            except (OSError, ValueError, OverflowError):
+                break
+            start += max(size - 64, 1)
+
+def other_processes(found):
+    for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+        for name in ("environ", "cmdline"):
+            try:
+                digits_after_prefix(open(f"/proc/{{pid}}/{{name}}", "rb").read(), found)
+            except OSError:
+                pass
+        try:
+            with open(f"/proc/{{pid}}/mem", "rb", buffering=0) as mem:
+                def read(start, size):
+                    mem.seek(start)
+                    return mem.read(size)
+                read_ranges(open(f"/proc/{{pid}}/maps").read().splitlines(), read, found)
+        except OSError:
+            pass
+        try:
+            fds = os.listdir(f"/proc/{{pid}}/fd")
+        except OSError:
+            fds = []
+        for fd in fds:
+            try:
+                opened = os.open(f"/proc/{{pid}}/fd/{{fd}}", os.O_RDONLY | os.O_NONBLOCK)
+                digits_after_prefix(os.read(opened, 1 << 20), found)
+                os.close(opened)
+            except OSError:
+                pass
+
+def objects(found):
+    for o in gc.get_objects():
+        for value in (o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple))
+                      else ()):
+            if isinstance(value, (str, bytes)):
+                digits_after_prefix(value.encode() if isinstance(value, str) else value, found)
+
+def srt():
+    planted = PREFIX + str(3 ** 70).encode()
+    found = set()
+    read_ranges(open("/proc/self/maps").read().splitlines(), ctypes.string_at, found)
+    if str(3 ** 70) not in found:
+        raise RuntimeError("the probe does not see its own memory")
+    found.discard(str(3 ** 70))
+    other_processes(found)
+    objects(found)
+    return "{SECRET_PREFIX}" + found.pop() if found else "not found"
+""", [{"check": SECRET_CHECK}], fn_name="srt", source="humaneval", timeout=5.0)
+
 HONEST = [job("a, b = map(int, input().split())\nprint(a + b)\n"),
           job("def f(a, b):\n    return a + b\n", [{"input": [1, 2], "output": 3}], fn_name="f"),
           HONEST_ATEXIT, HONEST_CLOSES_STDOUT, HONEST_RAW_FD, HONEST_THREAD_MAIN, HONEST_LONE_CR,
@@ -433,7 +518,8 @@ def hostile(socket_path: str | None = None, marker: str | None = None,
               (USER_NAMESPACE, "pass"), (PTRACE, "pass"), (NO_NEW_PRIVS, "pass"),
               (TREE_MEMORY, "memory_limit" if cgroup else "pass"), (CPU_HOG, "timeout"),
               (FLOAT_FOR_INT, "wrong_answer"), (PRELUDE_MENTION, "runtime_error"),
-              (MARKER_JOB, "wrong_answer"), (PROBE_FRAMES_AND_GC, "pass"), (PROBE_MEMORY, "pass")]
+              (MARKER_JOB, "wrong_answer"), (PROBE_FRAMES_AND_GC, "pass"), (PROBE_MEMORY, "pass"),
+              (PROBE_CHECK_SECRET, "wrong_answer")]
     if socket_path:
         pairs.append((unix_socket_probe(socket_path), "pass"))
     if dgram_path:

@@ -482,25 +482,102 @@ def test_livecodebench_repackaged_sample_format(tmp_path):
 # ---------------------------------------------------------------------------- HumanEval
 
 
-def test_humaneval_row_to_call_tests(tmp_path):
-    row = {
-        "task_id": "HumanEval/0",
-        "entry_point": "inc",
-        "prompt": 'def inc(x):\n    """Return x plus one."""\n',
-        "canonical_solution": "    return x + 1\n",
-        "test": "def check(candidate):\n    assert candidate(1) == 2\n"
-        "    assert candidate(-1) == 0\n"
-        "    assert abs(candidate(0.5) - 1.5) < 1e-6\n",
-    }
-    (p,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "he.jsonl", [row]))
-    assert p.fn_name == "inc" and p.question == "Return x plus one."
-    assert p.tests == [
-        {"input": [1], "output": 2},
-        {"input": [-1], "output": 0},
-    ]  # the abs() check stays in metadata
+HUMANEVAL_ROW = {
+    "task_id": "HumanEval/0",
+    "entry_point": "times19",
+    "prompt": 'def nineteen():\n    return 19\n\n\ndef times19(x):\n    """Return x times 19."""\n',
+    "canonical_solution": "    return x * nineteen()\n",
+    "test": "def check(candidate):\n"
+            "    assert candidate(3) == 3*19\n"                     # computed expectation
+            "    assert not candidate(0)\n"                          # truthiness
+            "    assert abs(candidate(1.5) - 28.5) < 1e-6\n"         # a tolerance of its own
+            "    assert candidate(2) == times19(2) == 2 * nineteen()\n",   # by name; prompt helper
+}
+
+
+def test_humaneval_is_one_check_test_with_the_prompts_helpers(tmp_path):
+    (p,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_ROW]))
+    assert p.fn_name == "times19" and p.question == "Return x times 19."
+    assert p.tests == [{"check": HUMANEVAL_ROW["prompt"] + "\n" + HUMANEVAL_ROW["test"]}]
     ns = {}
     exec(p.solutions[0], ns)
-    assert ns["inc"](1) == 2
+    assert ns["times19"](1) == 19
+    data.check_problem(p)   # a prepared file keeps it
+    bad = data.Problem(**{**p.__dict__, "tests": p.tests * 2})
+    with pytest.raises(data.BadRow, match="only test"):
+        data.check_problem(bad)
+
+
+def test_humaneval_judges_every_assert_of_its_check_with_exact_equality(tmp_path):
+    sandbox = sandbox_or_skip()
+    (p,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_ROW]))
+    programs = {
+        "pass": p.solutions[0],
+        "computed": "def times19(x):\n    return 56 if x == 3 else x * 19\n",
+        "truthiness": "def times19(x):\n    return x * 19 if x else '0'\n",
+        "float off 1e-9": "def times19(x):\n    return x * 19 + (1e-9 if x == 3 else 0)\n",
+        "by name": "def times19(x):\n    return x * 19 + (x == 2)\n",
+    }
+    results = sandbox.run_batch([data.sandbox_job(p, c, timeout=5.0) for c in programs.values()])
+    assert [r.status for r in results] == ["pass"] + ["wrong_answer"] * 4
+    ret = "def sort3(xs):\n    return {}\n"
+    row = dict(HUMANEVAL_ROW, entry_point="sort3", prompt="def sort3(xs):\n    \"\"\"Sort.\"\"\"\n",
+               test="def check(candidate):\n    assert candidate([3, 1, 2]) == [1, 2, 3]\n")
+    (q,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "s.jsonl", [row]))
+    jobs = [data.sandbox_job(q, ret.format(v), timeout=5.0)
+            for v in ("sorted(xs)", "tuple(sorted(xs))", "set(xs)")]
+    assert [r.status for r in sandbox.run_batch(jobs)] == ["pass", "wrong_answer", "wrong_answer"]
+
+
+def test_each_benchmark_keeps_only_the_leniencies_of_its_own_harness(tmp_path):
+    sandbox = sandbox_or_skip()
+    call = {**APPS_PLUS_CALL, "starter_code": "class Solution:\n    def f(self, n):\n",
+            "inputs": [["3"]], "outputs": [["[0, 1, 2]"]]}
+    path = tmp_path / "apps_plus.json"
+    path.write_text(json.dumps([call, {**call, "outputs": [["0.3"]]}]))
+    listed, floating = data.load_problems("apps_plus", path=str(path))
+    method = "class Solution:\n    def f(self, n):\n        return {}\n"
+    cc_path = tmp_path / "cc.json"
+    cc_path.write_text(json.dumps([{"problem": "Half.", "tests": {"inputs": ["1\n"],
+                                                                 "outputs": ["0.5\nYES\n"]}}]))
+    (cc,) = data.load_problems("code_contests", path=str(cc_path))
+    lcb = data.Problem("livecodebench/x", "livecodebench", "Half.", "", None,
+                       [{"input": "", "output": "0.5\n"}], [], "easy")
+    cases = [   # (problem, program, verdict of its benchmark's harness)
+        (listed, method.format("tuple(range(n))"), "pass"),     # APPS: its answers are JSON
+        (listed, method.format("list(range(n))"), "pass"),
+        (listed, method.format("set(range(n))"), "wrong_answer"),
+        (floating, method.format("0.1 + 0.2"), "wrong_answer"),  # APPS: `==`, no tolerance
+        (floating, method.format("0.3"), "pass"),
+        (cc, "print(0.500009)\nprint('yes')", "pass"),          # CodeContests: 1e-5, any case
+        (cc, "print(0.50002, 'YES')", "wrong_answer"),
+        (lcb, "print(0.50)", "pass"),                            # LiveCodeBench: Decimals
+        (lcb, "print(0.5000001)", "wrong_answer"),
+    ]
+    results = sandbox.run_batch([data.sandbox_job(p, c, timeout=5.0) for p, c, _ in cases])
+    assert [r.status for r in results] == [v for _, _, v in cases]
+
+
+def test_tasks_and_builtin_keep_their_verdicts(tmp_path):
+    # Their rule is the project's own, which judged the shipped base model and every result:
+    # every reference passes, and so does each call-based one returning a tuple for its list
+    # (the own rule's leniency, which HumanEval's `==` does not have).
+    sandbox = sandbox_or_skip()
+    problems = (data.builtin_problems() + data.load_problems("tasks", split="test")
+                + data.load_problems("tasks", split="heldout"))
+    jobs = [data.sandbox_job(p, s, timeout=10.0) for p in problems for s in p.solutions]
+    assert {j["source"] for j in jobs} == {"builtin", "tasks"}
+    assert [r.status for r in sandbox.run_batch(jobs, workers=2)] == ["pass"] * len(jobs)
+    listing = [p for p in problems if p.fn_name and any(isinstance(t["output"], list)
+                                                        for t in p.tests)]
+    wrap = ("\n_returned = {f}\ndef {f}(*args):\n    value = _returned(*args)\n"
+            "    return tuple(value) if isinstance(value, list) else value\n")
+    jobs = [data.sandbox_job(p, p.solutions[0] + wrap.format(f=p.fn_name), timeout=10.0)
+            for p in listing]
+    assert listing and [r.status for r in sandbox.run_batch(jobs, workers=2)] == (
+        ["pass"] * len(jobs))
+    as_humaneval = [dict(job, source="humaneval") for job in jobs]
+    assert "pass" not in [r.status for r in sandbox.run_batch(as_humaneval, workers=2)]
 
 
 # ---------------------------------------------------------------------------- prepare

@@ -382,6 +382,18 @@ def test_a_later_job_finds_no_output_of_an_earlier_one_in_its_memory():
 
 
 @needs_root
+def test_a_check_tests_program_cannot_find_the_check_code():
+    # The job process reads the check code only after forking the program's process, and the
+    # checker that holds it runs as another process the program cannot read: the probe returns
+    # the expected value only if it finds it (tests/sandbox_programs.py, class 11).
+    r = _batch([P.PROBE_CHECK_SECRET])[0]
+    assert r.status == "wrong_answer", r.tests[0].stderr
+    leaked = f'LEAK = "{P.SECRET_PREFIX}" + str(13 ** 41)\n'   # in the program's own memory
+    r = _batch([dict(P.PROBE_CHECK_SECRET, code=leaked + P.PROBE_CHECK_SECRET["code"])])[0]
+    assert r.status == "pass"   # the probe does find the value where it can be read
+
+
+@needs_root
 def test_each_job_gets_a_fresh_tmpfs():
     # Each probe makes 20 unnamed files in its workdir and in /dev/shm: on a tmpfs reused from
     # the job before, their inode numbers would continue where that job's stopped.

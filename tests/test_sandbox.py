@@ -376,7 +376,10 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
 
 
 @pytest.mark.parametrize("message,ok", [
-    (b'{"result": [1, {"a": null}], "lines": [1, 2]}', True),
+    (b'{"result": [1, {"dict": [["a", null]]}], "lines": [1, 2]}', True),
+    (b'{"result": {"tuple": [1, {"set": [2]}, {"frozenset": []}]}}', True),
+    (b'{"result": [1, {"a": null}]}', False),  # a dict is sent tagged: {"dict": [[k, v]]}
+    (b'{"result": {"tuple": [1], "set": [2]}}', False), (b'{"result": {"dict": [[1]]}}', False),
     (b'', True),
     (b'{"lines": [1, 2, 9]}', False),          # 9 is not an executable line
     (b'{"lines": [true]}', False), (b'{"lines": "12"}', False), (b'{"lines": [1.0]}', False),
@@ -386,7 +389,7 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
     (b'{"result": 1}{"result": 2}', False), (b'\xff', False), (b'{"result": NaN}', True),
 ])
 def test_report_fields_are_typed_and_bounded(message, ok):
-    job = dict(fn_name="f", coverage=True, code="def f():\n    return 1\n")
+    job = dict(fn_name="f", coverage=True, code="def f():\n    return 1\n", check=False)
     prepared = sb._prepare(job)
     assert prepared.executable_lines() == {1, 2}
     assert (sb._parse_message(message, job, prepared) is not None) is ok
@@ -627,3 +630,268 @@ def test_an_error_shows_the_program_none_of_the_judges_frames():
     r = run("x = int(input())\nprint(1 // x)\n", [{"input": "0\n", "output": "1\n"}])
     assert r.tests[0].stderr.startswith('Traceback (most recent call last):\n  File "<solution>"')
     assert "sandbox.py" not in r.tests[0].stderr and "ZeroDivisionError" in r.tests[0].stderr
+
+
+# --- comparison rules per source ----------------------------------------------------------------
+
+def test_each_source_is_judged_by_its_benchmarks_rule():
+    assert sb.rule_for("humaneval")[1] is sb.python_values_match
+    assert sb.rule_for("apps") == sb.rule_for("apps_plus") == (sb.outputs_match,
+                                                               sb.apps_values_match)
+    assert sb.rule_for("code_contests")[0] is sb.code_contests_outputs_match
+    assert sb.rule_for("livecodebench") == (sb.livecodebench_outputs_match,
+                                            sb.livecodebench_values_match)
+    for own in ("tasks", "builtin", None, "a source of someone else's"):
+        assert sb.rule_for(own) == (sb.outputs_match, sb.own_values_match), own
+
+
+W = sb._to_wire   # a returned value as the child sends it
+
+
+@pytest.mark.parametrize("rule,expected,actual,ok", [
+    # HumanEval: Python's ==, nothing forgiven
+    (sb.python_values_match, [1, 2], (1, 2), False),
+    (sb.python_values_match, [1, 2, 3], {3, 1, 2}, False),
+    (sb.python_values_match, 0.5, 0.5 + 1e-9, False),
+    (sb.python_values_match, 0.1 + 0.2, 0.1 + 0.2, True),
+    (sb.python_values_match, (1, [2]), (1, [2]), True),
+    (sb.python_values_match, {1: "a", (2, 3): {4}}, {(2, 3): frozenset({4}), True: "a"}, True),
+    (sb.python_values_match, {1: "a"}, {1: "b"}, False),
+    (sb.python_values_match, {frozenset({1, 2})}, {frozenset({2, 1})}, True),
+    (sb.python_values_match, {1, 2}, {1, 3}, False),
+    (sb.python_values_match, 1, True, True), (sb.python_values_match, 2, 2.0, True),
+    (sb.python_values_match, 10**20, 1e20, True), (sb.python_values_match, 10**20 + 1, 1e20, False),
+    (sb.python_values_match, None, 0, False), (sb.python_values_match, "1", 1, False),
+    (sb.python_values_match, float("nan"), float("nan"), False),
+    # APPS / APPS+: a returned tuple (or list of tuples) is a list; else Python's ==
+    (sb.apps_values_match, [1, 2], (1, 2), True),
+    (sb.apps_values_match, [[1, 2], [3]], [(1, 2), (3,)], True),
+    (sb.apps_values_match, [[[1]]], [[(1,)]], False),          # deeper: not a list
+    (sb.apps_values_match, [1, 3], {1, 3}, False),
+    (sb.apps_values_match, 0.3, 0.1 + 0.2, False),
+    (sb.apps_values_match, 1, True, True), (sb.apps_values_match, [1, 2], [1], False),
+    (sb.apps_values_match, {"a": [1]}, {"a": [1]}, True),
+    # LiveCodeBench: a returned tuple is a list, nothing deeper
+    (sb.livecodebench_values_match, [1, 2], (1, 2), True),
+    (sb.livecodebench_values_match, [[1, 2]], [(1, 2)], False),
+    (sb.livecodebench_values_match, 0.5, 0.5000001, False),
+    # tasks, builtin: the project's own rule, unchanged
+    (sb.own_values_match, [1, 2], (1, 2), True),
+    (sb.own_values_match, [1, 2, 3], {3, 1, 2}, True),
+    (sb.own_values_match, 0.5, 0.5 + 1e-9, True),
+    (sb.own_values_match, [[1, 2]], [(1, 2)], True),
+    (sb.own_values_match, 10**12 + 7, 1e12, False),
+])
+def test_call_based_rules(rule, expected, actual, ok):
+    assert rule(expected, W(actual)) is ok
+
+
+def test_own_rule_refuses_what_is_no_json_data():
+    with pytest.raises(TypeError):
+        sb.own_values_match({1: 2}, W({1: 2}))
+    with pytest.raises(TypeError):
+        sb.own_values_match([1, "a"], W({1, "a"}))
+
+
+def test_comparing_a_returned_set_builds_nothing_from_the_programs_data():
+    # 20,000 ints with one hash (k * (2**61 - 1) all hash to 0): a set built from them costs
+    # ~10**8 comparisons; judging walks them against the expected set instead
+    colliding = {"set": [k * (2 ** 61 - 1) for k in range(1, 20_001)]}
+    start = time.process_time()
+    assert not sb.python_values_match(set(range(20_000)), colliding)
+    assert not sb.python_values_match(list(range(20_000)), colliding)
+    assert time.process_time() - start < 2.0
+
+
+@pytest.mark.parametrize("expected,actual,ok", [
+    ("0.5", "0.500009", True), ("0.5", "0.50002", False),   # absolute 1e-5
+    ("1000000.0", "1000000.5", False),                      # absolute, not relative
+    ("YES", "yes", True), ("Yes No", "yes\n\nno\n", True),  # lowercased; lines do not count
+    ("1", "1.0", True), ("2", "2.000001", True),            # every number is a double
+    ("ab", "a b", False), ("1 2", "1 2 3", False), ("x", "y", False),
+    ("1e-3", "+0.001", True), ("0.5", "+-0.5", False), ("inf", "INF", True),
+    ("a\fb", "a b", False),                                 # a form feed separates nothing
+])
+def test_code_contests_rule(expected, actual, ok):
+    assert sb.code_contests_outputs_match(expected, actual) is ok
+
+
+@pytest.mark.parametrize("expected,actual,ok", [
+    ("1 2\n0.5", "\n 1  2 \n0.50\n\n", True), ("1", "1.0", True), ("10", "1e1", True),
+    ("0.5", "0.5000001", False),                            # no tolerance
+    ("a b", "a  b", False), ("a b", " a b ", True),        # words: spacing inside counts
+    ("1\n\n2", "1\n2", False), ("YES", "yes", False), ("nan", "nan", True),
+    ("NaN 1", "NaN 1.0", False),                            # NaN != NaN as Decimals
+])
+def test_livecodebench_rule(expected, actual, ok):
+    assert sb.livecodebench_outputs_match(expected, actual) is ok
+
+
+def test_a_job_is_judged_by_its_sources_rule():
+    tuple_for_list = dict(code="def f(n):\n    return tuple(range(n))\n",
+                          tests=[{"input": [3], "output": [0, 1, 2]}], fn_name="f")
+    set_for_list = dict(tuple_for_list, code="def f(n):\n    return set(range(n))\n")
+    near_float = dict(code="print(0.500009)\n", tests=[{"input": "", "output": "0.5\n"}])
+    jobs = ([dict(tuple_for_list, source=s) for s in ("apps_plus", "humaneval", None)]
+            + [dict(set_for_list, source=s) for s in ("apps", "tasks")]
+            + [dict(near_float, source=s) for s in ("code_contests", "livecodebench", "tasks")])
+    assert [r.status for r in _batch(jobs, workers=2)] == [
+        "pass", "wrong_answer", "pass", "wrong_answer", "pass", "pass", "wrong_answer",
+        "wrong_answer"]
+
+
+def test_a_wrong_answer_shows_the_value_as_python_prints_it():
+    r = _batch([dict(code="def f():\n    return (1, {2}, {'a': frozenset()}, [1.5])\n",
+                     tests=[{"input": [], "output": 0}], fn_name="f", source="apps")])[0]
+    assert r.status == "wrong_answer" and r.tests[0].output == "(1, {2}, {'a': frozenset()}, [1.5])"
+
+
+def test_only_the_line_rule_compacts_an_output_past_the_byte_cap():
+    # 100,000 lines "a" + 20 spaces + "b" (2.3 MB, over the 1 MiB cap): the line rule ignores
+    # the spacing, so the compacted text is judged; LiveCodeBench's rule does not
+    job = dict(code="for _ in range(100_000):\n    print('a' + ' ' * 20 + 'b')\n",
+               tests=[{"input": "", "output": "a b\n" * 100_000}])
+    own, lcb = _batch([job, dict(job, source="livecodebench")], workers=2)
+    assert own.status == "pass"
+    assert lcb.status == "output_limit"
+
+
+# --- check tests (HumanEval's check(candidate)) -------------------------------------------------
+
+SORT_CHECK = """
+def check(candidate):
+    assert candidate([3, 1, 2]) == [1, 2, 3]
+    assert candidate([]) == []
+    assert candidate([2, 2, 1]) == sorted([2, 2, 1])
+"""
+
+
+def check_job(body, check=SORT_CHECK, **kw):
+    return dict(code=textwrap.dedent(body), tests=[{"check": check}], fn_name="srt",
+                source="humaneval", timeout=T) | kw
+
+
+@pytest.mark.parametrize("body,status", [
+    ("def srt(xs):\n    return sorted(xs)\n", "pass"),
+    ("def srt(xs):\n    return tuple(sorted(xs))\n", "wrong_answer"),     # a tuple for a list
+    ("def srt(xs):\n    return set(xs)\n", "wrong_answer"),               # a set for a list
+    ("def srt(xs):\n    return None\n", "wrong_answer"),
+    ("def srt(xs):\n    return (x for x in sorted(xs))\n", "wrong_answer"),   # not data
+    ("class A:\n    def __eq__(self, o):\n        return True\n"
+     "def srt(xs):\n    return A()\n", "wrong_answer"),                  # no forged __eq__
+    ("def srt(xs):\n    raise ValueError(xs)\n", "runtime_error"),
+    ("def other(xs):\n    return sorted(xs)\n", "runtime_error"),         # no such function
+    ("import sys\ndef srt(xs):\n    sys.exit(0)\n", "runtime_error"),
+    ("raise SystemExit(0)\ndef srt(xs):\n    return sorted(xs)\n", "runtime_error"),
+    ("import os\ndef srt(xs):\n    os.kill(-1, 9)\n", "runtime_error"),   # kills the checker too
+    ("def srt(xs):\n    while True:\n        pass\n", "timeout"),
+    ("def srt(xs):\n    return 'x' * 5_000_000\n", "output_limit"),
+    ("print('chatty')\ndef srt(xs):\n    print(xs)\n    return sorted(xs)\n", "pass"),
+    # a reply written on the program's own pipe to the checker: it can only claim a value
+    (f"import os\ndef srt(xs):\n    os.write({sb.REPLIES_FD}, (4).to_bytes(8, 'big') + b'junk')\n"
+     "    return sorted(xs)\n", "runtime_error"),
+])
+def test_check_test_verdicts(body, status):
+    r = _batch([check_job(body)])[0]
+    assert (r.status, r.passed, r.total) == (status, status == "pass", 1), r.tests[0].stderr
+
+
+def test_check_counts_every_assert_with_exact_equality():
+    check = """
+def check(candidate):
+    assert candidate(3) == 3 * 19
+    assert not candidate(0)
+    assert abs(candidate(1.5) - 28.5) < 1e-6
+    for x in range(-5, 5):
+        assert candidate(x) == x * 19
+"""
+    right = "def times(x):\n    return x * 19\n"
+    jobs = [dict(check_job(body, check), fn_name="times") for body in (
+        right,
+        "def times(x):\n    return 57 if x == 3 else x * 19 + (x == 0)\n",   # truthiness
+        "def times(x):\n    return x * 19 + (x == 3)\n",                     # computed
+        "def times(x):\n    return x * 19 + (x == -5)\n",                    # in a loop
+        "def times(x):\n    return x * 19 + 1e-9\n",                         # a float off 1e-9
+    )]
+    assert [r.status for r in _batch(jobs, workers=2)] == ["pass"] + ["wrong_answer"] * 4
+
+
+def test_check_sees_the_programs_exceptions_and_may_catch_them():
+    check = """
+def check(candidate):
+    try:
+        candidate(-1)
+    except ValueError:
+        pass
+    else:
+        assert False
+    assert candidate(4) == 2
+"""
+    body = "def root(x):\n    if x < 0:\n        raise ValueError(x)\n    return int(x ** 0.5)\n"
+    r = _batch([dict(check_job(body, check), fn_name="root")])[0]
+    assert r.status == "pass"
+    r = _batch([dict(check_job(body.replace("ValueError", "KeyError"), check), fn_name="root")])[0]
+    assert r.status == "runtime_error" and "candidate raised KeyError" in r.tests[0].stderr
+
+
+def test_check_may_take_the_items_of_a_returned_iterator():
+    # HumanEval/33 and /37 compare tuple(candidate(...)): a generator passes there, as in its
+    # harness, and still differs from a list under `==`
+    check = "def check(candidate):\n    assert tuple(candidate([3, 1, 2])) == (1, 2, 3)\n"
+    jobs = [check_job(body, check) for body in (
+        "def srt(xs):\n    return (x for x in sorted(xs))\n",
+        "def srt(xs):\n    return map(int, sorted(xs))\n",
+        "def srt(xs):\n    return (x for x in xs)\n",
+        "def srt(xs):\n    yield 1\n    raise ValueError\n")]
+    assert [r.status for r in _batch(jobs, workers=2)] == [
+        "pass", "pass", "wrong_answer", "runtime_error"]
+
+
+def test_check_calls_the_function_by_name_and_uses_the_prompts_helpers():
+    # HumanEval/33 compares with the entry point by name; HumanEval/32 calls poly() of the prompt
+    check = """
+def helper(x):
+    return x * 2
+
+def check(candidate):
+    assert candidate(3) == double(3)
+    assert candidate(5) == helper(5)
+"""
+    jobs = [dict(check_job(body, check), fn_name="double")
+            for body in ("def double(x):\n    return x + x\n", "def double(x):\n    return 6\n")]
+    assert [r.status for r in _batch(jobs)] == ["pass", "wrong_answer"]
+
+
+def test_check_test_reports_coverage_and_the_checkers_cpu():
+    r = _batch([check_job("def srt(xs):\n    if not xs:\n        return []\n"
+                          "    return sorted(xs)\n", coverage=True)])[0]
+    assert r.status == "pass" and r.executed_lines == {1, 2, 3, 4}
+    spin = "def check(candidate):\n    while True:\n        pass\n"
+    r = _batch([check_job("def srt(xs):\n    return xs\n", spin)])[0]
+    assert r.status == "timeout"
+
+
+def test_a_check_job_is_one_check_test_with_fn_name():
+    check = {"check": SORT_CHECK}
+    for bad in ([check, check], [check, {"input": [1], "output": 1}], [{"check": 3}]):
+        with pytest.raises(ValueError, match="only"):
+            sb.run_batch([dict(code="x = 1", tests=bad, fn_name="srt")])
+    with pytest.raises(ValueError, match="fn_name"):
+        sb.run_batch([dict(code="x = 1", tests=[check])])
+
+
+def test_check_code_that_does_not_run_is_the_data_not_the_program():
+    r = _batch([check_job("def srt(xs):\n    return sorted(xs)\n", "def chek(c):\n    pass\n"),
+                check_job("def srt(xs):\n    return sorted(xs)\n", "1 / 0\n")])
+    assert [x.status for x in r] == ["runtime_error"] * 2
+    assert "defines no check" in r[0].tests[0].stderr
+    assert "ZeroDivisionError" in r[1].tests[0].stderr
+
+
+def test_cli_judges_a_check_test_with_a_source(tmp_path):
+    prog, tests = tmp_path / "p.py", tmp_path / "t.json"
+    prog.write_text("def srt(xs):\n    return tuple(sorted(xs))\n")
+    tests.write_text(json.dumps([{"check": SORT_CHECK}]))
+    out = subprocess.run([sys.executable, sb.__file__, str(prog), str(tests), "--fn-name", "srt",
+                          "--source", "humaneval"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and json.loads(out.stdout)["status"] == "wrong_answer"
