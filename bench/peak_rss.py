@@ -1,7 +1,7 @@
 """Peak memory of a command's whole process tree (GNU time's maximum RSS is its largest process
 only: a training's sandbox workers and torchrun's ranks are left out).
 
-    .venv/bin/python bench/peak_rss.py [--every 0.5] [--out FILE] -- CMD [ARGS...]
+    .venv/bin/python bench/peak_rss.py [--every 0.5] [--out FILE] [--trace FILE] -- CMD [ARGS...]
 
 Every --every seconds it reads /proc for the command and every process descended from it.
 RSS counts the pages that processes share (a forked worker's copy of its parent) once in each;
@@ -65,9 +65,11 @@ def rss_pss_kb(rollup: str) -> tuple[int, int]:
     return fields.get("Rss", 0), fields.get("Pss", 0)
 
 
-def sample(root: int, proc: str = "/proc") -> tuple[int, int, int]:
-    """(RSS summed over the tree, PSS summed, the largest process's RSS), in kB."""
+def sample(root: int, proc: str = "/proc") -> tuple[tuple[int, int, int], dict[int, int]]:
+    """((RSS summed over the tree, PSS summed, the largest process's RSS), {pid: its PSS}),
+    in kB."""
     rss_sum = pss_sum = rss_max = 0
+    per = {}
     for pid in tree(root, parent_map(proc)):
         try:
             with open(os.path.join(proc, str(pid), "smaps_rollup")) as f:
@@ -75,7 +77,21 @@ def sample(root: int, proc: str = "/proc") -> tuple[int, int, int]:
         except OSError:          # gone, or a kernel thread
             continue
         rss_sum, pss_sum, rss_max = rss_sum + rss, pss_sum + pss, max(rss_max, rss)
-    return rss_sum, pss_sum, rss_max
+        per[pid] = pss
+    return (rss_sum, pss_sum, rss_max), per
+
+
+def largest(per: dict[int, int], n: int = 3, proc: str = "/proc") -> str:
+    """The n processes with the most PSS, "name:MB" each (name from /proc/PID/comm)."""
+    out = []
+    for pid, pss in sorted(per.items(), key=lambda x: -x[1])[:n]:
+        try:
+            with open(os.path.join(proc, str(pid), "comm")) as f:
+                name = f.read().strip()
+        except OSError:
+            name = str(pid)
+        out.append(f"{name}:{pss // 1024}")
+    return " ".join(out)
 
 
 def peaks(samples: list[tuple]) -> tuple[tuple, tuple]:
@@ -92,6 +108,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--every", type=float, default=0.5, help="seconds between samples")
     p.add_argument("--out", default=None, help="also write the JSON line here")
+    p.add_argument("--trace", default=None,
+                   help="write a line a sample here: seconds, RSS and PSS of the tree (MB), "
+                        "the 3 processes with the most PSS")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     a = p.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -100,9 +119,16 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     child = subprocess.Popen(cmd)
     samples = []
+    trace = open(a.trace, "w") if a.trace else None
     while child.poll() is None:
-        samples.append(sample(child.pid))
+        now, per = sample(child.pid)
+        samples.append(now)
+        if trace:
+            trace.write(f"{time.monotonic() - t0:.2f} {now[0] // 1024} {now[1] // 1024} "
+                        f"{largest(per)}\n")
         time.sleep(a.every)
+    if trace:
+        trace.close()
     peak, held = peaks(samples)
     mb = 1024.0
     result = dict(peak_pss_tree_mb=round(peak[1] / mb, 1),

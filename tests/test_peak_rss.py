@@ -35,7 +35,8 @@ def test_a_sample_sums_rss_and_pss_over_the_tree(tmp_path):
                                 11: ("w (1) x", 10, 300, 100), 12: ("worker", 10, 300, 100),
                                 13: ("prog", 12, 50, 50), 20: ("other", 1, 9000, 9000)})
     assert peak_rss.parent_map(proc) == {1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 20: 1}
-    assert peak_rss.sample(10, proc) == (2650, 1750, 2000)
+    sums, per = peak_rss.sample(10, proc)
+    assert sums == (2650, 1750, 2000) and per == {10: 1500, 11: 100, 12: 100, 13: 50}
     assert peak_rss.rss_pss_kb("Rss: 7 kB\nPss: 3 kB\nPss_Dirty: 2 kB\n") == (7, 3)
 
 
