@@ -959,8 +959,8 @@ def train(args):
                             curricula=False, pass_key="pass@1_after_turns")
         if r.resumed_from:
             catch_up_coder(team, r)
-        # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (methods.md
-        # section 4), so no reference model. With --mini-batches/--epochs above 1 the ratio is
+        # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (the PettingLLMs
+        # paper), so no reference model. With --mini-batches/--epochs above 1 the ratio is
         # taken against the old log-probs of a no-grad pass (as in grpo.py).
         loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0,
                                 agg=args.agg, off_policy=actor.off_policy(args))
@@ -1007,7 +1007,7 @@ PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
                 prompts_per_step=4, group_size=2, sft_batch=16,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
                 max_turns=2, micro_batch=16, engine="hf", cpu_threads=1),
-    # AT-GRPO's reported settings at 1.7B (methods.md section 4); 5 turns as the public configs.
+    # AT-GRPO's reported settings at 1.7B (the PettingLLMs paper); 5 turns as the public configs.
     "gpu": dict(out="runs/agents-gpu", max_turns=5, group_size=4, max_new_tokens=4096,
                 tester_max_new_tokens=4096, max_tests=8, lr=1e-6, weight_decay=0.01,
                 eval_temperature=0.6),

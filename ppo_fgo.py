@@ -461,7 +461,7 @@ def train(args) -> dict:
 PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     # CPU default: the shipped base on tasks:rl / tasks:eval (trainer.py); PPO's symmetric clip 0.2.
     "cpu": dict(eps_high=0.2),
-    # StepCoder's reported settings (methods.md section 2), GPU scale.
+    # StepCoder's reported settings (the StepCoder paper), GPU scale.
     "gpu": dict(out="runs/ppo-gpu", eps_high=0.2, lr=5e-7, critic_lr=1.5e-6, temperature=0.8,
                 top_p=0.9, max_new_tokens=1024),
 })
