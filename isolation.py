@@ -60,10 +60,13 @@ What remains: the program runs in the same process as the harness code, so it ca
 message on the harness fd (all it can claim is "my function returned X", which returning X does
 anyway); it sees the inputs and its own outputs of the other tests of its job (they are in the
 job process's memory), never anything of another job, and,
-for outputs over ~0.5 MB, an upper bound of the expected length (the output cap). It can read
-the world-readable files of the host (read-only) and /sys. A CPU hog still takes a core from its
-neighbours until it is stopped at `timeout` CPU seconds (verdicts do not depend on it, wall
-times do). Timing side channels and kernel bugs are out of scope.
+for outputs over ~0.5 MB, an upper bound of the expected length (the output cap). A check test's
+program runs beside its checker as the same uid: the job process reads the check code only
+after forking the program, and the checker is not dumpable (hide_process), so the program can
+read neither the check code nor the checker's pipes; it can kill the checker, which fails it.
+The program can read the world-readable files of the host (read-only) and /sys. A CPU hog takes a
+core from its neighbours until it is stopped at `timeout` CPU seconds (verdicts do not depend
+on it, wall times do). Timing side channels and kernel bugs are out of scope.
 Without root (a laptop) the sandbox degrades: no uid drop, no namespaces, no cgroup; rlimits
 (memory per process, RLIMIT_NPROC = the user's process count + NPROC_LIMIT), CPU time of the
 main process, wall cap, session kill and the subreaper tree kill still apply, and so do
