@@ -163,6 +163,13 @@ def test_stopping_rule_picks_the_last_checkpoint_with_room_for_rl():
 
 
 def _train(out, *extra):
+    """base.py on a 1-layer model; the run starts with this process's corpus in <out> (the
+    cache base.load_corpus reads, as a copied run would), so no subprocess builds it again."""
+    corpus = os.path.join(out, "corpus.json")
+    if not os.path.exists(corpus):
+        os.makedirs(out, exist_ok=True)
+        with open(corpus, "w") as f:
+            json.dump(base.corpus_pairs(0), f)
     cmd = [sys.executable, "base.py", "--out", out, "--layers", "1", "--hidden", "32",
            "--intermediate", "64", "--heads", "2", "--kv-heads", "1", "--vocab", "300",
            "--eval-every", "2", "--eval-n", "1", "--max-new-tokens", "4", "--engine", "hf",
