@@ -240,8 +240,9 @@ def preconditions(grid: Grid, path: str | None = None) -> dict:
         out["fgo"] = f"tokens masked {share:.1%} in the FGO cells (>= 10%: {met(share >= 0.10)})"
     if c := base.get("cccs"):
         ok = c["whole_pass@8"] <= 0.05 and c["last_stage_pass@8"] >= 0.3
-        moved = [r for r in curriculum_moves(grid) if r["first"] != r["last"]]
-        cells = len(curriculum_moves(grid))
+        stages = curriculum_moves(grid)
+        moved = [r for r in stages if r["first"] != r["last"]]
+        cells = len(stages)
         out["cccs"] = (f"chain_long whole pass@8 {c['whole_pass@8']:.2f}, from its last split "
                        f"point {c['last_stage_pass@8']:.2f} ({met(ok)})"
                        + (f"; stages moved in {len(moved)} of {cells} CCCS cells" if cells else ""))
