@@ -388,6 +388,20 @@ def check_humaneval(python: str, args) -> dict:
     return out
 
 
+def judge_against_official(kinds, official, jobs, items, notes, args) -> dict:
+    """Our judge's verdicts on `jobs` against the official ones, summarized by kind (with the
+    seconds it took), and the baseline checkout's verdicts on the same `items` beside them."""
+    start = time.time()
+    ours = judge(jobs, args.workers)
+    out = summarize(kinds, official, [s == "pass" for s in ours],
+                    [f"{n}: official {o}, ours {s}" for n, o, s in zip(notes, official, ours)])
+    out["ours_seconds"] = round(time.time() - start, 1)
+    if args.baseline:
+        before = judge_in(args.baseline, items, args.workers)
+        out["baseline"] = summarize(kinds, official, [s == "pass" for s in before], None)
+    return out
+
+
 def check_apps_plus(path: str, args) -> dict:
     rows = json.load(open(path))[:args.limit]
     kinds, official, ours_jobs, items, notes, skipped = [], [], [], [], [], Counter()
@@ -425,15 +439,8 @@ def check_apps_plus(path: str, args) -> dict:
             items.append(dict(kind="row", source="apps_plus", row=dict(row), code=code,
                               timeout=args.timeout))
             notes.append(f"apps_plus/{index} ({kinds[-1]})")
-    start = time.time()
-    ours = judge(ours_jobs, args.workers)
-    out = summarize(kinds, official, [s == "pass" for s in ours],
-                    [f"{n}: official {o}, ours {s}" for n, o, s in zip(notes, official, ours)])
-    out.update(problems=len(rows), ours_seconds=round(time.time() - start, 1),
-               skipped=dict(skipped))
-    if args.baseline:
-        before = judge_in(args.baseline, items, args.workers)
-        out["baseline"] = summarize(kinds, official, [s == "pass" for s in before], None)
+    out = judge_against_official(kinds, official, ours_jobs, items, notes, args)
+    out.update(problems=len(rows), skipped=dict(skipped))
     return out
 
 
@@ -451,16 +458,9 @@ def check_code_contests(path: str, args) -> dict:
             items.append(dict(kind="row", source="code_contests", row=row, code=code,
                               timeout=args.timeout))
             notes.append(f"code_contests/{index} ({kind})")
-    start = time.time()
-    ours = judge(jobs, args.workers)
-    out = summarize(kinds, official, [s == "pass" for s in ours],
-                    [f"{n}: official {o}, ours {s}" for n, o, s in zip(notes, official, ours)])
-    out.update(problems=len(rows), ours_seconds=round(time.time() - start, 1))
-    if args.baseline:
-        before = judge_in(args.baseline, items, args.workers)
-        out["baseline"] = summarize(kinds, official, [s == "pass" for s in before], None)
+    out = judge_against_official(kinds, official, jobs, items, notes, args)
+    out.update(problems=len(rows))
     return out
-
 
 def check_own_sources(args) -> dict:
     """tasks and builtin: references and two mutants each (a tuple for a list, the reference's
