@@ -39,10 +39,16 @@ What differs by construction (the ablation knobs below change the first two):
   skipped, actor.update), TRL's over every sample, so the two are not strictly comparable.
 
 Time per step is the wall time of one optimizer step (rollouts included; the final checkpoint
-and the evaluations excluded). Split: generation (ours: the step's time/generate; TRL: its
-_generate_single_turn), reward (the sandbox call, both: ours time/reward), update (ours: the
-update timer; TRL: the rest of the step: log-prob forward, backward, optimizer, bookkeeping),
-other (ours: weight sync into the engine and anything outside the timers).
+and the evaluations excluded; ours: metrics.jsonl's time/step). Split: generation (ours: the
+step's time/generate; TRL: its _generate_single_turn), reward (the sandbox call, both: ours
+time/reward), update (ours: time/update + time/score; TRL: the rest of the step: log-prob
+forward, backward, optimizer, bookkeeping), other (ours: weight sync into the engine and
+anything outside the timers).
+
+Memory: each framework's run is one subprocess whose whole process tree (the trainer, its
+sandbox workers, an engine's processes if it has any) is sampled by bench/peak_rss.py: peak
+PSS of the tree (shared pages split between their sharers) beside the trainer process's own
+peak RSS.
 """
 from __future__ import annotations
 
@@ -71,7 +77,9 @@ from datasets import Dataset  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peak_rss  # noqa: E402  (a process tree's peak memory)
 from ablate import mean_std  # noqa: E402  (the grid's mean and sample std)
+from compare import over_seeds, paired  # noqa: E402  (paired held-out differences)
 
 import grpo  # noqa: E402
 import rollouts  # noqa: E402
@@ -106,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "training problems; tasks:test: held-out instances)")
     g.add_argument("--max-problems", type=int, default=0,
                    help="first N problems of each set for training and evaluation (0 = all)")
+    g.add_argument("--max-eval-problems", type=int, default=None,
+                   help="first N problems of the evaluation set (0 = all; default: "
+                        "--max-problems)")
     g = p.add_argument_group("the RL run (the same for both)")
     g.add_argument("--steps", type=int, default=130, help="optimizer steps of each framework")
     g.add_argument("--prompts-per-step", type=int, default=8, help="prompts per step P")
@@ -185,6 +196,8 @@ def grpo_argv(a: argparse.Namespace, model: str, out: str) -> list[str]:
             "--max-new-tokens", str(a.max_new_tokens), "--micro-batch", str(a.micro_batch),
             "--seed", str(a.seed), "--cpu-threads", str(a.cpu_threads),
             "--test-timeout", str(a.test_timeout), "--max-problems", str(a.max_problems),
+            *(["--max-eval-problems", str(a.max_eval_problems)]
+              if a.max_eval_problems is not None else []),
             "--engine", a.engine, "--eval-n", "0", "--out", out, "--overwrite",
             "--save-every", str(max(a.steps, 1)), "--agg", "token-mean", "--beta", "0",
             "--adv-scale", "group", "--reward", "binary",
@@ -267,31 +280,40 @@ class WithReplacementSampler(RepeatSampler):
 
 # ----------------------------------------------------------------------------- the workers
 
+def step_phases(row: dict) -> dict:
+    """One RL row of grpo.py's metrics.jsonl -> the bench's per-step record: the step's wall
+    time (time/step) split into generation, reward (the sandbox), update (old/ref scoring
+    included, as TRL's update holds its log-prob forward) and other (weight sync and what
+    no timer covers)."""
+    wall, gen, reward = row["time/step"], row.get("time/generate", 0.0), row.get(
+        "time/reward", 0.0)
+    update = row.get("time/update", 0.0) + row.get("time/score", 0.0)
+    return dict(step_s=wall, generation_s=gen, reward_s=reward, update_s=update,
+                other_s=wall - gen - reward - update, reward=row.get("reward_mean"),
+                entropy=row.get("entropy"))
+
+
+def resolved_engine(kind: str) -> str:
+    """What grpo.py's --engine resolves to on this CPU (auto: vLLM when a build imports; a
+    vLLM that then fails to start falls back to hf with a line in the run's output)."""
+    if kind != "auto":
+        return kind
+    from engines import vllm_supports
+    return "vllm" if vllm_supports(torch.device("cpu")) else "hf"
+
+
 def run_ours(a: argparse.Namespace, model: str, out: str) -> dict:
-    """grpo.py's own loop (trainer.run with grpo.grpo_step, exactly grpo.train), each step
-    timed; its phases from the step's own timers (time/generate, time/reward, time/update)."""
+    """grpo.py's own run (grpo.train), its steps' phases read back from its metrics.jsonl."""
     args = grpo.parse_args(grpo_argv(a, model, out))
-    steps: list[dict] = []
-    engine = {}
-
-    def timed_step(r: trainer.Run, i: int) -> dict:
-        engine["name"] = r.engine.name          # what --engine auto resolved to
-        t = time.perf_counter()
-        row = grpo.grpo_step(r, i)
-        wall = time.perf_counter() - t
-        timers = dict(r.timer.seconds)          # this step's (run() pops them after us)
-        gen, reward = timers.get("generate", 0.0), timers.get("reward", 0.0)
-        update = timers.get("update", 0.0)
-        steps.append(dict(step_s=wall, generation_s=gen, reward_s=reward, update_s=update,
-                          other_s=wall - gen - reward - update, reward=row.get("reward_mean"),
-                          entropy=row.get("entropy")))
-        return row
-
     t0 = time.perf_counter()
-    trainer.run(args, "grpo", timed_step, grpo.build)
-    return dict(framework="grpo.py", engine=engine.get("name", args.engine),
+    grpo.train(args)
+    wall = time.perf_counter() - t0
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    steps = [step_phases(r) for r in rows if r.get("phase") == "rl"]
+    return dict(framework="grpo.py", engine=resolved_engine(args.engine),
                 checkpoint=os.path.join(out, f"step_{args.steps}"), per_step=steps,
-                wall_s=time.perf_counter() - t0)
+                wall_s=wall)
 
 
 def trl_batch_shape(a: argparse.Namespace) -> tuple[int, int]:
@@ -386,11 +408,19 @@ def worker_main(a: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------------- orchestration
 
-def run_command(cmd: list[str], what: str) -> None:
+def run_command(cmd: list[str], what: str, memory: bool = False) -> dict | None:
+    """Run cmd from the repository root; exit with a line if it fails. memory: sample its
+    whole process tree (peak_rss.watch: the trainer, its sandbox workers, any engine
+    process) and return the peaks."""
     print(f"[bench] {what}: {' '.join(cmd)}", flush=True)
-    done = subprocess.run(cmd, cwd=ROOT)
-    if done.returncode:
-        sys.exit(f"bench_vs_trl.py: {what} failed (exit {done.returncode}); see its output above")
+    if memory:
+        peaks = peak_rss.watch(cmd, cwd=ROOT)
+        code = peaks["returncode"]
+    else:
+        peaks, code = None, subprocess.run(cmd, cwd=ROOT).returncode
+    if code:
+        sys.exit(f"bench_vs_trl.py: {what} failed (exit {code}); see its output above")
+    return peaks
 
 
 def warm_start(a: argparse.Namespace) -> str:
@@ -425,7 +455,7 @@ def evaluate_checkpoint(a: argparse.Namespace, ckpt: str) -> dict:
     finally:
         engine.close()
     return {"pass@1": res["pass@1"], "pass@n": res[f"pass@{a.eval_n}"],
-            "problems": res["problems"]}
+            "problems": res["problems"], "rates": res["rates"]}
 
 
 def fmt(v, spec: str = ".2f") -> str:
@@ -440,7 +470,9 @@ def table(rows: list[dict], n: int) -> str:
             ("seconds per step (median)", "step_s_median", ".2f"),
             ("  generation", "generation_s", ".2f"), ("  reward (sandbox)", "reward_s", ".2f"),
             ("  update", "update_s", ".2f"), ("  other (sync, ...)", "other_s", ".2f"),
-            ("peak RSS (MB)", "peak_rss_mb", ".0f"), ("steps", "steps", "d"),
+            ("peak RSS, trainer process (MB)", "peak_rss_mb", ".0f"),
+            ("peak PSS, whole process tree (MB)", "peak_pss_tree_mb", ".0f"),
+            ("steps", "steps", "d"),
             ("pass@1 before", "pass@1_before", ".3f"), ("pass@1 after", "pass@1_after", ".3f"),
             ("pass@1 gain (points)", "gain_points", "+.1f"),
             (f"pass@{n} before", "pass@n_before", ".3f"),
@@ -459,10 +491,12 @@ def table(rows: list[dict], n: int) -> str:
 ARM_KNOBS = {"grpo.py": (("prompts", "ours_prompt_order"), ("adv eps", "ours_adv_eps")),
              "TRL": (("prompts", "trl_prompt_order"),)}
 COMBINED = ["step_s", "step_s_median", "generation_s", "reward_s", "update_s", "peak_rss_mb",
+            "peak_pss_tree_mb",
             "pass@1_before", "pass@1_after", "gain_points", "pass@n_before", "pass@n_after",
             "reward_last_third", "entropy_last_third"]
 # The settings every combined row must share (else the seeds are not one experiment).
-SHARED = ("model", "train_data", "eval_data", "max_problems", "steps", "prompts_per_step",
+SHARED = ("model", "train_data", "eval_data", "max_problems", "max_eval_problems", "steps",
+          "prompts_per_step",
           "group_size", "lr", "warmup_steps", "max_new_tokens", "micro_batch", "eval_n",
           "eval_engine", "cpu_threads")
 
@@ -506,14 +540,17 @@ def combine(reports: list[dict], per_seed_model: bool = False) -> list[dict]:
 
 
 def combined_table(arms: list[dict]) -> str:
-    """One row per arm: mean +- std over its seeds (sample std)."""
+    """One row per arm: mean +- standard error over its seeds (sample std / sqrt(n))."""
     def cell(d, spec):
         if d["mean"] is None:
             return "-"
-        return format(d["mean"], spec) + ("" if d["std"] is None else " ± " +
-                                          format(d["std"], spec.lstrip("+")))
+        se = None if d["std"] is None else d["std"] / math.sqrt(d["n"])
+        return format(d["mean"], spec) + ("" if se is None else " ± " +
+                                          format(se, spec.lstrip("+")))
     cols = [("s/step", "step_s", ".2f"), ("gen / reward / update s", None, None),
-            ("peak RSS MB", "peak_rss_mb", ".0f"), ("pass@1 before", "pass@1_before", ".3f"),
+            ("peak RSS MB (trainer)", "peak_rss_mb", ".0f"),
+            ("peak PSS MB (process tree)", "peak_pss_tree_mb", ".0f"),
+            ("pass@1 before", "pass@1_before", ".3f"),
             ("pass@1 after", "pass@1_after", ".3f"), ("gain (points)", "gain_points", "+.1f"),
             ("pass@n after", "pass@n_after", ".3f"),
             ("entropy, last third", "entropy_last_third", ".3f")]
@@ -532,6 +569,20 @@ def combined_table(arms: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def paired_gain(reports: list[dict]) -> dict | None:
+    """grpo.py's held-out pass@1 after RL minus TRL's, in points, paired: within a report
+    both ran from one start with one seed and were scored on the same problems, so per seed
+    d = mean over problems of (ours - TRL) (compare.paired), then mean +- se over seeds
+    (compare.over_seeds). None when no report holds both frameworks' per-problem rates."""
+    per_seed = []
+    for rep in reports:
+        rows = {r["framework"].split()[0]: r for r in rep["rows"] if "rates_after" in r}
+        if "grpo.py" in rows and "TRL" in rows:
+            d, _ = paired(rows["grpo.py"]["rates_after"], rows["TRL"]["rates_after"])
+            per_seed.append(100 * d)
+    return over_seeds(per_seed) if per_seed else None
+
+
 def combine_main(a: argparse.Namespace) -> None:
     reports = []
     for path in a.combine:
@@ -544,10 +595,17 @@ def combine_main(a: argparse.Namespace) -> None:
         arms = combine(reports, per_seed_model=a.per_seed_model)
     except ValueError as e:
         sys.exit(f"bench_vs_trl.py --combine: {e}")
+    diff = paired_gain(reports)
     path = a.json or os.path.join(os.path.dirname(a.combine[0]), "combined.json")
     with open(path, "w") as f:
-        json.dump({"inputs": a.combine, "arms": arms}, f, indent=1)
+        json.dump({"inputs": a.combine, "arms": arms, "paired_gain_ours_minus_trl": diff},
+                  f, indent=1)
     print(combined_table(arms))
+    if diff is not None:
+        se = "" if diff["se"] is None else f" ± {diff['se']:.1f}"
+        print(f"held-out pass@1 after RL, grpo.py - TRL (paired by seed and problem): "
+              f"{diff['mean']:+.1f}{se} points (per seed: "
+              f"{', '.join(f'{v:+.1f}' for v in diff['seeds'])})")
     print(f"[bench] {len(arms)} arms from {len(reports)} reports -> {path}")
 
 
@@ -571,20 +629,24 @@ def main(argv=None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     rows = []
     for name in [f for f in a.frameworks.split(",") if f]:
-        run_command([sys.executable, os.path.abspath(__file__), *argv, "--model", start,
-                     "--worker", name], f"{name} run")
+        tree = run_command([sys.executable, os.path.abspath(__file__), *argv, "--model", start,
+                            "--worker", name], f"{name} run", memory=True)
         with open(os.path.join(a.out, f"{name}.json")) as f:
             res = json.load(f)
         after = evaluate_checkpoint(a, res["checkpoint"])
         rows.append({"framework": res["framework"], "engine": res["engine"],
                      **summarize(res["per_step"]), "peak_rss_mb": res["peak_rss_mb"],
+                     "peak_pss_tree_mb": tree["peak_pss_tree_held_mb"],
+                     "peak_rss_tree_mb": tree["peak_rss_tree_held_mb"],
                      "wall_s": res["wall_s"], "pass@1_before": before["pass@1"],
                      "pass@1_after": after["pass@1"], "pass@n_before": before["pass@n"],
                      "pass@n_after": after["pass@n"],
                      "gain_points": 100 * (after["pass@1"] - before["pass@1"]),
-                     "checkpoint": res["checkpoint"], "per_step": res["per_step"]})
+                     "checkpoint": res["checkpoint"], "per_step": res["per_step"],
+                     "rates_after": after["rates"]})
     report = {"command": "bench/bench_vs_trl.py " + " ".join(argv), "start": start,
               "eval_n": a.eval_n, "eval_problems": before["problems"],
+              "rates_before": before["rates"],
               "settings": {k: v for k, v in vars(a).items() if k != "worker"},
               "load_average_at_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1),
               "rows": rows}

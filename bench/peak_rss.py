@@ -104,6 +104,38 @@ def peaks(samples: list[tuple]) -> tuple[tuple, tuple]:
     return peak, held
 
 
+def watch(cmd: list[str], every: float = 0.5, trace: str | None = None, **popen) -> dict:
+    """Run cmd (popen: subprocess.Popen's keywords, e.g. cwd) and sample its process tree
+    every `every` seconds until it exits -> the peaks in MB (see the module's docstring),
+    samples, wall_s and returncode. trace: a line a sample to this file."""
+    t0 = time.monotonic()
+    child = subprocess.Popen(cmd, **popen)
+    samples = []
+    log = open(trace, "w") if trace else None
+    try:
+        while child.poll() is None:
+            now, per = sample(child.pid)
+            samples.append(now)
+            if log:
+                log.write(f"{time.monotonic() - t0:.2f} {now[0] // 1024} {now[1] // 1024} "
+                          f"{largest(per)}\n")
+            time.sleep(every)
+    finally:
+        if log:
+            log.close()
+        if child.poll() is None:     # interrupted: do not leave the command running
+            child.kill()
+            child.wait()
+    peak, held = peaks(samples)
+    mb = 1024.0
+    return dict(peak_pss_tree_mb=round(peak[1] / mb, 1),
+                peak_pss_tree_held_mb=round(held[1] / mb, 1),
+                peak_rss_tree_mb=round(peak[0] / mb, 1),
+                peak_rss_tree_held_mb=round(held[0] / mb, 1),
+                peak_rss_process_mb=round(peak[2] / mb, 1), samples=len(samples),
+                wall_s=round(time.monotonic() - t0, 1), returncode=child.returncode)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--every", type=float, default=0.5, help="seconds between samples")
@@ -116,33 +148,13 @@ def main(argv=None) -> int:
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd:
         p.error("no command: peak_rss.py [--every S] -- CMD [ARGS...]")
-    t0 = time.monotonic()
-    child = subprocess.Popen(cmd)
-    samples = []
-    trace = open(a.trace, "w") if a.trace else None
-    while child.poll() is None:
-        now, per = sample(child.pid)
-        samples.append(now)
-        if trace:
-            trace.write(f"{time.monotonic() - t0:.2f} {now[0] // 1024} {now[1] // 1024} "
-                        f"{largest(per)}\n")
-        time.sleep(a.every)
-    if trace:
-        trace.close()
-    peak, held = peaks(samples)
-    mb = 1024.0
-    result = dict(peak_pss_tree_mb=round(peak[1] / mb, 1),
-                  peak_pss_tree_held_mb=round(held[1] / mb, 1),
-                  peak_rss_tree_mb=round(peak[0] / mb, 1),
-                  peak_rss_tree_held_mb=round(held[0] / mb, 1),
-                  peak_rss_process_mb=round(peak[2] / mb, 1), samples=len(samples),
-                  wall_s=round(time.monotonic() - t0, 1), returncode=child.returncode)
+    result = watch(cmd, every=a.every, trace=a.trace)
     line = json.dumps(result)
     print(line, file=sys.stderr, flush=True)
     if a.out:
         with open(a.out, "w") as f:
             f.write(line + "\n")
-    return child.returncode
+    return result["returncode"]
 
 
 if __name__ == "__main__":

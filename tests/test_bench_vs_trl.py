@@ -97,6 +97,9 @@ def test_smoke_writes_both_rows(tmp_path):
     for r in rows:
         assert r["steps"] == 2 and len(r["per_step"]) == 2
         assert r["step_s"] > 0 and r["generation_s"] > 0 and r["peak_rss_mb"] > 0
+        # the whole tree (trainer + sandbox workers) holds at least the trainer itself
+        assert r["peak_pss_tree_mb"] > 0 and r["peak_rss_tree_mb"] >= r["peak_pss_tree_mb"]
+        assert r["rates_after"] and all(0.0 <= v <= 1.0 for v in r["rates_after"].values())
         for key in ("pass@1_before", "pass@1_after", "pass@n_before", "pass@n_after"):
             assert 0.0 <= r[key] <= 1.0
         assert os.path.exists(os.path.join(r["checkpoint"], "config.json"))
@@ -140,10 +143,49 @@ def test_combine_groups_seeds_by_arm_with_mean_and_sample_std(tmp_path, capsys):
             json.dump(rep, f)
     bench_vs_trl.main(["--combine", *paths])
     out = capsys.readouterr().out
-    assert "| TRL 1.16.0 GRPOTrainer, hf generate, prompts epoch | 0,1 | 6.50 ± 0.71 |" in out
-    assert "+19.0 ± 1.4" in out
+    # mean ± standard error over the seeds: sample std / sqrt(2)
+    assert "| TRL 1.16.0 GRPOTrainer, hf generate, prompts epoch | 0,1 | 6.50 ± 0.50 |" in out
+    assert "+19.0 ± 1.0" in out
     saved = json.load(open(tmp_path / "combined.json"))
     assert saved["inputs"] == paths and len(saved["arms"]) == 3
+
+
+def test_step_phases_split_a_metrics_row_into_the_benchs_record():
+    """update holds the old/ref scoring (TRL's update holds its log-prob forward); other is
+    what no timer covers."""
+    row = {"phase": "rl", "time/step": 10.0, "time/generate": 4.0, "time/reward": 1.5,
+           "time/update": 3.0, "time/score": 0.5, "time/sync": 0.25, "reward_mean": 0.4,
+           "entropy": 0.2}
+    assert bench_vs_trl.step_phases(row) == dict(step_s=10.0, generation_s=4.0, reward_s=1.5,
+                                                 update_s=3.5, other_s=1.0, reward=0.4,
+                                                 entropy=0.2)
+    bare = bench_vs_trl.step_phases({"time/step": 2.0})
+    assert bare["other_s"] == 2.0 and bare["reward"] is None
+
+
+def test_paired_gain_is_ours_minus_trl_per_seed_then_over_seeds(tmp_path, capsys):
+    """Per report (one seed): the mean over the problems both scored of ours - TRL, in
+    points; then mean ± se over the seeds. Reports without both frameworks are left out."""
+    def rows(ours, trl):
+        return [{**_row("grpo.py", "vllm", 3.0, 0.0), "rates_after": ours},
+                {**_row("TRL 1.16.0 GRPOTrainer", "hf generate", 6.0, 0.0), "rates_after": trl}]
+    reports = [_report(0, rows({"a": 1.0, "b": 0.5}, {"a": 0.5, "b": 0.5})),   # +25
+               _report(1, rows({"a": 0.0, "b": 0.5}, {"a": 0.5, "b": 0.5})),   # -25
+               _report(2, [_row("grpo.py", "vllm", 3.0, 0.0)])]                 # no TRL
+    diff = bench_vs_trl.paired_gain(reports)
+    assert diff["seeds"] == [25.0, -25.0] and diff["mean"] == 0.0
+    assert abs(diff["se"] - 25.0) < 1e-9                  # sd 35.36 / sqrt(2)
+    assert bench_vs_trl.paired_gain(reports[2:]) is None
+    paths = []
+    for i, rep in enumerate(reports[:2]):
+        paths.append(str(tmp_path / f"r{i}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(rep, f)
+    bench_vs_trl.main(["--combine", *paths])
+    assert "grpo.py - TRL (paired by seed and problem): +0.0 ± 25.0 points" in \
+        capsys.readouterr().out
+    saved = json.load(open(tmp_path / "combined.json"))
+    assert saved["paired_gain_ours_minus_trl"]["seeds"] == [25.0, -25.0]
 
 
 def test_combine_refuses_reports_that_are_not_one_experiment(tmp_path):

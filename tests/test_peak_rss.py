@@ -1,5 +1,7 @@
-"""bench/peak_rss.py: the process tree it sums and what it reads from /proc (a fake /proc)."""
+"""bench/peak_rss.py: the process tree it sums and what it reads from /proc (a fake /proc),
+and one real command watched."""
 import os
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,3 +50,16 @@ def test_a_moment_of_double_counting_is_a_peak_but_not_a_held_peak():
     assert peak_rss.peaks(samples) == ((2000, 1000, 1000), (1100, 1000, 1000))
     assert peak_rss.peaks([(5, 4, 3)]) == ((5, 4, 3), (0, 0, 0))
     assert peak_rss.peaks([]) == ((0, 0, 0), (0, 0, 0))
+
+
+def test_watch_samples_a_real_tree_and_passes_its_exit_status_on():
+    """A child that holds ~100 MB in its own child for a while: the tree's peak sees it (the
+    largest process alone does too); the command's exit status comes back."""
+    hold = "b = bytearray(100 * 2**20); import time; time.sleep(1.5)"
+    code = (f"import subprocess, sys; subprocess.run([sys.executable, '-c', {hold!r}]); "
+            "sys.exit(3)")
+    out = peak_rss.watch([sys.executable, "-c", code], every=0.05,
+                         stdout=subprocess.DEVNULL)
+    assert out["returncode"] == 3 and out["samples"] >= 2
+    assert out["peak_pss_tree_held_mb"] >= 90 and out["peak_rss_process_mb"] >= 90
+    assert out["peak_rss_tree_mb"] >= out["peak_rss_process_mb"]
