@@ -667,9 +667,8 @@ def test_warm_start_builds_repair_states_only_for_an_sft(monkeypatch):
     engine = types.SimpleNamespace(load_weights=lambda params: list(params))
     m = agents.RoleModel(None, torch.nn.Linear(1, 1), engine)
     for steps in (0, 5):
-        args = types.SimpleNamespace(policy="shared", group_size=2, max_turns=2,
-                                     turn_order="tester-first", repair_sft=1, sft_steps=steps,
-                                     max_tests=2, test_timeout=2.0, sandbox_workers=1)
+        args = agents.parse_args(["--policy", "shared", "--max-turns", "2", "--repair-sft", "1",
+                                  "--sft-steps", str(steps), "--sandbox-workers", "1"])
         run = types.SimpleNamespace(args=args, train_problems=[make_problem("p0")], d=None,
                                     say=lambda *a: None, log=lambda row: None)
         agents.warm_start({"tester": m, "coder": m}, run)
@@ -789,8 +788,9 @@ def _rows(out):
 
 def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
     """agents.py parses trainer's --prompt-order epoch, and rank_batch given
-    rollouts.epoch_order(args, step) (what rl_step passes it) walks the epoch: 10 problems, 4 a
-    step: 2 steps an epoch (the partial batch of 2 dropped), no problem twice within one."""
+    rollouts.epoch_order(prompt_order, seed, step) (what train passes play_episodes) walks
+    the epoch: 10 problems, 4 a step: 2 steps an epoch (the partial batch of 2 dropped), no
+    problem twice within one."""
     import random
 
     import torch
@@ -801,13 +801,14 @@ def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
     args = agents.parse_args(["--prompt-order", "epoch"])
     assert args.prompt_order == "epoch"
     rng = random.Random(3)
-    steps = [agents.rank_batch(problems, rng, 4, d, rollouts.epoch_order(args, s))[0]
+    steps = [agents.rank_batch(problems, rng, 4, d,
+                               rollouts.epoch_order(args.prompt_order, args.seed, s))[0]
              for s in range(4)]
     for epoch in (steps[:2], steps[2:]):
         ids = [p.id for b in epoch for p in b]
         assert len(ids) == 8 == len(set(ids))
     args = agents.parse_args(["--prompt-order", "replacement"])
-    assert rollouts.epoch_order(args, 5) is None
+    assert rollouts.epoch_order(args.prompt_order, args.seed, 5) is None
 
 
 def test_ranks_play_disjoint_slices_of_one_global_batch():

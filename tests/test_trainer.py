@@ -15,6 +15,7 @@ import torch
 
 import actor
 import flags
+import grpo
 import losses
 import metrics
 import model
@@ -316,13 +317,13 @@ def test_sampler_logprobs_travel_on_samples_and_tis_needs_them():
     from engines import Completion
     with_lp = Completion("x", [5, 6], "stop", [-0.5, -1.0])
     without = Completion("x", [5, 6], "stop")
-    args = argparse.Namespace(tis_cap=0.0)
-    assert actor.sampler_extras(with_lp, args) == {"sampler_logp": [-0.5, -1.0]}
-    assert actor.sampler_extras(without, args) == {}        # mismatch simply not logged
+    assert actor.sampler_extras(with_lp, tis_cap=0.0) == {"sampler_logp": [-0.5, -1.0]}
+    assert actor.sampler_extras(without, tis_cap=0.0) == {}   # mismatch simply not logged
     with pytest.raises(SystemExit, match="--tis-cap needs the engine's sampler log-probs"):
-        actor.sampler_extras(without, argparse.Namespace(tis_cap=2.0))
-    assert not actor.off_policy(argparse.Namespace(mini_batches=1, epochs=1))
-    assert actor.off_policy(argparse.Namespace(mini_batches=1, epochs=2))
+        actor.sampler_extras(without, tis_cap=2.0)
+    assert not flags.off_policy(grpo.parse_args([]))
+    assert flags.off_policy(grpo.parse_args(["--epochs", "2"]))
+    assert flags.off_policy(grpo.parse_args(["--mini-batches", "2"]))
 
 
 def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
@@ -438,13 +439,13 @@ def test_fraction_reward_does_not_depend_on_the_order_of_the_tests(reward, expec
     """A program that loops on one test and passes the other: the fraction reward is 1/2 in
     either order (every test judged on its own), the binary reward 0."""
     loop, ok = {"input": "0\n", "output": "1\n"}, {"input": "2\n", "output": "3\n"}
-    args = argparse.Namespace(reward=reward, test_timeout=0.5, sandbox_workers=1)
     rewards = []
     for tests in ([loop, ok], [ok, loop]):
         p = Problem(id="p", source="test", question="q", starter_code="", fn_name=None,
                     tests=tests, solutions=[], difficulty="easy")
         text = f"```python\n{LOOP_ON_ZERO}```"
-        rewards += rollouts.score_completions([p], [text], args)[0]
+        rewards += rollouts.score_completions([p], [text], reward=reward, test_timeout=0.5,
+                                              workers=1)[0]
     assert rewards == [expected, expected]
 
 
@@ -460,16 +461,17 @@ def test_max_train_tests_rewards_on_the_first_n_and_counts_what_they_let_through
                 tests=tests, solutions=[], difficulty="easy")
     assert rollouts.train_view(p, 0) is p and rollouts.train_view(p, 3) is p
     assert rollouts.train_view(p, 2).tests == tests[:2] and p.tests == tests   # a copy
-    args = argparse.Namespace(reward="binary", test_timeout=2.0, sandbox_workers=1)
     right = "x = int(input())\nprint(x + 1)\n"
     texts = [f"```python\n{c}```" for c in (SMALL_ONLY, right, "print(0)")] + ["no code"]
     flat = [p] * 4
     rewards, results, programs = rollouts.score_completions(
-        [rollouts.train_view(q, 2) for q in flat], texts, args)
+        [rollouts.train_view(q, 2) for q in flat], texts, reward="binary", test_timeout=2.0,
+        workers=1)
     assert rewards == [1.0, 1.0, 0.0, 0.0]
-    assert rollouts.false_passes(flat, programs, results, 2, args) == [True, False, False,
-                                                                        False]
-    assert rollouts.false_passes(flat, programs, results, 0, args) == [False] * 4
+    sandbox = dict(test_timeout=2.0, workers=1)
+    assert rollouts.false_passes(flat, programs, results, 2, **sandbox) == [True, False, False,
+                                                                            False]
+    assert rollouts.false_passes(flat, programs, results, 0, **sandbox) == [False] * 4
     ro = rollouts.Rollouts([[1]], [types.SimpleNamespace(token_ids=[1], finish_reason="stop")]
                            * 4, rewards, results, programs, [True, False, False, False])
     means = rollouts.rollout_means(rollouts.rollout_sums(ro))
@@ -497,22 +499,23 @@ def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch
 
     monkeypatch.setattr(rollouts.sandbox, "run_batch", run_batch)
     monkeypatch.setattr(rollouts, "prompt_text", lambda tokenizer, p, prefix="": "q")
-    args = argparse.Namespace(group_size=2, temperature=1.0, top_p=1.0, max_new_tokens=8,
-                              max_train_tests=0, test_timeout=1.0, reward="binary",
-                              sandbox_workers=1, seed=0)
+    judging = dict(test_timeout=1.0, reward="binary", workers=1)
+    sampling = dict(group_size=2, temperature=1.0, top_p=1.0, max_new_tokens=8,
+                    max_train_tests=0, **judging)
     timer = metrics.Timer(clock=lambda: now[0])
     ro = rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]},
-                                     [_problem("a")], args, seed=0, timer=timer)
+                                     [_problem("a")], 0, timer=timer, **sampling)
     assert ro.rewards == [1.0, 1.0] and timer.seconds == {"generate": 3.0, "reward": 5.0}
     two_tests = Problem(id="b", source="test", question="q", starter_code="", fn_name=None,
                         tests=[{"input": "1\n", "output": "1\n"}] * 2, solutions=[],
                         difficulty="easy")
-    args.max_train_tests = 1          # the passing programs run again on the second test
-    rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]}, [two_tests], args,
-                                seed=0, timer=timer)
+    # max_train_tests 1: the passing programs run again on the second test
+    rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]}, [two_tests], 0,
+                                timer=timer, **{**sampling, "max_train_tests": 1})
     assert timer.seconds == {"generate": 6.0, "reward": 15.0}
-    res = rollouts.evaluate(Engine(), None, [_problem("a")], args,
-                            model.Dist(0, 1, 0, torch.device("cpu")), 2, 1.0, timer)
+    res = rollouts.evaluate(Engine(), None, [_problem("a")],
+                            model.Dist(0, 1, 0, torch.device("cpu")), n=2, temperature=1.0,
+                            top_p=1.0, max_new_tokens=8, seed=0, timer=timer, **judging)
     assert res["pass@1"] == 1.0
     assert timer.pop() == {"time/generate": 9.0, "time/reward": 20.0} and timer.seconds == {}
 
