@@ -4,6 +4,7 @@ The programs run in the real sandbox (tiny programs, a few dozen jobs in all). H
 reward numbers use the defaults alpha 0.7, catch_bonus 1, trivial_penalty 0.5, coverage_weight 0.5.
 """
 import pytest
+from game_fixtures import ABS, GOOD_TESTS, GT, REF, SMALL_ONLY, asserts, blocks, make_problem
 
 import agents
 import data
@@ -12,17 +13,7 @@ import tester_judge
 from agents import EpisodeState, GameConfig, run_episodes
 from tester_judge import parse_tests
 
-REF = "a, b = map(int, input().split())\nprint(a + b)\n"
 MINUS = "a, b = map(int, input().split())\nprint(a - b)\n"
-# Right on small inputs only: passes 2 of the 3 ground-truth tests below.
-SMALL_ONLY = "a, b = map(int, input().split())\nprint(a + b if a < 10 else 0)\n"
-GT = [
-    {"input": "1 2\n", "output": "3"},
-    {"input": "5 7\n", "output": "12"},
-    {"input": "10 4\n", "output": "14"},
-]
-# A reference with a branch: executable lines 1, 2, 3, 5 (`else:` holds no bytecode).
-ABS = "n = int(input())\nif n < 0:\n    print(-n)\nelse:\n    print(n)\n"
 ABS_BUG = "n = int(input())\nprint(n)\n"  # wrong on negatives: passes 2 of ABS_GT
 ABS_GT = [
     {"input": "5\n", "output": "5"},
@@ -38,20 +29,6 @@ ADD_CALLS = [
 ]
 
 
-def make_problem(pid="add", reference=REF, fn_name=None, tests=GT, starter=""):
-    return data.Problem(
-        id=pid,
-        source="test",
-        question=f"[{pid}] Read two integers a and b and print a + b.",
-        starter_code=starter,
-        fn_name=fn_name,
-        tests=tests,
-        solutions=[reference],
-        difficulty="easy",
-        metadata={},
-    )
-
-
 def abs_problem():
     return make_problem("abs", ABS, tests=ABS_GT)
 
@@ -64,17 +41,6 @@ def code(program):
     return f"Here is my program:\n```python\n{program}```\n"
 
 
-def blocks(*pairs):
-    return "\n".join(
-        f"**Test Input:**\n```\n{i}\n```\n**Test Output:**\n```\n{o}\n```" for i, o in pairs
-    )
-
-
-def asserts(*lines):
-    return "```python\n" + "\n".join(lines) + "\n```"
-
-
-GOOD_TESTS = blocks(("1 1", "2"), ("20 3", "23"))
 ONE_WRONG = blocks(("1 1", "2"), ("2 2", "5"))  # 2 + 2 is not 5: the reference disagrees
 # For SMALL_ONLY (wrong when a >= 10): "20 3" catches it, "1 1" and "2 3" do not.
 DISCRIMINATING = GOOD_TESTS
