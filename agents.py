@@ -1002,7 +1002,7 @@ def train(args):
             # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
             r.state.setdefault("rl_terms", []).append(
                 {k: metrics[k] for k in REWARD_TERMS if k in metrics})
-            trainer.end_step(r, step, metrics)    # the metrics row
+            trainer.log_step(r, step, metrics)    # the metrics row
             if trainer.eval_due(r):               # --eval-every: the held-out curve
                 evaluate_team(team, r, f"step_{r.step}")
             trainer.save_step(r, r.step)          # --save-every

@@ -191,12 +191,8 @@ def train(args) -> dict:
     trainer.first_step(r, ckpt)            # step-0 checkpoint, or the resumed state
     for step in trainer.rl_steps(r):
         metrics = grpo_step(r, step)       # rollouts -> update -> weight sync
-        trainer.end_step(r, step, metrics)               # the metrics row
-        if trainer.eval_due(r):                          # --eval-every: the held-out curve
-            trainer.run_eval(r, f"step_{r.step}")
-        trainer.save_step(r, r.step)                     # --save-every
-    trainer.evaluate_run(r, "after_rl")    # pass@k after RL
-    return trainer.finish(r)               # summary.json
+        trainer.end_step(r, step, metrics) # metrics row, --eval-every, --save-every
+    return trainer.end_run(r)              # pass@k after RL, summary.json
 
 
 # ----------------------------------------------------------------------------- flags

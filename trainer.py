@@ -1,5 +1,5 @@
 """A run's life, the same for every method: set-up, warm start, the RL steps' bookkeeping
-(rl_steps / end_step / eval_due / save_step), checkpoints and resume, and the summary.
+(rl_steps / end_step / end_run), checkpoints and resume, and the summary.
 
 grpo.py, ppo_fgo.py and agents.py hold their method's loop and step, losses.py their math; the
 pieces the loops call live here and in four modules beside it:
@@ -27,9 +27,11 @@ A method's train() (grpo.train, ppo_fgo.train, agents.train), in order:
                    rollouts.generate_and_score (rollouts + sandbox rewards), run.score
                    (actor.score: no-grad log-probs, reference, values) and
                    actor.update_and_sync (optimizer steps, schedule, weight sync);
-                   end_step(run, i, metrics): the metrics row; eval_due: the held-out curve
-                   (--eval-every); save_step: a checkpoint (--save-every)
-    the end        evaluate_run(run, "after_rl"), finish(): summary.json
+                   end_step(run, i, metrics): the metrics row (log_step), the held-out
+                   curve (eval_due: --eval-every), a checkpoint (save_step: --save-every)
+    end_run()      pass@k after RL (evaluate_run), summary.json (finish)
+agents.py, with its own evaluation, calls end_step's and end_run's pieces itself (log_step,
+eval_due, save_step; keep_eval, finish).
 main() is `with flags.entry_point(): train(parse_args(argv))`. The helpers take what they
 read by keyword; flags.py maps the flags onto them (flags.sampling, flags.evaluation, ...).
 """
@@ -120,16 +122,16 @@ def check_problem_sets(args, train: list, evals: list) -> None:
 MAX_BYTES_PER_TOKEN = 16
 
 
-def prompt_budget(config, args) -> int | None:
-    """Tokens a prompt may take: the context (--max-model-len, else the model's positions)
-    less --max-new-tokens; None when the config names no context length."""
-    context = args.max_model_len or getattr(config, "max_position_embeddings", None)
+def prompt_budget(config, *, max_model_len: int | None, max_new_tokens: int) -> int | None:
+    """Tokens a prompt may take: the context (max_model_len, else the model config's
+    positions) less max_new_tokens; None when neither names a context length."""
+    context = max_model_len or getattr(config, "max_position_embeddings", None)
     if context is None:
         return None
-    if context <= args.max_new_tokens:
-        raise UserError(f"--max-new-tokens {args.max_new_tokens} leaves no room for a prompt "
+    if context <= max_new_tokens:
+        raise UserError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt "
                         f"in the model's context of {context} positions; lower it")
-    return context - args.max_new_tokens
+    return context - max_new_tokens
 
 
 def fitting_prompts(problems: list, tokenizer, budget: int | None, what: str) -> list:
@@ -203,16 +205,16 @@ def setup_policy(args, d: Dist, value_head: bool = False):
     return (path, tokenizer, *policy_and_engine(args, d, path, value_head))
 
 
-def engine_batch(args, d: Dist, prompt_tokens: int,
-                 evaluations: Sequence[tuple[int, int]] = ()) -> dict:
+def engine_batch(d: Dist, prompt_tokens: int, evaluations: Sequence[tuple[int, int]] = (), *,
+                 prompts_per_step: int, group_size: int, max_new_tokens: int) -> dict:
     """The most one generate call hands this rank's engine (engines.VLLMEngine's keywords):
-    batch_sequences, a step's prompts x --group-size or an evaluation's problems x samples
-    (evaluations: (problems, samples) pairs), whichever is more, each rank its share;
-    batch_tokens, the longest prompt (prompt_tokens) + --max-new-tokens."""
-    step = max(1, args.prompts_per_step // d.world) * args.group_size
+    batch_sequences, a step's prompts_per_step x group_size or an evaluation's problems x
+    samples (evaluations: (problems, samples) pairs), whichever is more, each rank its share;
+    batch_tokens, the longest prompt (prompt_tokens) + max_new_tokens."""
+    step = max(1, prompts_per_step // d.world) * group_size
     evaluation = max((-(-p // d.world) * n for p, n in evaluations), default=0)
     return dict(batch_sequences=max(step, evaluation),
-                batch_tokens=prompt_tokens + args.max_new_tokens)
+                batch_tokens=prompt_tokens + max_new_tokens)
 
 
 def longest_prompt(problems: Sequence, tokenizer, with_solution: bool = False) -> int:
@@ -225,18 +227,19 @@ def longest_prompt(problems: Sequence, tokenizer, with_solution: bool = False) -
     return max(len(ids) for ids in tokenizer(texts)["input_ids"])
 
 
-def rollout_batch(args, d: Dist, tokenizer, train: list, evals: list, train_evals: list,
-                  same: bool) -> dict:
+def rollout_batch(d: Dist, tokenizer, train: list, evals: list, train_evals: list, same: bool,
+                  *, cccs: bool, eval_n: int, train_rates: bool, **step) -> dict:
     """engine_batch for GRPO's and PPO's engine: the longest coder prompt of the train
-    problems (opened with a CCCS prefix under --curriculum cccs) and of the eval problems;
-    the evaluations before and after RL (--eval-n samples of the eval set or of the train
-    sample beside it) and the solve rates --offline-filter and --hard-focus start from."""
-    longest = max(longest_prompt(train, tokenizer, args.curriculum == "cccs"),
+    problems (opened with a CCCS prefix when cccs) and of the eval problems; the evaluations
+    before and after RL (eval_n samples of the eval set or of the train sample beside it)
+    and, with train_rates (--offline-filter, --hard-focus), the train set's solve rates.
+    step: engine_batch's keywords (prompts_per_step, group_size, max_new_tokens)."""
+    longest = max(longest_prompt(train, tokenizer, cccs),
                   longest_prompt([] if same else evals, tokenizer))
-    evaluations = [(max(len(evals), len(train_evals)), args.eval_n)]
-    if args.offline_filter or args.hard_focus:
-        evaluations.append((len(train), max(args.eval_n, 4)))   # select_problems' evaluate
-    return engine_batch(args, d, longest, evaluations)
+    evaluations = [(max(len(evals), len(train_evals)), eval_n)]
+    if train_rates:
+        evaluations.append((len(train), max(eval_n, 4)))   # select_problems' evaluate
+    return engine_batch(d, longest, evaluations, **step)
 
 
 def policy_optimizer(policy: PolicyLogprobs, *, lr: float, weight_decay: float,
@@ -346,25 +349,28 @@ class Curriculum:
             self.tracker.load_state_dict(state["tracker"])
 
 
-def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | None:
-    """--curriculum cccs and/or --hard-focus -> Curriculum (None when neither is on).
+def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,
+                    cccs_threshold: float, cccs_average: str, cccs_span: int, cccs_loops: bool,
+                    hard_focus: str) -> Curriculum | None:
+    """curriculum "cccs" and/or a hard_focus schedule -> Curriculum (None when neither is on).
 
-    args: curriculum, cccs_threshold, cccs_average, cccs_span, cccs_loops, hard_focus.
+    cccs_*: cccs.CCCSSchedule's threshold, average, span, include_loops; hard_focus: the
+    KEEP:STEPS phases (drive.parse_hard_focus), "" for none.
     problems: the train problems (data.Problem); CCCS uses each one's first solution.
     rates: {problem id: solved share under the starting policy}; seeds the pass-rate tracker
     so the first hard-focus phase ranks by it (ids not in `problems` are ignored).
     """
-    if args.curriculum == "none" and not args.hard_focus:
+    if curriculum == "none" and not hard_focus:
         return None
     sched = None
-    if args.curriculum == "cccs":
+    if curriculum == "cccs":
         sched = cccs.CCCSSchedule({p.id: p.solutions[0] for p in problems if p.solutions},
-                                  threshold=args.cccs_threshold, average=args.cccs_average,
-                                  span=args.cccs_span, include_loops=args.cccs_loops)
+                                  threshold=cccs_threshold, average=cccs_average,
+                                  span=cccs_span, include_loops=cccs_loops)
     hf = None
-    if args.hard_focus:
+    if hard_focus:
         try:
-            phases = drive.parse_hard_focus(args.hard_focus)
+            phases = drive.parse_hard_focus(hard_focus)
         except ValueError as e:
             raise UserError(str(e)) from None
         hf = drive.HardFocusSchedule(phases, [p.id for p in problems])
@@ -450,28 +456,28 @@ def earlier_run(out: str) -> list[str]:
     return sorted(n for n in os.listdir(out) if n in RUN_FILES or CHECKPOINT_DIR.fullmatch(n))
 
 
-def claim_out_dir(args, main: bool) -> None:
+def claim_out_dir(out: str, *, resume: bool, overwrite: bool, main: bool) -> None:
     """--out checked before any work, each mistake a UserError: a path no run can write; an
     earlier run there that this one would overwrite (its checkpoints, summary, and rows
-    appended to its metrics.jsonl), unless --resume continues it from a checkpoint or
-    --overwrite replaces it, whose files the main rank then removes."""
-    problem = data.output_dir_problem(args.out)
+    appended to its metrics.jsonl), unless `resume` continues it from a checkpoint or
+    `overwrite` replaces it, whose files the main rank (main) then removes."""
+    problem = data.output_dir_problem(out)
     if problem:
         raise UserError(problem)
-    found = earlier_run(args.out)
+    found = earlier_run(out)
     if not found:
         return
     shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
-    if args.resume and latest_checkpoint(args.out) is None:
-        raise UserError(f"--resume: {args.out} holds an earlier run ({shown}) but no "
+    if resume and latest_checkpoint(out) is None:
+        raise UserError(f"--resume: {out} holds an earlier run ({shown}) but no "
                         "checkpoint to continue from (--save-every N writes them); pass "
                         "--overwrite instead to start again there, or a new --out")
-    if not args.resume and not args.overwrite:
-        raise UserError(f"--out {args.out} holds an earlier run ({shown}); continue it with "
+    if not resume and not overwrite:
+        raise UserError(f"--out {out} holds an earlier run ({shown}); continue it with "
                         "--resume, write to a new --out, or pass --overwrite to replace it")
-    if args.overwrite and main:
+    if overwrite and main:
         for name in found:
-            path = os.path.join(args.out, name)
+            path = os.path.join(out, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
             else:
@@ -486,20 +492,26 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
     else (agents.py's conversations) to prompts of any length."""
     t0 = time.time()
     d = init_distributed()
-    claim_out_dir(args, d.main)
+    claim_out_dir(args.out, resume=args.resume, overwrite=args.overwrite, main=d.main)
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
     log = MetricsLog(args.out, d.main, report_to_list(args.report_to), vars(args), name)
     train_p, eval_p = load_problem_sets(args)
     path, tokenizer = model_files(args, d)
-    same, budget = eval_p is train_p, prompt_budget(AutoConfig.from_pretrained(path), args)
+    same = eval_p is train_p
+    budget = prompt_budget(AutoConfig.from_pretrained(path), max_model_len=args.max_model_len,
+                           max_new_tokens=args.max_new_tokens)
     train_p = fitting_prompts(train_p, tokenizer, budget, "--train-data")
     eval_p = train_p if same else fitting_prompts(eval_p, tokenizer, budget, "--eval-data")
     check_problem_sets(args, train_p, eval_p)
     train_eval_p = train_eval_set(train_p, eval_p, args.train_eval_problems)
     batch = None
     if coder_prompts and d.device.type == "cpu":   # only the CPU engine sizes its cache
-        batch = rollout_batch(args, d, tokenizer, train_p, eval_p, train_eval_p, same)
+        batch = rollout_batch(d, tokenizer, train_p, eval_p, train_eval_p, same,
+                              cccs=args.curriculum == "cccs", eval_n=args.eval_n,
+                              train_rates=bool(args.offline_filter or args.hard_focus),
+                              prompts_per_step=args.prompts_per_step,
+                              group_size=args.group_size, max_new_tokens=args.max_new_tokens)
     policy, engine = policy_and_engine(args, d, path, value_head, batch)
     r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
             train_eval_p)
@@ -714,7 +726,11 @@ def prepare_run(r: Run) -> str | None:
     if "train_ids" in r.state:
         keep = set(r.state["train_ids"])
         r.train_problems = [p for p in r.train_problems if p.id in keep] or r.train_problems
-    r.curriculum = make_curriculum(r.args, r.train_problems, rates)
+    a = r.args
+    r.curriculum = make_curriculum(r.train_problems, rates, curriculum=a.curriculum,
+                                   cccs_threshold=a.cccs_threshold, cccs_average=a.cccs_average,
+                                   cccs_span=a.cccs_span, cccs_loops=a.cccs_loops,
+                                   hard_focus=a.hard_focus)
     return ckpt
 
 
@@ -740,7 +756,7 @@ def rl_steps(r: Run):
         yield i
 
 
-def end_step(r: Run, i: int, metrics: dict) -> None:
+def log_step(r: Run, i: int, metrics: dict) -> None:
     """After RL step i: the metrics row (phase, step, the step's metrics, lr, the seconds of
     its timed phases and time/step, the whole step's, the curriculum's stats) to
     metrics.jsonl; run.step = i + 1."""
@@ -760,3 +776,20 @@ def eval_due(r: Run) -> bool:
     (run.step); the last step's is the evaluation after RL."""
     a = r.args
     return a.eval_n > 0 and a.eval_every > 0 and r.step % a.eval_every == 0 and r.step < a.steps
+
+
+def end_step(r: Run, i: int, metrics: dict) -> None:
+    """GRPO's and PPO's end of RL step i: the metrics row (log_step), the held-out curve's
+    point when eval_due (run_eval, in metrics.jsonl), the checkpoint when --save-every asks
+    (save_step). agents.py calls the three itself, with its own evaluation."""
+    log_step(r, i, metrics)
+    if eval_due(r):
+        run_eval(r, f"step_{r.step}")
+    save_step(r, r.step)
+
+
+def end_run(r: Run) -> dict:
+    """GRPO's and PPO's end of the run: pass@k after RL (evaluate_run), summary.json
+    (finish); the summary."""
+    evaluate_run(r, "after_rl")
+    return finish(r)
