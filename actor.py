@@ -1,5 +1,6 @@
 """The policy side of a step: Samples and their batches, the forward pass, the optimizer steps
-(update / updates), the no-grad scores (score) and the SFT warm start (sft).
+(update / updates; update_and_sync, every step's tail: updates, the schedule, the weight sync
+into the engine), the no-grad scores (score) and the SFT warm start (sft).
 
 The update protocol (update(), one optimizer step over a rank's samples):
 
@@ -32,13 +33,14 @@ import torch.distributed as dist
 
 import data
 from losses import aggregate, local_denominator
-from metrics import progress
+from metrics import Timer, progress
 from model import (
     Dist,
     Forward,
     PolicyLogprobs,
     UserError,
     all_reduce_sum,
+    iter_full_params,
     response_mask,
     warmup_cosine,
 )
@@ -242,18 +244,12 @@ def update(policy, optimizer, samples: list[Sample], loss_fn, *, micro_batch: in
     return result
 
 
-def off_policy(args) -> bool:
-    """More than one optimizer step per rollout batch: the loss needs the sampling policy's
-    old log-probs (a no-grad pass before the first step) instead of logp.detach()."""
-    return args.mini_batches > 1 or args.epochs > 1
-
-
-def sampler_extras(completion, args) -> dict:
+def sampler_extras(completion, tis_cap: float) -> dict:
     """The engine's log-probs of a completion as Sample keyword arguments (sampler_logp), for
-    the logged mismatch and --tis-cap; {} when the engine gave none (then --tis-cap is an
-    error)."""
+    the logged mismatch and TIS; {} when the engine gave none (then a TIS cap tis_cap > 0 is
+    an error)."""
     if completion.logprobs is None:
-        if args.tis_cap > 0:
+        if tis_cap > 0:
             raise UserError("--tis-cap needs the engine's sampler log-probs, and this engine "
                             "returned none; use --engine hf or vllm, or drop --tis-cap.")
         return {}
@@ -288,6 +284,24 @@ def updates(policy, optimizer, samples: list[Sample], loss_fn, *, epochs: int = 
         out.update(updates=len(steps), clip_frac_last=last.get("clip_frac", 0.0),
                    approx_kl_last=last.get("approx_kl", 0.0))
     return out
+
+
+def update_and_sync(policy, optimizer, scheduler, engine, samples: list[Sample], loss_fn,
+                    timer: Timer, **update_kw) -> dict:
+    """The tail of every method's step: updates() (timed "update"), the schedule's step, then
+    the new weights into the generation engine (timed "sync"). update_kw: updates()'s and
+    update()'s keywords. Returns updates()'s stats."""
+    with timer("update"):
+        stats = updates(policy, optimizer, samples, loss_fn, **update_kw)
+        scheduler.step()
+    with timer("sync"):
+        sync_weights(policy, engine)
+    return stats
+
+
+def sync_weights(policy, engine) -> None:
+    """Push the trainer's weights into the generation engine (every rank into its own)."""
+    engine.load_weights(iter_full_params(policy))
 
 
 def _all_zero(advantage) -> bool:
@@ -358,24 +372,27 @@ def sft_loss(out: Forward, batch: Batch, denom: Denominators):
     return aggregate(-out.logp, batch.mask, "token-mean", denom.mask), {}
 
 
-def sft(policy, tokenizer, examples: list[Sample], args, d: Dist, log) -> None:
-    """Supervised warm start (--sft-steps) on `examples` (sft_examples: the reference
-    solutions), so RL starts from a policy that sometimes earns reward. The same function
-    fine-tunes real models. Its own AdamW (lr --sft-lr, warm-up then cosine); RL starts with
-    a fresh optimizer."""
-    if not examples or args.sft_steps <= 0:
+def sft(policy, tokenizer, examples: list[Sample], d: Dist, log, *, steps: int, lr: float,
+        batch: int, warmup_steps: int, micro_batch: int, max_grad_norm: float,
+        seed: int) -> None:
+    """Supervised warm start: `steps` optimizer steps on `examples` (sft_examples: the
+    reference solutions), so RL starts from a policy that sometimes earns reward. The same
+    function fine-tunes real models. Each step draws `batch` examples over all ranks (with
+    replacement, from seed + 1); its own AdamW (lr, warm-up then cosine); RL starts with a
+    fresh optimizer. log: the metrics sink (a row every 20 steps and the last)."""
+    if not examples or steps <= 0:
         return
-    rng = random.Random(args.seed + 1)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.sft_lr, weight_decay=0.0)
-    sched = warmup_cosine(optimizer, args.warmup_steps, args.sft_steps)
-    bar = progress(range(args.sft_steps), "sft", args.sft_steps, enabled=d.main)
+    rng = random.Random(seed + 1)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=lr, weight_decay=0.0)
+    sched = warmup_cosine(optimizer, warmup_steps, steps)
+    bar = progress(range(steps), "sft", steps, enabled=d.main)
     for step in bar:
-        batch = [examples[rng.randrange(len(examples))] for _ in range(args.sft_batch)]
-        st = update(policy, optimizer, batch[d.rank::d.world], sft_loss,
-                    micro_batch=args.micro_batch, agg="token-mean", max_len=None,
+        drawn = [examples[rng.randrange(len(examples))] for _ in range(batch)]
+        st = update(policy, optimizer, drawn[d.rank::d.world], sft_loss,
+                    micro_batch=micro_batch, agg="token-mean", max_len=None,
                     pad_id=tokenizer.pad_token_id, device=d.device,
-                    max_grad_norm=args.max_grad_norm)
+                    max_grad_norm=max_grad_norm)
         sched.step()
         bar.set_postfix(nll=f"{st['loss']:.3f}")
-        if step % 20 == 0 or step == args.sft_steps - 1:
+        if step % 20 == 0 or step == steps - 1:
             log({"phase": "sft", "step": step, "nll": st["loss"], "grad_norm": st["grad_norm"]})

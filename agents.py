@@ -686,13 +686,11 @@ def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
 # ---------------------------------------------------------------------------------------------
 # The team: its models, warm start and set-up on trainer.py's run
 #
-# train() calls trainer.py's pieces itself (start -> prepare_run -> rl_steps / end_step ->
-# end_run); the Run's own policy and engine are the tester's model, and per-role the coder's
-# model rides in run.extras, so the checkpoints hold it. prepare_run takes three of the
-# functions below: build (the optimizers, made after the warm start and before a resume
-# restores them, both inside prepare_run), warm_start, and evaluate_team (called at
-# before_rl, every --eval-every step and after_rl; it keeps its result in run.state, where the
-# summary's before_rl / after_rl come from).
+# train() calls trainer.py's pieces itself (start -> checkpoint_to_resume -> its warm start and
+# evaluation -> its optimizers -> first_step -> rl_steps / end_step / save_step -> finish); the
+# Run's own policy and engine are the tester's model, and per-role the coder's model rides in
+# run.extras, so the checkpoints hold it. evaluate_team keeps each result in run.state, where
+# the summary's before_rl / after_rl come from.
 
 
 @dataclass
@@ -714,13 +712,12 @@ def distinct(team):
     return list(out.values())
 
 
-def make_team(r, args):
+def make_team(r, coder=None):
     """{"tester": RoleModel, "coder": RoleModel}: the Run's policy and engine are the tester's;
-    per-role the coder's is a second model (made here), shared the same one."""
+    coder: per-role, the second model (trainer.setup_policy's tokenizer, policy, engine);
+    None (shared): the coder is the tester's model."""
     tester = RoleModel(r.tokenizer, r.policy, r.engine)
-    coder = tester if args.policy == "shared" else RoleModel(
-        *trainer.setup_policy(args, r.d)[1:])
-    return {"tester": tester, "coder": coder}
+    return {"tester": tester, "coder": tester if coder is None else RoleModel(*coder)}
 
 
 def with_reference(problems, train_data):
@@ -746,7 +743,7 @@ def warm_start(team, r):
     # only when there is an SFT to use them.
     if a.repair_sft and a.max_turns > 1 and a.sft_steps > 0:
         repairs = repair_states(
-            r.train_problems, a.max_tests, sandbox_runner(a), a.test_timeout
+            r.train_problems, a.max_tests, sandbox_runner(a.sandbox_workers), a.test_timeout
         )
     for m, roles in distinct(team):
         tag = "/".join(roles)
@@ -754,19 +751,19 @@ def warm_start(team, r):
             m.policy,
             m.tokenizer,
             warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
-            a,
             r.d,
             lambda row, tag=tag: r.log({**row, "roles": tag}),
+            **flags.sft(a),
         )
-        trainer.sync_weights(m.policy, m.engine)
+        actor.sync_weights(m.policy, m.engine)
 
 
-def build(team, r):
+def make_optimizers(team, r):
     """Each model's AdamW + schedule; the Run holds the tester's, run.extras the coder's model
     and optimizer (checkpointed beside the tester's)."""
     r.state["policy"] = r.args.policy
     for m, _ in distinct(team):
-        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, r.args)
+        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, **flags.optimizer(r.args))
     r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
     if team["coder"] is not team["tester"]:
         r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
@@ -779,32 +776,28 @@ def catch_up_coder(team, r):
     coder = team["coder"]
     if coder is not team["tester"]:
         coder.scheduler.load_state_dict(r.scheduler.state_dict())
-        trainer.sync_weights(coder.policy, coder.engine)
+        actor.sync_weights(coder.policy, coder.engine)
 
 
 # ---------------------------------------------------------------------------------------------
 # The step: episodes -> group advantages -> one GRPO update per model -> weight sync
 
 
-def max_new_tokens(args, role):
-    return args.tester_max_new_tokens if role == "tester" else args.max_new_tokens
-
-
-def engine_generate(m, args, rng, temperature, role):
-    """A generate function for run_episodes: render, sample one completion per prompt."""
+def engine_generate(m, rng, *, temperature, top_p, max_new_tokens):
+    """A generate function for run_episodes: render, sample one completion per prompt (at
+    temperature / top_p, at most max_new_tokens, each call's engine seed drawn from rng)."""
     def generate(prompts):
         texts = [data.render_prompt(m.tokenizer, msgs) for msgs in prompts]
-        outs = m.engine.generate(texts, n=1, temperature=temperature, top_p=args.top_p,
-                                 max_new_tokens=max_new_tokens(args, role),
-                                 seed=rng.randrange(2**31))
+        outs = m.engine.generate(texts, n=1, temperature=temperature, top_p=top_p,
+                                 max_new_tokens=max_new_tokens, seed=rng.randrange(2**31))
         return [o[0] for o in outs]
 
     return generate
 
 
-def sandbox_runner(args):
-    """run_batch with --sandbox-workers."""
-    return functools.partial(sandbox.run_batch, workers=args.sandbox_workers)
+def sandbox_runner(workers):
+    """sandbox.run_batch with `workers` processes (None: the sandbox's default)."""
+    return functools.partial(sandbox.run_batch, workers=workers)
 
 
 def training_samples(candidates, roles, tokenizer, advantages):
@@ -827,47 +820,43 @@ def rank_batch(problems, rng, prompts_per_step, d, epoch_order=None):
     return batch, random.Random(seed)
 
 
-def play_episodes(team, r, step):
-    """RL step `step`'s episodes on this rank's problems -> (candidates, stats: the counts and
-    reward-term sums over ranks, with every term's mean and the episode rates)."""
-    args = r.args
-    batch, sampler = rank_batch(r.train_problems, r.rng, args.prompts_per_step, r.d,
-                                rollouts.epoch_order(args, step))
+def play_episodes(team, problems, rng, d, timer, cfg, *, prompts_per_step, epoch_order,
+                  temperature, top_p, budgets, max_train_tests, workers):
+    """One RL step's episodes on this rank's share of prompts_per_step problems drawn from
+    `problems` (rank_batch, epoch_order: rollouts.draw_batch's), each role sampling at
+    temperature / top_p within budgets[role] tokens, judged on each problem's first
+    max_train_tests tests (0: all) by the sandbox (workers), under the game's cfg ->
+    (candidates, stats: the counts and reward-term sums over ranks, with every term's mean and
+    the episode rates). timer: gets the engine's and the sandbox's seconds."""
+    batch, sampler = rank_batch(problems, rng, prompts_per_step, d, epoch_order)
     # The turns alternate generation and the sandbox: each call's time goes to its phase.
-    gens = {role: r.timer.wrap("generate", engine_generate(team[role], args, sampler,
-                                                           args.temperature, role))
-            for role in ROLES}
-    # The ground truth of training: each problem's first --max-train-tests tests.
-    batch = [rollouts.train_view(p, args.max_train_tests) for p in batch]
+    gens = {role: timer.wrap("generate", engine_generate(
+        team[role], sampler, temperature=temperature, top_p=top_p,
+        max_new_tokens=budgets[role])) for role in ROLES}
+    # The ground truth of training: each problem's first max_train_tests tests.
+    batch = [rollouts.train_view(p, max_train_tests) for p in batch]
     _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"],
-                                   r.timer.wrap("reward", sandbox_runner(args)),
-                                   cfg=game_config(args))
+                                   timer.wrap("reward", sandbox_runner(workers)), cfg=cfg)
     # summarize recomputes the means and rates from the sums, so the ranks sum all of them.
     return cands, summarize(rollouts.reduce_sums(stats))
 
 
-def update_and_sync(m, roles, cands, adv, loss, r):
-    """One GRPO update of model m on its roles' candidates, then its schedule's step and the
-    weight sync into its engine -> the update's stats, keyed "<roles>_<stat>"."""
-    args, d, timer = r.args, r.d, r.timer
+def update_model(m, roles, cands, adv, loss, timer, *, off_policy, **update_kw):
+    """One GRPO update of model m on its roles' candidates (the old log-probs of the policy
+    that played them first when off_policy), its schedule's step and the weight sync into its
+    engine (actor.update_and_sync) -> the update's stats, keyed "<roles>_<stat>".
+    update_kw: actor.updates' keywords (micro_batch, pad_id, device, temperature, ...)."""
     m.engine.sleep()  # GPU: free the engine's memory for the update (no-op on CPU)
     samples = training_samples(cands, roles, m.tokenizer, adv)
-    shape = dict(micro_batch=args.micro_batch, pad_id=m.tokenizer.pad_token_id,
-                 device=d.device, temperature=args.temperature)
-    if actor.off_policy(args):   # old log-probs of the policy that played the episodes
+    if off_policy:
         with timer("score"):
-            old = actor.score(samples, policy=m.policy, **shape).logp
+            old = actor.score(samples, policy=m.policy,
+                              **{k: update_kw[k] for k in ("micro_batch", "pad_id", "device",
+                                                           "temperature")}).logp
         samples = actor.with_scores(samples, old_logp=old)
-    with timer("update"):
-        # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
-        st = actor.updates(m.policy, m.optimizer, samples, loss,
-                           epochs=args.epochs, mini_batches=args.mini_batches,
-                           agg=args.agg, max_len=max(max_new_tokens(args, role) for role in roles),
-                           max_grad_norm=args.max_grad_norm,
-                           skip_zero_advantage=True, **shape)
-        m.scheduler.step()
-    with timer("sync"):
-        trainer.sync_weights(m.policy, m.engine)
+    # No KL: a zero advantage gives a zero loss whatever the ratio, so skipping is exact.
+    st = actor.update_and_sync(m.policy, m.optimizer, m.scheduler, m.engine, samples, loss,
+                               timer, skip_zero_advantage=True, **update_kw)
     tag = "/".join(roles)
     return {f"{tag}_{k}": st[k] for k in ("grad_norm", "loss", "entropy", "updates", "clip_frac",
                                           "ratio_mean", "approx_kl") if k in st}
@@ -892,14 +881,18 @@ def episode_record(e, alone=None):
     }
 
 
-def evaluate_episodes(team, problems, args, d, rng, dump=None):
-    """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
-    the coder alone (its program from the bare problem: the single-agent baseline, same model
-    and prompt) and the final program after up to max_turns turns with the tester; and the
-    share of the tester's tests (all turns) that the reference solution passes."""
-    mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
-    gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
-    cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
+def evaluate_episodes(team, problems, d, rng, cfg, *, n, temperature, top_p, budgets, workers,
+                      dump=None):
+    """pass@1 on the ground truth, over n episodes per problem (cfg: the game, k = 1), each
+    role sampling at temperature / top_p within budgets[role] tokens, the sandbox with
+    `workers`: the coder alone (its program from the bare problem: the single-agent baseline,
+    same model and prompt) and the final program after up to max_turns turns with the tester;
+    and the share of the tester's tests (all turns) that the reference solution passes.
+    dump: a path for rank 0's episodes, one JSON line each."""
+    mine = [p for p in problems for _ in range(n)][d.rank::d.world]
+    gens = {r: engine_generate(team[r], rng, temperature=temperature, top_p=top_p,
+                               max_new_tokens=budgets[r]) for r in ROLES}
+    run_batch = sandbox_runner(workers)
     alone = coder_alone(mine, gens["coder"], cfg, run_batch)
     episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
     n = all_reduce_sum(len(episodes))
@@ -921,12 +914,30 @@ def evaluate_team(team, r, when, problems=None):
     trainer state (summary.json's before_rl / after_rl)."""
     a = r.args
     problems = r.eval_problems if problems is None else problems
-    res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
-                   os.path.join(a.out, f"eval_{when}.jsonl"))
+    res = evaluate_episodes(team, problems, r.d, random.Random(a.seed + 7),
+                            game_config(a, k=1), n=a.eval_n, temperature=a.eval_temperature,
+                            top_p=a.top_p, budgets=token_budgets(a), workers=a.sandbox_workers,
+                            dump=os.path.join(a.out, f"eval_{when}.jsonl"))
     r.say(f"{when.replace('_', ' ')}: {res}")
     r.log({"phase": "eval", "when": when, "step": r.step, **res})
     r.state[when] = res
     return res
+
+
+# The team's pass@1 after its turns is summary.json's pass_at_1_* (trainer.keep_eval).
+PASS_KEY = "pass@1_after_turns"
+
+
+def evaluate_run(team, r, when):
+    """The evaluation before / after RL: evaluate_team on the held-out problems and
+    (trainer.with_train_sample) on the train sample, the figures kept in r.state
+    (trainer.keep_eval); nothing with --eval-n 0."""
+    if r.args.eval_n <= 0:
+        return
+    trainer.keep_eval(r, when, evaluate_team(team, r, when), pass_key=PASS_KEY)
+    if trainer.with_train_sample(r, when):
+        trainer.keep_eval(r, when, evaluate_team(team, r, f"train_{when}", r.train_eval_problems),
+                          "train_", PASS_KEY)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -950,41 +961,59 @@ def train(args):
     pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
     r = trainer.start(args, "agents")        # process group, problems, the tester's model
     r.train_problems = with_reference(r.train_problems, args.train_data)
-    team = make_team(r, args)
+    team = make_team(r, None if args.policy == "shared" else trainer.setup_policy(args, r.d)[1:])
     try:
-        # warm start (or resume) -> pass@1 before RL -> build -> step-0 checkpoint
-        trainer.prepare_run(r, functools.partial(build, team),
-                            warm_start=functools.partial(warm_start, team),
-                            evaluate_fn=functools.partial(evaluate_team, team),
-                            curricula=False, pass_key="pass@1_after_turns")
-        if r.resumed_from:
+        ckpt = trainer.checkpoint_to_resume(r)    # --resume's checkpoint, None for a fresh run
+        if ckpt is None:
+            warm_start(team, r)                   # SFT per model on its roles' prompts
+            evaluate_run(team, r, "before_rl")    # pass@1 before RL
+            if args.eval_only:
+                return trainer.finish(r)
+        # Each model's optimizer trains its warm-started weights; a resume restores them.
+        make_optimizers(team, r)
+        trainer.first_step(r, ckpt)               # step-0 checkpoint, or the resumed state
+        if ckpt is not None:
             catch_up_coder(team, r)
         # grpo.py's clipped surrogate without a KL term: AT-GRPO trains with no KL (the PettingLLMs
         # paper), so no reference model. With --mini-batches/--epochs above 1 the ratio is
         # taken against the old log-probs of a no-grad pass (as in grpo.py).
+        off_policy = flags.off_policy(args)
         loss = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=0.0,
-                                agg=args.agg, off_policy=actor.off_policy(args))
+                                agg=args.agg, off_policy=off_policy)
+        cfg, budgets = game_config(args), token_budgets(args)
         for step in trainer.rl_steps(r):
-            cands, metrics = play_episodes(team, r, step)      # generate, sandbox rewards
+            cands, metrics = play_episodes(       # generate, sandbox rewards
+                team, r.train_problems, r.rng, r.d, r.timer, cfg,
+                prompts_per_step=args.prompts_per_step,
+                epoch_order=rollouts.epoch_order(args.prompt_order, args.seed, step),
+                temperature=args.temperature, top_p=args.top_p, budgets=budgets,
+                max_train_tests=args.max_train_tests, workers=args.sandbox_workers)
             # Groups: one episode's K candidates at one role step, so never across problems
             # or ranks: (problem, episode, turn, role).
             adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
                                           scale=args.adv_scale, group_ids=[c.group for c in cands])
-            for m, roles in distinct(team):                    # one GRPO update per model, sync
-                metrics.update(update_and_sync(m, roles, cands, adv, loss, r))
+            for m, roles in distinct(team):       # one GRPO update per model, weight sync
+                metrics.update(update_model(
+                    m, roles, cands, adv, loss, r.timer, off_policy=off_policy,
+                    **{**r.update_settings(), "pad_id": m.tokenizer.pad_token_id,
+                       "max_len": max(budgets[role] for role in roles)}))
             # this rank's mean reward (the progress bar shows rank 0's)
             metrics["reward_mean"] = sum(c.reward for c in cands) / max(len(cands), 1)
             # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
             r.state.setdefault("rl_terms", []).append(
                 {k: metrics[k] for k in REWARD_TERMS if k in metrics})
-            trainer.end_step(r, step, metrics)   # metrics row, --eval-every, --save-every
+            trainer.log_step(r, step, metrics)    # the metrics row
+            if trainer.eval_due(r):               # --eval-every: the held-out curve
+                evaluate_team(team, r, f"step_{r.step}")
+            trainer.save_step(r, r.step)          # --save-every
         rows = r.state.get("rl_terms", [])
         r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
                        rl_second_half=reward_term_means(rows[len(rows) // 2:]))
-        return trainer.end_run(r)                # pass@1 after RL, summary.json
+        evaluate_run(team, r, "after_rl")         # pass@1 after RL
+        return trainer.finish(r)                  # summary.json
     finally:
         if team["coder"] is not team["tester"]:
-            team["coder"].engine.close()        # end_run closes the Run's (the tester's)
+            team["coder"].engine.close()        # finish closes the Run's (the tester's)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1051,8 +1080,7 @@ def build_parser():
                    help="tests asked for and kept per tester reply")
     g.add_argument("--tester-max-new-tokens", type=flags.POSITIVE_INT, default=96,
                    help="the tester's response budget (--max-new-tokens is the coder's)")
-    g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
-                   help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
+    flags.add_adv_scale_flag(g)
     g.add_argument("--repair-sft", type=int, default=1, choices=[0, 1],
                    help="1: the warm start also trains turn-1 prompts (a wrong program or a "
                         "wrong test shown; answer: the right program / tests); 0: turn-0 only")
@@ -1077,6 +1105,11 @@ def game_config(args, **overrides):
         "coverage_weight": args.coverage_weight, "max_tests": args.max_tests,
         "turn_order": args.turn_order, "timeout": args.test_timeout, "reward": args.reward,
         **overrides})
+
+
+def token_budgets(args):
+    """{role: its response budget}: --tester-max-new-tokens, --max-new-tokens (the coder's)."""
+    return {"tester": args.tester_max_new_tokens, "coder": args.max_new_tokens}
 
 
 def main(argv=None):

@@ -60,7 +60,6 @@ import flags
 import metrics
 import rollouts
 import tasks
-import trainer
 from engines import make_engine
 from model import (
     PolicyLogprobs,
@@ -232,11 +231,11 @@ def stopping_point(evals: list[dict]) -> tuple[dict, bool]:
 
 # ----------------------------------------------------------------------------- training
 
-def eval_args(args) -> argparse.Namespace:
-    """What rollouts.evaluate reads from a run's flags."""
-    return argparse.Namespace(top_p=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                              reward="binary", test_timeout=2.0,
-                              sandbox_workers=args.sandbox_workers)
+def eval_settings(args) -> dict:
+    """rollouts.evaluate's settings but n and temperature: top_p 1, binary reward, 2 s a
+    test, the run's --max-new-tokens, --seed and --sandbox-workers."""
+    return dict(top_p=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed, reward="binary",
+                test_timeout=2.0, workers=args.sandbox_workers)
 
 
 def initial_model(args, texts: list[str]) -> str:
@@ -303,7 +302,7 @@ def train(args) -> None:
                  "lr": sched.get_last_lr()[0], "wall": round(time.time() - t0, 1)})
         if args.eval_every and (done % args.eval_every == 0 or done == args.steps):
             if not args.skip_validation:
-                trainer.sync_weights(policy, engine)
+                actor.sync_weights(policy, engine)
                 row = validate(engine, tokenizer, valid, args, d, done)
                 state["evals"].append(row)
                 log({"phase": "eval", **row, "wall": round(time.time() - t0, 1)})
@@ -318,7 +317,8 @@ def train(args) -> None:
 def validate(engine, tokenizer, problems, args, d, step: int) -> dict:
     """The stopping rule's figures of the engine's weights at `step`: pass@1 and pass@k
     (T = 1) overall and per family on the validation problems."""
-    res = rollouts.evaluate(engine, tokenizer, problems, eval_args(args), d, args.eval_n, 1.0)
+    res = rollouts.evaluate(engine, tokenizer, problems, d, n=args.eval_n, temperature=1.0,
+                            **eval_settings(args))
     k = res["k"]
     row = {"step": step, "pass@1": res["pass@1"], f"pass@{k}": res[f"pass@{k}"], "k": k,
            "pass@1_by_family": res["pass@1_by_family"], "rule": meets_rule(res)}
@@ -466,8 +466,8 @@ def export(args) -> None:
     figures = {}
     for name, problems in (("held_out", held), ("train", train)):
         t = time.time()
-        res = rollouts.evaluate(engine, tokenizer, problems, eval_args(args), d, args.eval_n,
-                                1.0)
+        res = rollouts.evaluate(engine, tokenizer, problems, d, n=args.eval_n, temperature=1.0,
+                                **eval_settings(args))
         figures[name] = {k: v for k, v in res.items() if k != "rates"}
         figures[name]["family_pass_at_k"] = family_pass_at_k(problems, res["rates"],
                                                                args.eval_n)

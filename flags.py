@@ -312,6 +312,13 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                         "WANDB_MODE=online")
 
 
+def add_adv_scale_flag(g) -> None:
+    """--adv-scale, the normaliser of the group advantages (losses.group_advantages): GRPO's
+    and AT-GRPO's (PPO's advantages come from GAE)."""
+    g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
+                   help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
+
+
 def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
     """Which prompts the policy sees: StepCoder's CCCS (cccs.py), DRIVE's hard focus and
     offline filter (drive.py)."""
@@ -331,6 +338,54 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--offline-filter", action="store_true",
                    help="before RL, drop train problems every sample solves or none does "
                         "(Skywork/AceReason; DRIVE's data curation)")
+
+
+# ----------------------------------------------------------------------------- flags -> keywords
+# What the shared helpers take, by name, from the common flags: the helpers' signatures say
+# what they read, and a method's step passes these down.
+
+def judging(args) -> dict:
+    """rollouts.score_completions' sandbox settings: reward (--reward), test_timeout
+    (--test-timeout), workers (--sandbox-workers)."""
+    return dict(reward=args.reward, test_timeout=args.test_timeout,
+                workers=args.sandbox_workers)
+
+
+def sampling(args) -> dict:
+    """rollouts.generate_and_score's settings for RL's rollouts: group_size, temperature,
+    top_p, max_new_tokens, max_train_tests, and judging's."""
+    return dict(group_size=args.group_size, temperature=args.temperature, top_p=args.top_p,
+                max_new_tokens=args.max_new_tokens, max_train_tests=args.max_train_tests,
+                **judging(args))
+
+
+def evaluation(args) -> dict:
+    """rollouts.evaluate's settings for the held-out pass@k: n (--eval-n), temperature
+    (--eval-temperature), top_p, max_new_tokens, seed, and judging's."""
+    return dict(n=args.eval_n, temperature=args.eval_temperature, top_p=args.top_p,
+                max_new_tokens=args.max_new_tokens, seed=args.seed, **judging(args))
+
+
+def optimizer(args) -> dict:
+    """trainer.policy_optimizer's settings: lr, weight_decay, warmup_steps, steps (the
+    schedule's length), min_lr_ratio."""
+    return dict(lr=args.lr, weight_decay=args.weight_decay, warmup_steps=args.warmup_steps,
+                steps=args.steps, min_lr_ratio=args.min_lr_ratio)
+
+
+def sft(args) -> dict:
+    """actor.sft's settings: steps, lr, batch (--sft-steps, --sft-lr, --sft-batch),
+    warmup_steps, micro_batch, max_grad_norm, seed."""
+    return dict(steps=args.sft_steps, lr=args.sft_lr, batch=args.sft_batch,
+                warmup_steps=args.warmup_steps, micro_batch=args.micro_batch,
+                max_grad_norm=args.max_grad_norm, seed=args.seed)
+
+
+def off_policy(args) -> bool:
+    """More than one optimizer step per rollout batch (--mini-batches, --epochs): the loss
+    needs the sampling policy's old log-probs (a no-grad pass before the first step) instead
+    of logp.detach()."""
+    return args.mini_batches > 1 or args.epochs > 1
 
 
 @contextlib.contextmanager

@@ -37,10 +37,11 @@ Simplifications, stated up front:
   share is logged as zero_adv_frac: 8% of the samples in the CPU default, where groups of 16
   rarely agree; with small groups or easy/hard problems it is much more).
 
-The loop (train): trainer.start_run (SFT warm start, pass@k before, build) -> for each step
+The loop (train): trainer.start -> trainer.prepare_run (SFT warm start, pass@k before) -> the
+optimizer (and reference) -> trainer.first_step (step-0 checkpoint or resume) -> for each step
 grpo_step: draw -> generate -> reward -> advantages (rollout_step) -> (old / reference
-log-probs) -> policy update -> weight sync into the engine; trainer.end_step logs the row and
-checkpoints -> trainer.end_run (pass@k after, summary.json). The math (advantages, the
+log-probs) -> policy update -> weight sync into the engine (actor.update_and_sync); the row,
+the --eval-every point, the checkpoint -> pass@k after, summary.json. The math (advantages, the
 clipped surrogate, TIS, aggregation) is in losses.py, on tensors and keyword arguments.
 """
 from __future__ import annotations
@@ -58,42 +59,44 @@ from actor import Sample
 from losses import dynamic_sampling_keep, group_advantages
 from model import Forward, reference_like
 
-# The math lives in losses.py; these names stay importable from here (tests, bench).
-aggregate, k3_kl, policy_loss, tis_weights = (losses.aggregate, losses.k3_kl,
-                                              losses.policy_loss, losses.tis_weights)
-
 # ----------------------------------------------------------------------------- rollouts
 
 
-def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0,
-                 timer=None):
-    """Generate args.group_size responses for this rank's prompts, score them, compute group
-    advantages; with --dynamic-sampling, drop constant groups and sample more prompts
-    (at most --max-resample extra rounds); with --overlong-filter, mask the loss of responses
-    cut at --max-new-tokens. Returns (Samples, sums for the metrics: rollout_log).
+def rollout_step(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_per_step: int,
+                 adv_scale: str, adv_eps: float, dynamic_sampling: bool, max_resample: int,
+                 overlong_filter: bool, tis_cap: float, epoch_order=None, curriculum=None,
+                 step: int = 0, timer=None):
+    """Generate G = sampling["group_size"] responses for this rank's share of
+    prompts_per_step prompts, score them, compute group advantages (losses.group_advantages
+    with adv_scale, adv_eps); with dynamic_sampling, drop constant groups and sample more
+    prompts (at most max_resample extra rounds); with overlong_filter, mask the loss of
+    responses cut at the token budget. Returns (Samples, sums for the metrics: rollout_log).
 
+    sampling: generate_and_score's keywords (flags.sampling). tis_cap: actor.sampler_extras'.
+    epoch_order: draw_batch's for the step's first round (rollouts.epoch_order; None: with
+    replacement; resampling rounds always draw with replacement).
     curriculum (trainer.Curriculum): .pool(problems, step) narrows the problems (DRIVE hard
     focus), .prefix(problem) gives a CCCS prefix, and it sees every group's rewards.
     timer (metrics.Timer): gets the engine's and the sandbox's seconds ("generate", "reward").
     """
-    G = args.group_size
+    G = sampling["group_size"]
     pool = curriculum.pool(problems, step) if curriculum else problems
-    per_rank = max(1, args.prompts_per_step // d.world)
+    per_rank = max(1, prompts_per_step // d.world)
     samples, updates, sums = [], [], {"groups_seen": 0, "groups_kept": 0}
-    for round_ in range(1 + (args.max_resample if args.dynamic_sampling else 0)):
+    for round_ in range(1 + (max_resample if dynamic_sampling else 0)):
         need = per_rank - sums["groups_kept"]
         if need <= 0:
             break
         # --prompt-order epoch: the step's first round walks the epoch; resampling rounds
         # (dynamic sampling) draw with replacement.
-        epoch = rollouts.epoch_order(args, step) if round_ == 0 else None
+        epoch = epoch_order if round_ == 0 else None
         batch, seed = rollouts.draw_batch(pool, rng, per_rank, d, need, epoch)
         prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
-        ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
-                                         timer=timer)
+        ro = rollouts.generate_and_score(engine, tokenizer, batch, seed, prefixes=prefixes,
+                                         timer=timer, **sampling)
         r = torch.tensor(ro.rewards)
-        adv = group_advantages(r, G, args.adv_scale, eps=args.adv_eps)      # [P * G]
-        keep = dynamic_sampling_keep(r, G) if args.dynamic_sampling else \
+        adv = group_advantages(r, G, adv_scale, eps=adv_eps)                  # [P * G]
+        keep = dynamic_sampling_keep(r, G) if dynamic_sampling else \
             torch.ones(len(batch), dtype=torch.bool)                         # [P]
         for g, problem in enumerate(batch):
             updates.append((problem.id, ro.rewards[g * G:(g + 1) * G]))
@@ -101,11 +104,11 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
                 continue
             for j in range(g * G, (g + 1) * G):
                 c = ro.completions[j]
-                cut = args.overlong_filter and c.finish_reason == "length"
+                cut = overlong_filter and c.finish_reason == "length"
                 samples.append(Sample(ro.prompt_ids[g], c.token_ids, float(adv[j]),
                                       [0] * len(c.token_ids) if cut else None,
                                       ro.rewards[j], key=(problem.id, j),
-                                      **actor.sampler_extras(c, args)))
+                                      **actor.sampler_extras(c, tis_cap)))
         sums["groups_seen"] += len(batch)
         sums["groups_kept"] += int(keep.sum())
         for k, v in rollouts.rollout_sums(ro).items():
@@ -138,29 +141,27 @@ def update_loss(*, eps_low: float, eps_high: float, beta: float, agg: str,
     return loss
 
 
-def zero_advantage_is_inert(args) -> bool:
-    """On-policy without KL a zero advantage is a zero loss and a zero gradient: those samples
-    (groups whose rewards are all equal) need no forward/backward at all."""
-    return args.beta == 0
-
-
-def build(r: trainer.Run) -> None:
-    """The policy's optimizer, and the frozen reference when --beta > 0."""
-    trainer.build_policy_optimizer(r)
-    if r.args.beta > 0:
-        r.ref = reference_like(r.policy, r.model_path, r.d.device)
+def zero_advantage_is_inert(beta: float) -> bool:
+    """Without KL (beta 0) a zero advantage is a zero loss and a zero gradient, on- or
+    off-policy: those samples (groups whose rewards are all equal) need no forward/backward."""
+    return beta == 0
 
 
 def grpo_step(r: trainer.Run, step: int) -> dict:
     """One GRPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
     # --- draw -> generate -> reward -> advantages (rollout_step; timed "generate", "reward") --
-    samples, sums = rollout_step(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
-                                 r.curriculum, step, r.timer)
+    samples, sums = rollout_step(
+        r.engine, r.tokenizer, r.train_problems, r.rng, r.d, flags.sampling(args),
+        prompts_per_step=args.prompts_per_step, adv_scale=args.adv_scale, adv_eps=args.adv_eps,
+        dynamic_sampling=args.dynamic_sampling, max_resample=args.max_resample,
+        overlong_filter=args.overlong_filter, tis_cap=args.tis_cap,
+        epoch_order=rollouts.epoch_order(args.prompt_order, args.seed, step),
+        curriculum=r.curriculum, step=step, timer=r.timer)
     rollout = rollout_log(rollouts.reduce_sums(sums))
     r.engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
     # --- old log-probs (several updates per batch), reference log-probs (beta > 0) -------------
-    old = actor.off_policy(args)
+    old = flags.off_policy(args)
     if old or r.ref is not None:
         with r.timer("score"):
             scores = r.score(samples, policy=r.policy if old else None, ref=r.ref)
@@ -168,27 +169,30 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
             samples = actor.with_scores(samples, old_logp=scores.logp)
         if r.ref is not None:
             samples = actor.with_scores(samples, ref_logp=scores.ref_logp)
-    # --- policy update: --epochs x --mini-batches optimizer steps -----------------------------
-    with r.timer("update"):
-        loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
-                           agg=args.agg, off_policy=old, tis_cap=args.tis_cap)
-        stats = actor.updates(r.policy, r.optimizer, samples, loss,
-                              skip_zero_advantage=zero_advantage_is_inert(args),
-                              **r.update_settings())
-        r.scheduler.step()
-    # --- weight sync --------------------------------------------------------------------------
-    with r.timer("sync"):
-        trainer.sync_weights(r.policy, r.engine)
+    # --- policy update (--epochs x --mini-batches optimizer steps), weight sync ---------------
+    loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
+                       agg=args.agg, off_policy=old, tis_cap=args.tis_cap)
+    stats = actor.update_and_sync(r.policy, r.optimizer, r.scheduler, r.engine, samples, loss,
+                                  r.timer, skip_zero_advantage=zero_advantage_is_inert(args.beta),
+                                  **r.update_settings())
     return {**rollout, **stats}
 
 
 def train(args) -> dict:
     """The run: SFT warm start -> eval -> GRPO steps -> eval, with checkpoints and metrics."""
-    r = trainer.start_run(args, "grpo", build)   # warm start, pass@k before, build, resume
+    r = trainer.start(args, "grpo", coder_prompts=True)  # process group, problems, policy, engine
+    ckpt = trainer.prepare_run(r)          # resume point, or SFT warm start + pass@k before RL
+    if r.summary is not None:              # --eval-only: evaluated, finished
+        return r.summary
+    # The optimizer trains the warm-started policy, and a resume restores its state into it.
+    r.optimizer, r.scheduler = trainer.policy_optimizer(r.policy, **flags.optimizer(args))
+    if args.beta > 0:                      # the frozen reference of the KL term
+        r.ref = reference_like(r.policy, r.model_path, r.d.device)
+    trainer.first_step(r, ckpt)            # step-0 checkpoint, or the resumed state
     for step in trainer.rl_steps(r):
-        metrics = grpo_step(r, step)              # rollouts -> update -> weight sync
-        trainer.end_step(r, step, metrics)        # metrics row, --eval-every, --save-every
-    return trainer.end_run(r)                     # pass@k after, summary.json
+        metrics = grpo_step(r, step)       # rollouts -> update -> weight sync
+        trainer.end_step(r, step, metrics) # metrics row, --eval-every, --save-every
+    return trainer.end_run(r)              # pass@k after RL, summary.json
 
 
 # ----------------------------------------------------------------------------- flags
@@ -207,8 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "--preset gpu.")
     flags.add_common_flags(p, "grpo")
     g = p.add_argument_group("GRPO")
-    g.add_argument("--adv-scale", choices=["group", "batch", "none"], default="group",
-                   help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
+    flags.add_adv_scale_flag(g)
     g.add_argument("--adv-eps", type=flags.POSITIVE, default=1e-6,
                    help="epsilon in (r - mean) / (std + eps) (TRL: 1e-4; with binary rewards "
                         "and G=16 the two differ by < 4e-4 relative)")

@@ -53,9 +53,10 @@ Simplifications and choices (the paper leaves these open):
   policy's learning rate. The head alone gets --critic-lr (its own AdamW param group,
   constant); the gradient clip covers body and head together. Either way the value loss is
   not FGO-masked (above).
-- The loop (train: trainer.start_run, then ppo_step per step: rollout -> StepCoder reward
-  table -> no-grad log-probs and values -> KL-in-reward, GAE -> policy + critic update ->
-  weight sync; the math in losses.py): the reference and the critic start from the
+- The loop (train: trainer.prepare_run, the critic and the optimizers, trainer.first_step,
+  then ppo_step per step: rollout -> StepCoder reward table -> no-grad log-probs and values
+  -> KL-in-reward, GAE -> policy + critic update -> weight sync; the math in losses.py):
+  the reference and the critic start from the
   policy after the SFT warm start (StepCoder's SFT model) and are saved with every checkpoint
   (ref.pt, critic.pt); advantages are whitened over the tokens the policy loss sees
   (FGO-kept); the critic's learning rate is constant; one PPO epoch by default (--epochs,
@@ -84,9 +85,6 @@ from actor import Sample
 from losses import gae, kl_in_reward, whiten
 from model import Forward, critic_like, reference_like
 from sandbox import executable_lines
-
-# The PPO math lives in losses.py; these names stay importable from here (tests, bench).
-last_valid_index, value_loss = losses.last_valid_index, losses.value_loss
 
 # ----------------------------------------------------------------------------- rewards
 
@@ -273,21 +271,25 @@ def completion_fgo_mask(tokenizer, completion, prefix: str, program: str | None,
     return fgo_token_mask(full, spans, code_char_span(full, program), executed)
 
 
-def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step: int = 0,
-                timer=None):
-    """Sample args.group_size responses for this rank's share of args.prompts_per_step
-    problems, run them on the tests, and build Samples with the StepCoder reward (and, with
-    --fgo, the FGO token mask). Returns (samples, sums for the metrics: rollout_log).
+def ppo_rollout(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_per_step: int,
+                fgo: bool, reward_table: dict | None, tis_cap: float, epoch_order=None,
+                curriculum=None, step: int = 0, timer=None):
+    """Sample G = sampling["group_size"] responses for this rank's share of prompts_per_step
+    problems, run them on the tests, and build Samples with the StepCoder reward
+    (stepcoder_reward with reward_table's overrides) and, with fgo, the FGO token mask.
+    Returns (samples, sums for the metrics: rollout_log).
+    sampling: generate_and_score's keywords (flags.sampling). tis_cap: actor.sampler_extras'.
+    epoch_order: draw_batch's (rollouts.epoch_order; None: with replacement).
+    curriculum, step: as grpo.rollout_step's.
     timer (metrics.Timer): gets the engine's and the sandbox's seconds ("generate", "reward")."""
-    G = args.group_size
+    G = sampling["group_size"]
     pool = curriculum.pool(problems, step) if curriculum else problems
-    per_rank = max(1, args.prompts_per_step // d.world)
-    batch, seed = rollouts.draw_batch(pool, rng, per_rank, d,
-                                      epoch_order=rollouts.epoch_order(args, step))
+    per_rank = max(1, prompts_per_step // d.world)
+    batch, seed = rollouts.draw_batch(pool, rng, per_rank, d, epoch_order=epoch_order)
     prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
-    ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
-                                     coverage=args.fgo, timer=timer)
-    table = json.loads(args.reward_table) if args.reward_table else None
+    ro = rollouts.generate_and_score(engine, tokenizer, batch, seed, prefixes=prefixes,
+                                     coverage=fgo, timer=timer, **sampling)
+    table = reward_table
     scores = [stepcoder_reward(r.status if r is not None else None, table) for r in ro.results]
     sums = {**rollouts.rollout_sums(dataclasses.replace(ro, rewards=scores)),
             "fgo_tokens": sum(len(c.token_ids) for c in ro.completions), "fgo_masked": 0,
@@ -296,13 +298,13 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
     for j, (c, res) in enumerate(zip(ro.completions, ro.results)):
         g = j // G
         mask = None
-        if args.fgo:
+        if fgo:
             mask = completion_fgo_mask(tokenizer, c, prefixes[g] if prefixes else "",
                                        ro.programs[j], res)
             sums["fgo_samples"] += mask is not None
             sums["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
         samples.append(Sample(ro.prompt_ids[g], c.token_ids, 0.0, mask, scores[j],
-                              key=(batch[g].id, j), **actor.sampler_extras(c, args)))
+                              key=(batch[g].id, j), **actor.sampler_extras(c, tis_cap)))
         status = "no_code" if res is None else res.status
         sums[f"status/{status}"] = sums.get(f"status/{status}", 0) + 1
     # The curricula see --reward (binary / fraction), not the StepCoder score.
@@ -318,11 +320,13 @@ def _padded(rows: list[list[float]]) -> torch.Tensor:
     return out
 
 
-def ppo_advantages(samples: list[Sample], scores: actor.Scores, args):
-    """KL-in-reward, GAE and whitening from the no-grad scores of the samples (response
-    tokens only, right padded to [N, T]; no reference: KL 0). Returns (new Samples with their
-    per-token advantage, old_logp, old_values and returns; sums for the log: kl,
-    values, returns, explained-variance inputs)."""
+def ppo_advantages(samples: list[Sample], scores: actor.Scores, *, kl_coef: float,
+                   gamma: float, lam: float, whiten_advantages: bool):
+    """KL-in-reward (kl_coef), GAE (gamma, lam) and, with whiten_advantages, whitening over
+    the trained tokens, from the no-grad scores of the samples (response tokens only, right
+    padded to [N, T]; no reference: KL 0). Returns (new Samples with their per-token
+    advantage, old_logp, old_values and returns; sums for the log: kl, values, returns,
+    explained-variance inputs)."""
     lens = torch.tensor([len(s.response_ids) for s in samples])
     T = max(int(lens.max()) if len(samples) else 1, 1)
     resp = (torch.arange(T)[None] < lens[:, None]).float()                    # [N, T]
@@ -332,9 +336,9 @@ def ppo_advantages(samples: list[Sample], scores: actor.Scores, args):
     ref = _padded(scores.ref_logp if scores.ref_logp is not None else scores.logp)[:, :T]
     values = _padded(scores.values)[:, :T]
     score = torch.tensor([s.reward for s in samples], dtype=torch.float)
-    rewards = kl_in_reward(score, logp, ref, resp, args.kl_coef)
-    adv, ret = gae(rewards, values, resp, gamma=args.gamma, lam=args.lam)
-    adv = whiten(adv, keep) if args.whiten else adv * keep
+    rewards = kl_in_reward(score, logp, ref, resp, kl_coef)
+    adv, ret = gae(rewards, values, resp, gamma=gamma, lam=lam)
+    adv = whiten(adv, keep) if whiten_advantages else adv * keep
     out = []
     for i, s in enumerate(samples):
         n = len(s.response_ids)
@@ -405,9 +409,10 @@ def critic_training(r: trainer.Run) -> list[tuple]:
     return [] if r.critic is None else [("critic", r.critic, r.critic_optimizer)]
 
 
-def build(r: trainer.Run) -> None:
-    """Critic (separate: the policy's body after SFT + a zero head, own AdamW at --critic-lr),
-    reference (--kl-coef > 0) and the policy's optimizer (a value head: its own group)."""
+def make_critic(r: trainer.Run) -> None:
+    """The separate critic (--critic separate: the policy's body after SFT + a zero head, its
+    own AdamW at --critic-lr, constant) and the reference (--kl-coef > 0), both from the
+    warm-started policy."""
     a = r.args
     if a.critic == "separate":
         r.critic = critic_like(r.policy, r.model_path, r.d.device, a.grad_checkpointing)
@@ -415,45 +420,53 @@ def build(r: trainer.Run) -> None:
                                                betas=(0.9, 0.99), weight_decay=a.weight_decay)
     if a.kl_coef > 0:
         r.ref = reference_like(r.policy, r.model_path, r.d.device)
-    r.optimizer, r.scheduler = trainer.policy_optimizer(r.policy, a, head_lr=a.critic_lr)
 
 
 def ppo_step(r: trainer.Run, step: int) -> dict:
     """One PPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
     # --- generate, reward, FGO masks (timed "generate", "reward") --------------------------------
-    samples, sums = ppo_rollout(r.engine, r.tokenizer, r.train_problems, r.rng, args, r.d,
-                                r.curriculum, step, r.timer)
+    samples, sums = ppo_rollout(
+        r.engine, r.tokenizer, r.train_problems, r.rng, r.d, flags.sampling(args),
+        prompts_per_step=args.prompts_per_step, fgo=args.fgo,
+        reward_table=json.loads(args.reward_table) if args.reward_table else None,
+        tis_cap=args.tis_cap, epoch_order=rollouts.epoch_order(args.prompt_order, args.seed, step),
+        curriculum=r.curriculum, step=step, timer=r.timer)
     r.engine.sleep()        # GPU: free the engine's memory for scoring and the update
     # --- old log-probs, reference, values; KL-in-reward, GAE --------------------------------
     with r.timer("score"):
         scores = r.score(samples, policy=r.policy, ref=r.ref, with_values=True,
                          forward_fn=forward_with_values(r.policy, r.critic, args.temperature))
-        samples, adv_sums = ppo_advantages(samples, scores, args)
-    # --- PPO update: policy + critic, --epochs x --mini-batches optimizer steps --------------
-    with r.timer("update"):
-        loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, vf_clip=args.vf_clip,
-                           vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap)
-        stats = actor.updates(r.policy, r.optimizer, samples, loss, also_train=critic_training(r),
-                              forward_fn=forward_with_values(r.policy, r.critic,
-                                                             args.temperature, True),
-                              **r.update_settings())
-        r.scheduler.step()
-    # --- weight sync ----------------------------------------------------------------------------
-    with r.timer("sync"):
-        trainer.sync_weights(r.policy, r.engine)
+        samples, adv_sums = ppo_advantages(samples, scores, kl_coef=args.kl_coef,
+                                           gamma=args.gamma, lam=args.lam,
+                                           whiten_advantages=args.whiten)
+    # --- PPO update: policy + critic (--epochs x --mini-batches optimizer steps), weight sync -
+    loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, vf_clip=args.vf_clip,
+                       vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap)
+    stats = actor.update_and_sync(r.policy, r.optimizer, r.scheduler, r.engine, samples, loss,
+                                  r.timer, also_train=critic_training(r),
+                                  forward_fn=forward_with_values(r.policy, r.critic,
+                                                                 args.temperature, True),
+                                  **r.update_settings())
     return {**rollout_log(rollouts.reduce_sums(sums), rollouts.reduce_sums(adv_sums), args.fgo),
             **stats}
 
 
 def train(args) -> dict:
     """The run: SFT warm start -> eval -> PPO steps (StepCoder reward, optional FGO) -> eval."""
-    # warm start, pass@k before, build (critic, reference, optimizers), resume
-    r = trainer.start_run(args, "ppo", build, value_head=args.critic == "shared")
+    r = trainer.start(args, "ppo", value_head=args.critic == "shared", coder_prompts=True)
+    ckpt = trainer.prepare_run(r)          # resume point, or SFT warm start + pass@k before RL
+    if r.summary is not None:              # --eval-only: evaluated, finished
+        return r.summary
+    # Critic, reference and optimizers from the warm-started policy; a resume restores them.
+    make_critic(r)
+    r.optimizer, r.scheduler = trainer.policy_optimizer(r.policy, **flags.optimizer(args),
+                                                        head_lr=args.critic_lr)
+    trainer.first_step(r, ckpt)            # step-0 checkpoint, or the resumed state
     for step in trainer.rl_steps(r):
-        metrics = ppo_step(r, step)               # rollouts -> GAE -> update -> weight sync
-        trainer.end_step(r, step, metrics)        # metrics row, --eval-every, --save-every
-    return trainer.end_run(r)                     # pass@k after, summary.json
+        metrics = ppo_step(r, step)        # rollouts -> GAE -> update -> weight sync
+        trainer.end_step(r, step, metrics) # metrics row, --eval-every, --save-every
+    return trainer.end_run(r)              # pass@k after RL, summary.json
 
 
 # ----------------------------------------------------------------------------- flags

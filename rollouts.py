@@ -24,13 +24,15 @@ def prompt_text(tokenizer, problem, prefix: str = "") -> str:
                                   prefix)
 
 
-def score_completions(problems, texts: list[str], args, prefixes=None, coverage=False):
+def score_completions(problems, texts: list[str], *, reward: str, test_timeout: float,
+                      workers: int | None, prefixes=None, coverage=False):
     """Run each completion's program on its problem's tests in one sandbox batch.
 
     Returns (rewards, results, programs); a completion with no code gets reward 0 and result
     None (counted as no_code, never an error). With CCCS prefixes the rewarded program is
-    prefix + completion (cccs.rewarded_program). Reward: --reward binary (all tests pass) or
-    fraction (share of tests passed).
+    prefix + completion (cccs.rewarded_program). reward: "binary" (all tests pass) or
+    "fraction" (share of tests passed); test_timeout: seconds a test; workers: the sandbox's
+    worker processes (None: its default).
     """
     programs, jobs, where = [], [], []
     for i, (p, t) in enumerate(zip(problems, texts)):
@@ -40,13 +42,13 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
             where.append(i)
             # The fraction reward counts each test on its own, so a test after a timeout is
             # run, not counted as failed (binary: the first failure decides, stop there).
-            jobs.append(data.sandbox_job(p, code, timeout=args.test_timeout, coverage=coverage,
-                                         stop_after_timeout=args.reward != "fraction"))
+            jobs.append(data.sandbox_job(p, code, timeout=test_timeout, coverage=coverage,
+                                         stop_after_timeout=reward != "fraction"))
     results = [None] * len(texts)
-    for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)):
+    for i, res in zip(where, sandbox.run_batch(jobs, workers=workers)):
         results[i] = res
     rewards = [0.0 if r is None else
-               (r.pass_rate if args.reward == "fraction" else float(r.status == "pass"))
+               (r.pass_rate if reward == "fraction" else float(r.status == "pass"))
                for r in results]
     return rewards, results, programs
 
@@ -61,19 +63,21 @@ def train_view(problem, max_tests: int):
     return replace(problem, tests=problem.tests[:max_tests])
 
 
-def false_passes(problems, programs, results, max_tests: int, args) -> list[bool]:
+def false_passes(problems, programs, results, max_tests: int, *, test_timeout: float,
+                 workers: int | None) -> list[bool]:
     """Per completion: it passed its problem's first max_tests tests (the train reward's) and
     fails one of the others: what the few tests let through. One sandbox batch over the
-    passing programs of problems with more tests; False where there is nothing to check."""
+    passing programs of problems with more tests; False where there is nothing to check.
+    test_timeout, workers: as score_completions'."""
     jobs, where = [], []
     for i, (p, code, res) in enumerate(zip(problems, programs, results)):
         if max_tests and res is not None and res.status == "pass" and \
                 len(p.tests) > max_tests:
             where.append(i)
             jobs.append(data.sandbox_job(p, code, p.tests[max_tests:],
-                                         timeout=args.test_timeout))
+                                         timeout=test_timeout))
     out = [False] * len(programs)
-    for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)
+    for i, res in zip(where, sandbox.run_batch(jobs, workers=workers)
                       if jobs else []):
         out[i] = res.status != "pass"
     return out
@@ -81,7 +85,7 @@ def false_passes(problems, programs, results, max_tests: int, args) -> list[bool
 
 @dataclass
 class Rollouts:
-    """args.group_size completions per problem of a batch, with their sandbox verdicts; the
+    """group_size completions per problem of a batch, with their sandbox verdicts; the
     flat lists are ordered problem by problem (completion j belongs to problem j // G)."""
     prompt_ids: list[list[int]]        # per problem
     completions: list                  # engines.Completion, [P * G]
@@ -91,27 +95,33 @@ class Rollouts:
     false_pass: list[bool] | None = None   # under --max-train-tests: false_passes, else None
 
 
-def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
-                       coverage: bool = False, timer: Timer | None = None) -> Rollouts:
-    """Sample args.group_size completions per problem of `batch` and run them on the tests
-    (with line coverage when asked: FGO), the first --max-train-tests of them when it is set
-    (train_view; then false_passes checks the passing programs on the rest).
+def generate_and_score(engine, tokenizer, batch, seed: int, *, group_size: int,
+                       temperature: float, top_p: float, max_new_tokens: int,
+                       max_train_tests: int, reward: str, test_timeout: float,
+                       workers: int | None, prefixes=None, coverage: bool = False,
+                       timer: Timer | None = None) -> Rollouts:
+    """Sample group_size completions per problem of `batch` (at temperature / top_p, at most
+    max_new_tokens each, from the engine's `seed`) and run them on the tests (with line
+    coverage when asked: FGO), the first max_train_tests of them when it is not 0 (train_view;
+    then false_passes checks the passing programs on the rest). reward, test_timeout,
+    workers: score_completions'. prefixes: a CCCS prefix per problem (None: none).
     timer: adds the engine's seconds to its "generate" phase, the sandbox's to "reward"."""
-    G, timer = args.group_size, timer or Timer()
+    G, timer = group_size, timer or Timer()
     prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
                for i, p in enumerate(batch)]
     with timer("generate"):
-        outs = engine.generate(prompts, n=G, temperature=args.temperature, top_p=args.top_p,
-                               max_new_tokens=args.max_new_tokens, seed=seed)
+        outs = engine.generate(prompts, n=G, temperature=temperature, top_p=top_p,
+                               max_new_tokens=max_new_tokens, seed=seed)
     comps = [c for o in outs for c in o]
     flat = [p for p in batch for _ in range(G)]
     flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
-    n = args.max_train_tests
+    n = max_train_tests
     with timer("reward"):
-        rewards, results, programs = score_completions([train_view(p, n) for p in flat],
-                                                       [c.text for c in comps], args,
-                                                       flat_prefix, coverage)
-        false_pass = false_passes(flat, programs, results, n, args) if n else None
+        rewards, results, programs = score_completions(
+            [train_view(p, n) for p in flat], [c.text for c in comps], reward=reward,
+            test_timeout=test_timeout, workers=workers, prefixes=flat_prefix, coverage=coverage)
+        false_pass = false_passes(flat, programs, results, n, test_timeout=test_timeout,
+                                  workers=workers) if n else None
     return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
                     programs, false_pass)
 
@@ -130,9 +140,10 @@ def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
     return mine[:need], seed + d.rank
 
 
-def epoch_order(args, step: int) -> tuple[int, int] | None:
-    """draw_batch's epoch_order for RL step `step` under --prompt-order (None: replacement)."""
-    return (args.seed, step) if args.prompt_order == "epoch" else None
+def epoch_order(prompt_order: str, seed: int, step: int) -> tuple[int, int] | None:
+    """draw_batch's epoch_order for RL step `step`: (seed, step) under prompt_order "epoch"
+    (without replacement), None under "replacement"."""
+    return (seed, step) if prompt_order == "epoch" else None
 
 
 def epoch_batch(pool: Sequence, per_rank: int, d: Dist, seed: int, step: int) -> list:
@@ -283,9 +294,13 @@ def by_family(problems, solved: Mapping, n: int) -> dict:
     return {"pass@1_by_family": {f: sum(c) / (n * len(c)) for f, c in sorted(counts.items())}}
 
 
-def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float,
-             timer: Timer | None = None) -> dict:
-    """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
+def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float, top_p: float,
+             max_new_tokens: int, seed: int, reward: str, test_timeout: float,
+             workers: int | None, timer: Timer | None = None) -> dict:
+    """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share:
+    n completions a problem at temperature / top_p, at most max_new_tokens each, from the
+    engine seed seed + 7 (seed: the run's), judged as score_completions' (reward,
+    test_timeout, workers).
 
     Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "rates": {problem id: solved
     share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error,
@@ -296,12 +311,13 @@ def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: fl
     mine, timer = problems[d.rank::d.world], timer or Timer()
     with timer("generate"):
         outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
-                               temperature=temperature, top_p=args.top_p,
-                               max_new_tokens=args.max_new_tokens,
-                               seed=args.seed + 7) if mine else []
+                               temperature=temperature, top_p=top_p,
+                               max_new_tokens=max_new_tokens, seed=seed + 7) if mine else []
     flat_p = [p for p in mine for _ in range(n)]
     with timer("reward"):
-        _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
+        _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o],
+                                          reward=reward, test_timeout=test_timeout,
+                                          workers=workers)
     solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])

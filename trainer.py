@@ -13,21 +13,27 @@ pieces the loops call live here and in four modules beside it:
 
 A method's train() (grpo.train, ppo_fgo.train, agents.train), in order:
 
-    flags        flags.add_common_flags(parser) + the method's own group; flags.parse_flags()
-                 merges the presets (merge_presets) and lets explicit flags override them
-    start_run()  process group, seeds, problems, the FSDP2 policy and its engine (start());
-                 then prepare_run() (agents.py calls the two itself, its own set-up between):
-                 SFT warm start (warm_start), pass@k before RL, the offline filter, the
-                 curriculum (CCCS / DRIVE's hard focus) and build(run): the optimizer (and
-                 reference, critic) from the warm-started policy -- or a resume
-    the steps    for i in rl_steps(run): the method's own step, calling rollouts.draw_batch,
-                 rollouts.generate_and_score (rollouts + sandbox rewards), run.score
-                 (actor.score: no-grad log-probs, reference, values), actor.updates / update
-                 (optimizer steps) and sync_weights;
-                 end_step(run, i, metrics): the metrics row, --eval-every, --save-every
-    end_run()    pass@k after RL, summary.json
-main() is `with flags.entry_point(): train(parse_args(argv))`; run() is the same skeleton
-around one step function (bench/bench_vs_trl.py).
+    flags          flags.add_common_flags(parser) + the method's own group; flags.parse_flags()
+                   merges the presets (merge_presets) and lets explicit flags override them
+    start()        process group, seeds, problems, the FSDP2 policy and its engine
+    prepare_run()  the checkpoint to resume, or: SFT warm start, pass@k before RL
+                   (evaluate_run), the offline filter; the curriculum (CCCS / DRIVE's hard
+                   focus). agents.py calls checkpoint_to_resume and its own warm start and
+                   evaluation instead
+    optimizers     the method's own: policy_optimizer (and its reference, critic), made from
+                   the warm-started policy
+    first_step()   the step-0 checkpoint, or the resume (which restores those optimizers)
+    the steps      for i in rl_steps(run): the method's own step, calling rollouts.draw_batch,
+                   rollouts.generate_and_score (rollouts + sandbox rewards), run.score
+                   (actor.score: no-grad log-probs, reference, values) and
+                   actor.update_and_sync (optimizer steps, schedule, weight sync);
+                   end_step(run, i, metrics): the metrics row (log_step), the held-out
+                   curve (eval_due: --eval-every), a checkpoint (save_step: --save-every)
+    end_run()      pass@k after RL (evaluate_run), summary.json (finish)
+agents.py, with its own evaluation, calls end_step's and end_run's pieces itself (log_step,
+eval_due, save_step; keep_eval, finish).
+main() is `with flags.entry_point(): train(parse_args(argv))`. The helpers take what they
+read by keyword; flags.py maps the flags onto them (flags.sampling, flags.evaluation, ...).
 """
 from __future__ import annotations
 
@@ -49,7 +55,8 @@ from transformers import AutoConfig
 import cccs
 import data
 import drive
-from actor import Sample, Scores, score, sft, sft_examples
+import flags
+from actor import Sample, Scores, score, sft, sft_examples, sync_weights
 from engines import make_engine
 from metrics import MetricsLog, Timer, progress, report_to_list
 from model import (
@@ -59,7 +66,6 @@ from model import (
     ValueModel,
     attention_impl,
     init_distributed,
-    iter_full_params,
     latest_checkpoint,
     load_causal_lm,
     load_checkpoint,
@@ -116,16 +122,16 @@ def check_problem_sets(args, train: list, evals: list) -> None:
 MAX_BYTES_PER_TOKEN = 16
 
 
-def prompt_budget(config, args) -> int | None:
-    """Tokens a prompt may take: the context (--max-model-len, else the model's positions)
-    less --max-new-tokens; None when the config names no context length."""
-    context = args.max_model_len or getattr(config, "max_position_embeddings", None)
+def prompt_budget(config, *, max_model_len: int | None, max_new_tokens: int) -> int | None:
+    """Tokens a prompt may take: the context (max_model_len, else the model config's
+    positions) less max_new_tokens; None when neither names a context length."""
+    context = max_model_len or getattr(config, "max_position_embeddings", None)
     if context is None:
         return None
-    if context <= args.max_new_tokens:
-        raise UserError(f"--max-new-tokens {args.max_new_tokens} leaves no room for a prompt "
+    if context <= max_new_tokens:
+        raise UserError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt "
                         f"in the model's context of {context} positions; lower it")
-    return context - args.max_new_tokens
+    return context - max_new_tokens
 
 
 def fitting_prompts(problems: list, tokenizer, budget: int | None, what: str) -> list:
@@ -199,16 +205,16 @@ def setup_policy(args, d: Dist, value_head: bool = False):
     return (path, tokenizer, *policy_and_engine(args, d, path, value_head))
 
 
-def engine_batch(args, d: Dist, prompt_tokens: int,
-                 evaluations: Sequence[tuple[int, int]] = ()) -> dict:
+def engine_batch(d: Dist, prompt_tokens: int, evaluations: Sequence[tuple[int, int]] = (), *,
+                 prompts_per_step: int, group_size: int, max_new_tokens: int) -> dict:
     """The most one generate call hands this rank's engine (engines.VLLMEngine's keywords):
-    batch_sequences, a step's prompts x --group-size or an evaluation's problems x samples
-    (evaluations: (problems, samples) pairs), whichever is more, each rank its share;
-    batch_tokens, the longest prompt (prompt_tokens) + --max-new-tokens."""
-    step = max(1, args.prompts_per_step // d.world) * args.group_size
+    batch_sequences, a step's prompts_per_step x group_size or an evaluation's problems x
+    samples (evaluations: (problems, samples) pairs), whichever is more, each rank its share;
+    batch_tokens, the longest prompt (prompt_tokens) + max_new_tokens."""
+    step = max(1, prompts_per_step // d.world) * group_size
     evaluation = max((-(-p // d.world) * n for p, n in evaluations), default=0)
     return dict(batch_sequences=max(step, evaluation),
-                batch_tokens=prompt_tokens + args.max_new_tokens)
+                batch_tokens=prompt_tokens + max_new_tokens)
 
 
 def longest_prompt(problems: Sequence, tokenizer, with_solution: bool = False) -> int:
@@ -221,32 +227,35 @@ def longest_prompt(problems: Sequence, tokenizer, with_solution: bool = False) -
     return max(len(ids) for ids in tokenizer(texts)["input_ids"])
 
 
-def rollout_batch(args, d: Dist, tokenizer, train: list, evals: list, train_evals: list,
-                  same: bool) -> dict:
+def rollout_batch(d: Dist, tokenizer, train: list, evals: list, train_evals: list, same: bool,
+                  *, cccs: bool, eval_n: int, train_rates: bool, **step) -> dict:
     """engine_batch for GRPO's and PPO's engine: the longest coder prompt of the train
-    problems (opened with a CCCS prefix under --curriculum cccs) and of the eval problems;
-    the evaluations before and after RL (--eval-n samples of the eval set or of the train
-    sample beside it) and the solve rates --offline-filter and --hard-focus start from."""
-    longest = max(longest_prompt(train, tokenizer, args.curriculum == "cccs"),
+    problems (opened with a CCCS prefix when cccs) and of the eval problems; the evaluations
+    before and after RL (eval_n samples of the eval set or of the train sample beside it)
+    and, with train_rates (--offline-filter, --hard-focus), the train set's solve rates.
+    step: engine_batch's keywords (prompts_per_step, group_size, max_new_tokens)."""
+    longest = max(longest_prompt(train, tokenizer, cccs),
                   longest_prompt([] if same else evals, tokenizer))
-    evaluations = [(max(len(evals), len(train_evals)), args.eval_n)]
-    if args.offline_filter or args.hard_focus:
-        evaluations.append((len(train), max(args.eval_n, 4)))   # select_problems' evaluate
-    return engine_batch(args, d, longest, evaluations)
+    evaluations = [(max(len(evals), len(train_evals)), eval_n)]
+    if train_rates:
+        evaluations.append((len(train), max(eval_n, 4)))   # select_problems' evaluate
+    return engine_batch(d, longest, evaluations, **step)
 
 
-def policy_optimizer(policy: PolicyLogprobs, args, head_lr: float | None = None):
-    """The policy's AdamW and its schedule (linear warm-up, then cosine to --min-lr-ratio).
+def policy_optimizer(policy: PolicyLogprobs, *, lr: float, weight_decay: float,
+                     warmup_steps: int, steps: int, min_lr_ratio: float,
+                     head_lr: float | None = None):
+    """The policy's AdamW (betas 0.9, 0.99) and its schedule over `steps` optimizer steps:
+    linear warm-up from 0 to lr over warmup_steps, then cosine down to min_lr_ratio * lr.
     A value head (PPO's shared critic) is its own param group at head_lr, kept constant."""
     head = list(policy.value_head.parameters()) if policy.value_head is not None else []
     head_ids = {id(p) for p in head}
     groups = [{"params": [p for p in policy.parameters() if id(p) not in head_ids],
-               "lr": args.lr}]
+               "lr": lr}]
     if head:
         groups.append({"params": head, "lr": head_lr})
-    optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.99),
-                                  weight_decay=args.weight_decay)
-    scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps, args.min_lr_ratio)
+    optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+    scheduler = warmup_cosine(optimizer, warmup_steps, steps, min_lr_ratio)
     if head:   # the schedule for the body, constant for the head (initial lrs are kept)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, [scheduler.lr_lambdas[0], _constant_lr])
@@ -265,11 +274,6 @@ class NoOptimizer:
 
     def load_state_dict(self, state):
         pass
-
-
-def sync_weights(policy, engine) -> None:
-    """Push the trainer's weights into the generation engine (every rank into its own)."""
-    engine.load_weights(iter_full_params(policy))
 
 
 # ----------------------------------------------------------------------------- curricula
@@ -345,25 +349,28 @@ class Curriculum:
             self.tracker.load_state_dict(state["tracker"])
 
 
-def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | None:
-    """--curriculum cccs and/or --hard-focus -> Curriculum (None when neither is on).
+def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,
+                    cccs_threshold: float, cccs_average: str, cccs_span: int, cccs_loops: bool,
+                    hard_focus: str) -> Curriculum | None:
+    """curriculum "cccs" and/or a hard_focus schedule -> Curriculum (None when neither is on).
 
-    args: curriculum, cccs_threshold, cccs_average, cccs_span, cccs_loops, hard_focus.
+    cccs_*: cccs.CCCSSchedule's threshold, average, span, include_loops; hard_focus: the
+    KEEP:STEPS phases (drive.parse_hard_focus), "" for none.
     problems: the train problems (data.Problem); CCCS uses each one's first solution.
     rates: {problem id: solved share under the starting policy}; seeds the pass-rate tracker
     so the first hard-focus phase ranks by it (ids not in `problems` are ignored).
     """
-    if args.curriculum == "none" and not args.hard_focus:
+    if curriculum == "none" and not hard_focus:
         return None
     sched = None
-    if args.curriculum == "cccs":
+    if curriculum == "cccs":
         sched = cccs.CCCSSchedule({p.id: p.solutions[0] for p in problems if p.solutions},
-                                  threshold=args.cccs_threshold, average=args.cccs_average,
-                                  span=args.cccs_span, include_loops=args.cccs_loops)
+                                  threshold=cccs_threshold, average=cccs_average,
+                                  span=cccs_span, include_loops=cccs_loops)
     hf = None
-    if args.hard_focus:
+    if hard_focus:
         try:
-            phases = drive.parse_hard_focus(args.hard_focus)
+            phases = drive.parse_hard_focus(hard_focus)
         except ValueError as e:
             raise UserError(str(e)) from None
         hf = drive.HardFocusSchedule(phases, [p.id for p in problems])
@@ -377,7 +384,8 @@ def make_curriculum(args, problems: Sequence, rates: Mapping) -> Curriculum | No
 
 @dataclass
 class Run:
-    """What a method's build and step work with; run() fills it in the order of its fields."""
+    """What a method's loop works with: start() fills it in the order of its fields, the
+    method its optimizers (and reference, critic), first_step the rest."""
     name: str                          # "grpo", "ppo": log prefix, progress label
     args: argparse.Namespace
     d: Dist
@@ -393,7 +401,7 @@ class Run:
     step: int = 0                      # RL steps done (what an evaluation row is logged at)
     state: dict = field(default_factory=dict)   # trainer_state.json; the summary's source
     curriculum: Curriculum | None = None
-    optimizer: torch.optim.Optimizer | None = None   # build() makes these four
+    optimizer: torch.optim.Optimizer | None = None   # the method makes these four
     scheduler: object = None
     ref: PolicyLogprobs | None = None            # frozen reference (KL), when build asks
     critic: ValueModel | None = None             # separate critic (PPO)
@@ -401,11 +409,8 @@ class Run:
     rng: random.Random | None = None             # data order and sampling seeds of RL
     extras: dict = field(default_factory=dict)   # more {name: (module, optimizer)} to checkpoint
     timer: Timer = field(default_factory=Timer)
-    evaluate_fn: object = None                   # start_run's: the eval rows and figures
-    pass_key: str = "pass@1"                     # evaluate_fn's key for summary's pass_at_1_*
     bar: object = None                           # rl_steps' progress bar
     step_started: float = 0.0                    # rl_steps' clock at the current step's start
-    resumed_from: str | None = None              # prepare_run's checkpoint (--resume)
     summary: dict | None = None                  # set once finished (--eval-only: early)
 
     def say(self, msg: str) -> None:
@@ -451,28 +456,28 @@ def earlier_run(out: str) -> list[str]:
     return sorted(n for n in os.listdir(out) if n in RUN_FILES or CHECKPOINT_DIR.fullmatch(n))
 
 
-def claim_out_dir(args, main: bool) -> None:
+def claim_out_dir(out: str, *, resume: bool, overwrite: bool, main: bool) -> None:
     """--out checked before any work, each mistake a UserError: a path no run can write; an
     earlier run there that this one would overwrite (its checkpoints, summary, and rows
-    appended to its metrics.jsonl), unless --resume continues it from a checkpoint or
-    --overwrite replaces it, whose files the main rank then removes."""
-    problem = data.output_dir_problem(args.out)
+    appended to its metrics.jsonl), unless `resume` continues it from a checkpoint or
+    `overwrite` replaces it, whose files the main rank (main) then removes."""
+    problem = data.output_dir_problem(out)
     if problem:
         raise UserError(problem)
-    found = earlier_run(args.out)
+    found = earlier_run(out)
     if not found:
         return
     shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
-    if args.resume and latest_checkpoint(args.out) is None:
-        raise UserError(f"--resume: {args.out} holds an earlier run ({shown}) but no "
+    if resume and latest_checkpoint(out) is None:
+        raise UserError(f"--resume: {out} holds an earlier run ({shown}) but no "
                         "checkpoint to continue from (--save-every N writes them); pass "
                         "--overwrite instead to start again there, or a new --out")
-    if not args.resume and not args.overwrite:
-        raise UserError(f"--out {args.out} holds an earlier run ({shown}); continue it with "
+    if not resume and not overwrite:
+        raise UserError(f"--out {out} holds an earlier run ({shown}); continue it with "
                         "--resume, write to a new --out, or pass --overwrite to replace it")
-    if args.overwrite and main:
+    if overwrite and main:
         for name in found:
-            path = os.path.join(args.out, name)
+            path = os.path.join(out, name)
             if os.path.isdir(path):
                 shutil.rmtree(path)
             else:
@@ -487,20 +492,26 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
     else (agents.py's conversations) to prompts of any length."""
     t0 = time.time()
     d = init_distributed()
-    claim_out_dir(args, d.main)
+    claim_out_dir(args.out, resume=args.resume, overwrite=args.overwrite, main=d.main)
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
     log = MetricsLog(args.out, d.main, report_to_list(args.report_to), vars(args), name)
     train_p, eval_p = load_problem_sets(args)
     path, tokenizer = model_files(args, d)
-    same, budget = eval_p is train_p, prompt_budget(AutoConfig.from_pretrained(path), args)
+    same = eval_p is train_p
+    budget = prompt_budget(AutoConfig.from_pretrained(path), max_model_len=args.max_model_len,
+                           max_new_tokens=args.max_new_tokens)
     train_p = fitting_prompts(train_p, tokenizer, budget, "--train-data")
     eval_p = train_p if same else fitting_prompts(eval_p, tokenizer, budget, "--eval-data")
     check_problem_sets(args, train_p, eval_p)
     train_eval_p = train_eval_set(train_p, eval_p, args.train_eval_problems)
     batch = None
     if coder_prompts and d.device.type == "cpu":   # only the CPU engine sizes its cache
-        batch = rollout_batch(args, d, tokenizer, train_p, eval_p, train_eval_p, same)
+        batch = rollout_batch(d, tokenizer, train_p, eval_p, train_eval_p, same,
+                              cccs=args.curriculum == "cccs", eval_n=args.eval_n,
+                              train_rates=bool(args.offline_filter or args.hard_focus),
+                              prompts_per_step=args.prompts_per_step,
+                              group_size=args.group_size, max_new_tokens=args.max_new_tokens)
     policy, engine = policy_and_engine(args, d, path, value_head, batch)
     r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
             train_eval_p)
@@ -519,8 +530,7 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
     problems = r.eval_problems if problems is None else problems
     timer = Timer()
     with timer("eval"):
-        res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature,
-                       timer)
+        res = evaluate(r.engine, r.tokenizer, problems, r.d, **flags.evaluation(a), timer=timer)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
     r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
@@ -531,37 +541,50 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
     return res
 
 
-def evaluate_into_state(r: Run, evaluate_fn, when: str) -> dict:
-    """Evaluate the held-out set (and, before/after RL, the train sample beside it) and keep
-    the figures in r.state, so in summary.json: pass_at_1_<when>, pass_at_k_<when> (k =
-    --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when> (the hardest quarter, tasks.py),
-    family_pass_at_1_<when> ({family: pass@1}, tasks.py) and the same with a train_ prefix.
-    Returns the held-out result.
-    """
-    def keep(prefix: str, res: dict) -> None:
-        r.state[f"{prefix}pass_at_1_{when}"] = res[r.pass_key]
-        if "pass@1_se" in res:
-            r.state[f"{prefix}pass_at_1_se_{when}"] = res["pass@1_se"]
-        if "k" in res:
-            r.state[f"{prefix}pass_at_k_{when}"] = res[f"pass@{res['k']}"]
-            r.state["eval_k"] = res["k"]
-        if "pass@1_hardest_quarter" in res:     # DRIVE's tail (tasks.py problems only)
-            r.state[f"{prefix}hard_pass_at_1_{when}"] = res["pass@1_hardest_quarter"]
-            r.state[f"{prefix}hard_pass_at_k_{when}"] = res[f"pass@{res['k']}_hardest_quarter"]
-        if "pass@1_by_family" in res:
-            r.state[f"{prefix}family_pass_at_1_{when}"] = res["pass@1_by_family"]
-        if "rates" in res and when in ("before_rl", "after_rl"):   # for the paired gain's se
-            r.state[f"{prefix}rates_{when}"] = res["rates"]
-    res = evaluate_fn(r, when)
-    keep("", res)
-    if r.train_eval_problems and when in ("before_rl", "after_rl"):
-        keep("train_", evaluate_fn(r, f"train_{when}", r.train_eval_problems))
+def keep_eval(r: Run, when: str, res: dict, prefix: str = "", pass_key: str = "pass@1") -> None:
+    """Keep an evaluation's figures in r.state, so in summary.json: pass_at_1_<when> (res's
+    pass_key), pass_at_k_<when> (k = --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when>
+    (the hardest quarter, tasks.py), family_pass_at_1_<when> ({family: pass@1}, tasks.py), the
+    per-problem rates before / after RL (for the paired gain's se), each with `prefix`
+    ("train_": the train sample's)."""
+    r.state[f"{prefix}pass_at_1_{when}"] = res[pass_key]
+    if "pass@1_se" in res:
+        r.state[f"{prefix}pass_at_1_se_{when}"] = res["pass@1_se"]
+    if "k" in res:
+        r.state[f"{prefix}pass_at_k_{when}"] = res[f"pass@{res['k']}"]
+        r.state["eval_k"] = res["k"]
+    if "pass@1_hardest_quarter" in res:     # DRIVE's tail (tasks.py problems only)
+        r.state[f"{prefix}hard_pass_at_1_{when}"] = res["pass@1_hardest_quarter"]
+        r.state[f"{prefix}hard_pass_at_k_{when}"] = res[f"pass@{res['k']}_hardest_quarter"]
+    if "pass@1_by_family" in res:
+        r.state[f"{prefix}family_pass_at_1_{when}"] = res["pass@1_by_family"]
+    if "rates" in res and when in ("before_rl", "after_rl"):
+        r.state[f"{prefix}rates_{when}"] = res["rates"]
+
+
+def with_train_sample(r: Run, when: str) -> bool:
+    """Whether the evaluation `when` also scores the train sample (--train-eval-problems):
+    before and after RL, when there is one."""
+    return bool(r.train_eval_problems) and when in ("before_rl", "after_rl")
+
+
+def evaluate_run(r: Run, when: str) -> dict:
+    """GRPO's and PPO's evaluation before / after RL: run_eval on the held-out problems and
+    (with_train_sample) on the train sample, the figures kept in r.state (keep_eval). Returns
+    the held-out result; {} with --eval-n 0 (no evaluation)."""
+    if r.args.eval_n <= 0:
+        return {}
+    res = run_eval(r, when)
+    keep_eval(r, when, res)
+    if with_train_sample(r, when):
+        keep_eval(r, when, run_eval(r, f"train_{when}", r.train_eval_problems), "train_")
     return res
 
 
 def sft_warm_start(r: Run) -> None:
     """The default warm start: SFT on the train problems' reference solutions, weight sync."""
-    sft(r.policy, r.tokenizer, sft_examples(r.tokenizer, r.train_problems), r.args, r.d, r.log)
+    sft(r.policy, r.tokenizer, sft_examples(r.tokenizer, r.train_problems), r.d, r.log,
+        **flags.sft(r.args))
     sync_weights(r.policy, r.engine)
 
 
@@ -571,19 +594,15 @@ def select_problems(r: Run, rates: dict) -> dict:
     a = r.args
     if (a.offline_filter or a.hard_focus) and not {p.id for p in r.train_problems} <= set(rates):
         # Per-problem solve rates of the starting policy on the TRAIN problems.
-        rates = evaluate(r.engine, r.tokenizer, r.train_problems, a, r.d, max(a.eval_n, 4),
-                         a.temperature)["rates"]
+        rates = evaluate(r.engine, r.tokenizer, r.train_problems, r.d,
+                         **{**flags.evaluation(a), "n": max(a.eval_n, 4),
+                            "temperature": a.temperature})["rates"]
     if a.offline_filter:
         kept = drive.offline_filter({p.id: rates[p.id] for p in r.train_problems})
         r.say(f"--offline-filter kept {len(kept)}/{len(r.train_problems)} train problems "
               f"(dropped those every sample or no sample solved)")
         r.state["train_ids"] = sorted(kept, key=str)
     return rates
-
-
-def build_policy_optimizer(r: Run) -> None:
-    """The default build: AdamW with warm-up + cosine for the policy, nothing else."""
-    r.optimizer, r.scheduler = policy_optimizer(r.policy, r.args)
 
 
 def save_step(r: Run, step: int) -> None:
@@ -673,73 +692,63 @@ def before_after_line(summary: dict, prefix: str = "") -> str | None:
             + ("" if se is None else f" +- {se:.3f} (paired)"))
 
 
-def start_run(args, name: str, build=build_policy_optimizer, *, value_head: bool = False,
-              **settings) -> Run:
-    """Everything before the first RL step: start() (process group, problems, policy, engine)
-    -> prepare_run() (warm start or resume, pass@k before RL, build, step-0 checkpoint).
-    value_head: the policy carries a value head (PPO's shared critic). settings: prepare_run's.
-    """
-    return prepare_run(start(args, name, value_head, coder_prompts=True), build, **settings)
-
-
-def prepare_run(r: Run, build=build_policy_optimizer, *, warm_start=sft_warm_start,
-                evaluate_fn=run_eval, curricula: bool = True, pass_key: str = "pass@1") -> Run:
-    """A started Run (start()) up to the first RL step: warm start (or resume) -> pass@k before
-    RL -> offline filter and curriculum -> build(run) -> step-0 checkpoint. With --eval-only
-    the run is finished here (run.summary set, rl_steps yields nothing). A method that sets
-    more up between start() and the warm start (agents.py: its train problems, a second
-    model) calls start() and prepare_run() itself; the others call start_run.
-
-    build(run): what the steps train, made from the warm-started policy: run.optimizer and
-    run.scheduler, and run.ref / run.critic / run.critic_optimizer / run.extras when the
-    method has them (all checkpointed with the policy).
-    warm_start(run): before the first evaluation (default: SFT on the reference solutions).
-    evaluate_fn(run, when, problems=None) -> {pass_key: ..., ...} on run.eval_problems or
-    `problems` (the train sample); "k" and "pass@k" and "rates" per problem when it has them.
-    curricula: the method takes add_curriculum_flags (offline filter, CCCS, hard focus).
-    pass_key: the key of evaluate_fn's result that is the run's pass@1 (summary.json's
-    pass_at_1_before_rl / _after_rl / _gain).
-    run.resumed_from: the checkpoint the run resumed from (None: it started afresh).
-    """
+def checkpoint_to_resume(r: Run) -> str | None:
+    """The checkpoint --resume continues (the latest in --out), its trainer state read into
+    r.state; None for a fresh run (also when --resume finds none, which it says)."""
     args = r.args
-    r.evaluate_fn, r.pass_key = evaluate_fn, pass_key
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:
         r.say(f"--resume: no checkpoint in {args.out}; starting from scratch")
+    if ckpt is not None:
+        r.state = read_trainer_state(ckpt)
+    return ckpt
+
+
+def prepare_run(r: Run) -> str | None:
+    """GRPO's and PPO's run (start()) up to its optimizers: the checkpoint to resume
+    (checkpoint_to_resume), or, fresh, the SFT warm start -> pass@k before RL -> the offline
+    filter; then the train problems the filter kept and the curriculum. Returns the checkpoint
+    (None: a fresh run). With --eval-only the run is finished here (run.summary set).
+
+    The method then makes its optimizers from the warm-started policy and calls
+    first_step(run, ckpt), which restores them on a resume; agents.py, with its own warm start
+    and evaluation, calls checkpoint_to_resume and first_step itself.
+    """
+    ckpt = checkpoint_to_resume(r)
     rates = {}
     if ckpt is None:
-        warm_start(r)
-        if args.eval_n > 0:
-            rates = evaluate_into_state(r, evaluate_fn, "before_rl").get("rates", {})
-        if args.eval_only:
+        sft_warm_start(r)
+        rates = evaluate_run(r, "before_rl").get("rates", {})
+        if r.args.eval_only:
             r.summary = finish(r)
-            return r
-        if curricula:
-            rates = select_problems(r, rates)
-    else:
-        r.state = read_trainer_state(ckpt)
+            return None
+        rates = select_problems(r, rates)
     if "train_ids" in r.state:
         keep = set(r.state["train_ids"])
         r.train_problems = [p for p in r.train_problems if p.id in keep] or r.train_problems
-    r.curriculum = make_curriculum(args, r.train_problems, rates) if curricula else None
-    build(r)
-    r.rng = random.Random(args.seed)
-    first = 0
+    a = r.args
+    r.curriculum = make_curriculum(r.train_problems, rates, curriculum=a.curriculum,
+                                   cccs_threshold=a.cccs_threshold, cccs_average=a.cccs_average,
+                                   cccs_span=a.cccs_span, cccs_loops=a.cccs_loops,
+                                   hard_focus=a.hard_focus)
+    return ckpt
+
+
+def first_step(r: Run, ckpt: str | None) -> None:
+    """After the method made its optimizers: the data order's rng, then either the step-0
+    checkpoint (the warm-started policy: --resume skips SFT, and it can seed other runs) or,
+    resuming from `ckpt`, the checkpoint's weights, optimizers, RNGs and curriculum
+    (resume). run.step: the RL steps done."""
+    r.rng = random.Random(r.args.seed)
+    r.step = 0 if ckpt is None else resume(r, ckpt)
     if ckpt is None:
-        # step_0 = the warm-started policy: --resume skips SFT, and it can seed other runs.
         save_step(r, 0)
-    else:
-        first = resume(r, ckpt)
-    r.step, r.resumed_from = first, ckpt
-    return r
 
 
 def rl_steps(r: Run):
     """The RL step indices still to run (0-based, from run.step: a resumed run continues),
-    behind a progress bar; none when the run is finished (--eval-only). Each step's clock
-    starts as it is handed out (end_step's time/step)."""
-    if r.summary is not None:
-        return
+    behind a progress bar. Each step's clock starts as it is handed out (end_step's
+    time/step)."""
     a = r.args
     r.bar = progress(range(r.step, a.steps), r.name, a.steps, r.step, enabled=r.d.main)
     for i in r.bar:
@@ -747,12 +756,10 @@ def rl_steps(r: Run):
         yield i
 
 
-def end_step(r: Run, i: int, metrics: dict) -> None:
+def log_step(r: Run, i: int, metrics: dict) -> None:
     """After RL step i: the metrics row (phase, step, the step's metrics, lr, the seconds of
     its timed phases and time/step, the whole step's, the curriculum's stats) to
-    metrics.jsonl, the held-out curve every --eval-every steps, a checkpoint every
-    --save-every steps."""
-    a = r.args
+    metrics.jsonl; run.step = i + 1."""
     seconds = round(time.perf_counter() - r.step_started, 3)
     row = {"phase": "rl", "step": i + 1, **metrics, "lr": r.scheduler.get_last_lr()[0],
            **r.timer.pop(), "time/step": seconds,
@@ -762,28 +769,27 @@ def end_step(r: Run, i: int, metrics: dict) -> None:
         r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
                           pass_rate=f"{row.get('pass_rate', 0):.2f}")
     r.step = i + 1
-    if a.eval_n > 0 and a.eval_every and r.step % a.eval_every == 0 and r.step < a.steps:
-        r.evaluate_fn(r, f"step_{r.step}")   # the held-out curve, in metrics.jsonl
-    save_step(r, i + 1)
+
+
+def eval_due(r: Run) -> bool:
+    """Whether the held-out curve (--eval-every N) takes a point after the step just ended
+    (run.step); the last step's is the evaluation after RL."""
+    a = r.args
+    return a.eval_n > 0 and a.eval_every > 0 and r.step % a.eval_every == 0 and r.step < a.steps
+
+
+def end_step(r: Run, i: int, metrics: dict) -> None:
+    """GRPO's and PPO's end of RL step i: the metrics row (log_step), the held-out curve's
+    point when eval_due (run_eval, in metrics.jsonl), the checkpoint when --save-every asks
+    (save_step). agents.py calls the three itself, with its own evaluation."""
+    log_step(r, i, metrics)
+    if eval_due(r):
+        run_eval(r, f"step_{r.step}")
+    save_step(r, r.step)
 
 
 def end_run(r: Run) -> dict:
-    """pass@k after RL, summary.json (finish); the summary."""
-    if r.summary is not None:
-        return r.summary
-    if r.args.eval_n > 0:
-        evaluate_into_state(r, r.evaluate_fn, "after_rl")
+    """GRPO's and PPO's end of the run: pass@k after RL (evaluate_run), summary.json
+    (finish); the summary."""
+    evaluate_run(r, "after_rl")
     return finish(r)
-
-
-def run(args, name: str, step, build=build_policy_optimizer, *, value_head: bool = False,
-        **settings) -> dict:
-    """The skeleton for a method whose step is one function (bench/bench_vs_trl.py): start_run
-    -> step(run, i) for each RL step i, end_step -> end_run. step(run, i) -> the metrics of RL
-    step i (0-based). The other arguments: start_run's (settings: prepare_run's)."""
-    r = start_run(args, name, build, value_head=value_head, **settings)
-    for i in rl_steps(r):
-        end_step(r, i, step(r, i))
-    return end_run(r)
-
-

@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import data  # noqa: E402
 import sandbox  # noqa: E402
-from ppo_fgo import executable_lines, fgo_line_mask  # noqa: E402
+from ppo_fgo import fgo_line_mask  # noqa: E402
+from sandbox import executable_lines  # noqa: E402
 
 
 def line_share(executed, runnable) -> float:

@@ -26,13 +26,13 @@ def main():
     p.add_argument("--show", type=int, default=5, help="masked responses to print")
     p.add_argument("--max-new-tokens", type=int, default=96, help="response budget")
     a = p.parse_args()
-    args = argparse.Namespace(group_size=a.n, temperature=1.0, top_p=1.0,
-                              max_new_tokens=a.max_new_tokens, test_timeout=2.0,
-                              sandbox_workers=None, reward="binary", max_train_tests=0)
     tok = load_tokenizer(a.model)
     engine = make_engine("hf", a.model, torch.device("cpu"))
     problems = data.load_problems("builtin")
-    ro = rollouts.generate_and_score(engine, tok, problems, args, seed=0, coverage=True)
+    ro = rollouts.generate_and_score(engine, tok, problems, 0, group_size=a.n, temperature=1.0,
+                                     top_p=1.0, max_new_tokens=a.max_new_tokens,
+                                     max_train_tests=0, reward="binary", test_timeout=2.0,
+                                     workers=None, coverage=True)
     comps, results, programs = ro.completions, ro.results, ro.programs
     total = masked = covered = shown = 0
     by_status = {}

@@ -25,7 +25,7 @@ For each size, one process, one rank (FSDP2 world of 1: NCCL on CUDA, gloo on th
               difference, and each one's peak memory above its inputs (CUDA only).
   4. grpo     --steps GRPO steps per engine (transformers' generate; vLLM too when it imports):
               generate P prompts x G samples -> reward (sandbox) -> grpo.group_advantages ->
-              the trainer's own actor.update (chunked log-probs, grpo.policy_loss
+              the trainer's own actor.update (chunked log-probs, losses.policy_loss
               token-mean with the global denominator, backward per micro-batch, clip, AdamW)
               -> weight sync into the engine (model.iter_full_params, as the trainer's
               sync). Per-phase seconds, generation tokens/s, update tokens/s and MFU, peak
@@ -437,15 +437,15 @@ def sandbox_reference(problems, args) -> dict:
 
 def update_phase(policy, optimizer, prompt_ids, comps, adv, pad_id, dev: Device, args) -> dict:
     """One GRPO optimizer step on the P*G samples: the trainer's own actor.update (collate,
-    micro-batches, global token-mean, clip, AdamW) with grpo.policy_loss, on-policy (old
+    micro-batches, global token-mean, clip, AdamW) with losses.policy_loss, on-policy (old
     log-probs = logp.detach()). tokens: prompt + response tokens through the forward+backward."""
     import actor
-    import grpo
+    import losses
     samples = [actor.Sample(prompt_ids[i // args.group], c.token_ids, advantage=float(adv[i]))
                for i, c in enumerate(comps)]
 
     def loss_fn(out, batch, denom):
-        return grpo.policy_loss(out.logp, out.logp.detach(), batch.advantages, batch.mask,
+        return losses.policy_loss(out.logp, out.logp.detach(), batch.advantages, batch.mask,
                                 agg="token-mean", denom=denom.mask)
     st = actor.update(policy, optimizer, samples, loss_fn, micro_batch=args.micro_batch,
                       agg="token-mean", max_len=None, pad_id=pad_id, device=dev.device,

@@ -63,17 +63,21 @@ def reference_coverage(problems, n_tests: int, workers) -> dict[str, float]:
             for i, p in enumerate(problems)}
 
 
-def false_pass_rates(engine, tok, problems, n_tests: int, n: int, eargs) -> dict:
+def false_pass_rates(engine, tok, problems, n_tests: int, n: int, settings: dict) -> dict:
     """The model's n programs a problem judged on its first n_tests tests, and those that
-    pass them on the rest: {family: (passed the train tests, of those failed the full set)}."""
+    pass them on the rest: {family: (passed the train tests, of those failed the full set)}.
+    settings: base.eval_settings'."""
     prompts = [rollouts.prompt_text(tok, p) for p in problems]
     outs = engine.generate(prompts, n=n, temperature=1.0, top_p=1.0,
-                           max_new_tokens=eargs.max_new_tokens, seed=eargs.seed + 11)
+                           max_new_tokens=settings["max_new_tokens"], seed=settings["seed"] + 11)
     flat = [p for p in problems for _ in range(n)]
     texts = [c.text for o in outs for c in o]
     _, results, programs = rollouts.score_completions(
-        [rollouts.train_view(p, n_tests) for p in flat], texts, eargs)
-    false = rollouts.false_passes(flat, programs, results, n_tests, eargs)
+        [rollouts.train_view(p, n_tests) for p in flat], texts, reward=settings["reward"],
+        test_timeout=settings["test_timeout"], workers=settings["workers"])
+    false = rollouts.false_passes(flat, programs, results, n_tests,
+                                  test_timeout=settings["test_timeout"],
+                                  workers=settings["workers"])
     out: dict[str, list] = {}
     for p, res, f in zip(flat, results, false):
         c = out.setdefault(p.metadata["family"], [0, 0])
@@ -84,17 +88,20 @@ def false_pass_rates(engine, tok, problems, n_tests: int, n: int, eargs) -> dict
             for fam, (a, b) in sorted(out.items())}
 
 
-def last_stage_rates(engine, tok, problems, n: int, eargs) -> dict[str, float]:
+def last_stage_rates(engine, tok, problems, n: int, settings: dict) -> dict[str, float]:
     """{problem id: solved share} when each program is completed from its last split point
-    (the prefix in the prompt, as the CCCS schedule's first stage)."""
+    (the prefix in the prompt, as the CCCS schedule's first stage). settings:
+    base.eval_settings'."""
     prefixes = [cccs.make_subtask(p.solutions[0], cccs.stage_starts(p.solutions[0])[0])[0]
                 for p in problems]
     outs = engine.generate([rollouts.prompt_text(tok, p, x) for p, x in zip(problems, prefixes)],
                            n=n, temperature=1.0, top_p=1.0,
-                           max_new_tokens=eargs.max_new_tokens, seed=eargs.seed + 13)
+                           max_new_tokens=settings["max_new_tokens"], seed=settings["seed"] + 13)
     flat = [p for p in problems for _ in range(n)]
     _, results, _ = rollouts.score_completions(
-        flat, [c.text for o in outs for c in o], eargs, [x for x in prefixes for _ in range(n)])
+        flat, [c.text for o in outs for c in o], reward=settings["reward"],
+        test_timeout=settings["test_timeout"], workers=settings["workers"],
+        prefixes=[x for x in prefixes for _ in range(n)])
     return {p.id: sum(r is not None and r.status == "pass"
                       for r in results[i * n:(i + 1) * n]) / n for i, p in enumerate(problems)}
 
@@ -147,13 +154,13 @@ def main(argv=None):
     d = init_distributed()
     path = resolve_model(a.model)
     tok, engine = load_tokenizer(path), make_engine("auto", path, d.device, seed=a.seed)
-    eargs = base.eval_args(a)
+    settings = base.eval_settings(a)
     world = tasks.generate_base(0)
     held = [data.Problem(**r) for r in world["eval"][:a.eval_problems or None]]
     rl = base.first_per_family(world["rl"], a.per_family)
     say = lambda msg: print(f"[preconditions {time.time() - t0:5.0f}s] {msg}", flush=True)  # noqa: E731
 
-    ev = rollouts.evaluate(engine, tok, held, eargs, d, 8, 1.0)
+    ev = rollouts.evaluate(engine, tok, held, d, n=8, temperature=1.0, **settings)
     p8 = pass_at(8, 8, ev["rates"])
     room = {"pass@1": ev["pass@1"], "pass@1_se": ev["pass@1_se"], "pass@8": ev["pass@8"],
             "pass@1_by_family": ev["pass@1_by_family"],
@@ -162,7 +169,7 @@ def main(argv=None):
 
     cov = reference_coverage(rl, a.train_tests, a.sandbox_workers)
     cov_fam = by_family(rl, cov)
-    fp = false_pass_rates(engine, tok, rl, a.train_tests, 8, eargs)
+    fp = false_pass_rates(engine, tok, rl, a.train_tests, 8, settings)
     branchy = [f for f in tasks.BRANCHY_FAMILIES if f in cov_fam]
     fp_b = [fp[f] for f in branchy if f in fp]
     fgo = {"n_tests": a.train_tests, "coverage_by_family": cov_fam, "false_pass": fp,
@@ -173,7 +180,7 @@ def main(argv=None):
         f"{fgo['branchy_false_pass_rate']:.2f}")
 
     fam = [q for q in held if q.metadata["family"] == tasks.CCCS_FAMILY]
-    last = last_stage_rates(engine, tok, fam, 8, eargs)
+    last = last_stage_rates(engine, tok, fam, 8, settings)
     mean = lambda v: sum(v) / max(len(v), 1)  # noqa: E731
     c = {"family": tasks.CCCS_FAMILY, "problems": len(fam),
          "whole_pass@1": mean([ev["rates"][q.id] for q in fam]),
@@ -183,7 +190,7 @@ def main(argv=None):
     say(f"cccs: whole pass@8 {c['whole_pass@8']:.3f}, last stage {c['last_stage_pass@8']:.3f}")
 
     hard = rollouts.hardest_problems(held, ev["rates"])
-    hv = rollouts.evaluate(engine, tok, hard, eargs, d, a.hard_k, 1.0)
+    hv = rollouts.evaluate(engine, tok, hard, d, n=a.hard_k, temperature=1.0, **settings)
     dr = {"problems": len(hard), "pass@1": hv["pass@1"], "pass@k": hv[f"pass@{a.hard_k}"],
           "k": a.hard_k, "share_solved": mean([r > 0 for r in hv["rates"].values()]),
           "families": {f: sum(q.metadata["family"] == f for q in hard)

@@ -4,7 +4,6 @@ Usage: torchrun --nproc_per_node N tests/dist_invariance.py MODEL_DIR OUT.pt AGG
        [EPOCHS MINI_BATCHES]   (more than one update: old log-probs from a no-grad pass)"""
 import os
 import sys
-from types import SimpleNamespace
 
 import torch
 
@@ -27,20 +26,19 @@ def main():
         p = torch.randint(1, 200, (3 + i % 3,), generator=g).tolist()
         r = torch.randint(1, 200, (2 + (i * 5) % 7,), generator=g).tolist()
         samples.append(actor.Sample(p, r, float(i % 3) - 1.0))
-    args = SimpleNamespace(beta=0.0, temperature=0.9, eps_low=0.2, eps_high=0.28, agg=agg,
-                           epochs=epochs, mini_batches=mini, tis_cap=0.0)
+    off_policy = epochs > 1 or mini > 1     # the old log-probs come from a no-grad pass
     mine = samples[d.rank::d.world]
-    if actor.off_policy(args):
+    if off_policy:
         old = actor.score(mine, micro_batch=micro, pad_id=0, device=d.device,
                           temperature=0.9, policy=policy).logp
         mine = actor.with_scores(mine, old_logp=old)
     opt = torch.optim.SGD(policy.parameters(), lr=1.0)
     loss = grpo.update_loss(eps_low=0.2, eps_high=0.28, beta=0.0, agg=agg,
-                            off_policy=actor.off_policy(args))
+                            off_policy=off_policy)
     st = actor.updates(policy, opt, mine, loss, epochs=epochs,
                        mini_batches=mini, micro_batch=micro, agg=agg, max_len=8, pad_id=0,
                        device=d.device, max_grad_norm=1e9, temperature=0.9,
-                       skip_zero_advantage=grpo.zero_advantage_is_inert(args))
+                       skip_zero_advantage=grpo.zero_advantage_is_inert(beta=0.0))
     sd = {k: v.clone() for k, v in model.iter_full_params(policy)}
     if d.main:
         torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"],

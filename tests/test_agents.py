@@ -4,6 +4,7 @@ The programs run in the real sandbox (tiny programs, a few dozen jobs in all). H
 reward numbers use the defaults alpha 0.7, catch_bonus 1, trivial_penalty 0.5, coverage_weight 0.5.
 """
 import pytest
+from game_fixtures import ABS, GOOD_TESTS, GT, REF, SMALL_ONLY, asserts, blocks, make_problem
 
 import agents
 import data
@@ -12,17 +13,7 @@ import tester_judge
 from agents import EpisodeState, GameConfig, run_episodes
 from tester_judge import parse_tests
 
-REF = "a, b = map(int, input().split())\nprint(a + b)\n"
 MINUS = "a, b = map(int, input().split())\nprint(a - b)\n"
-# Right on small inputs only: passes 2 of the 3 ground-truth tests below.
-SMALL_ONLY = "a, b = map(int, input().split())\nprint(a + b if a < 10 else 0)\n"
-GT = [
-    {"input": "1 2\n", "output": "3"},
-    {"input": "5 7\n", "output": "12"},
-    {"input": "10 4\n", "output": "14"},
-]
-# A reference with a branch: executable lines 1, 2, 3, 5 (`else:` holds no bytecode).
-ABS = "n = int(input())\nif n < 0:\n    print(-n)\nelse:\n    print(n)\n"
 ABS_BUG = "n = int(input())\nprint(n)\n"  # wrong on negatives: passes 2 of ABS_GT
 ABS_GT = [
     {"input": "5\n", "output": "5"},
@@ -38,20 +29,6 @@ ADD_CALLS = [
 ]
 
 
-def make_problem(pid="add", reference=REF, fn_name=None, tests=GT, starter=""):
-    return data.Problem(
-        id=pid,
-        source="test",
-        question=f"[{pid}] Read two integers a and b and print a + b.",
-        starter_code=starter,
-        fn_name=fn_name,
-        tests=tests,
-        solutions=[reference],
-        difficulty="easy",
-        metadata={},
-    )
-
-
 def abs_problem():
     return make_problem("abs", ABS, tests=ABS_GT)
 
@@ -64,17 +41,6 @@ def code(program):
     return f"Here is my program:\n```python\n{program}```\n"
 
 
-def blocks(*pairs):
-    return "\n".join(
-        f"**Test Input:**\n```\n{i}\n```\n**Test Output:**\n```\n{o}\n```" for i, o in pairs
-    )
-
-
-def asserts(*lines):
-    return "```python\n" + "\n".join(lines) + "\n```"
-
-
-GOOD_TESTS = blocks(("1 1", "2"), ("20 3", "23"))
 ONE_WRONG = blocks(("1 1", "2"), ("2 2", "5"))  # 2 + 2 is not 5: the reference disagrees
 # For SMALL_ONLY (wrong when a >= 10): "20 3" catches it, "1 1" and "2 3" do not.
 DISCRIMINATING = GOOD_TESTS
@@ -667,9 +633,8 @@ def test_warm_start_builds_repair_states_only_for_an_sft(monkeypatch):
     engine = types.SimpleNamespace(load_weights=lambda params: list(params))
     m = agents.RoleModel(None, torch.nn.Linear(1, 1), engine)
     for steps in (0, 5):
-        args = types.SimpleNamespace(policy="shared", group_size=2, max_turns=2,
-                                     turn_order="tester-first", repair_sft=1, sft_steps=steps,
-                                     max_tests=2, test_timeout=2.0, sandbox_workers=1)
+        args = agents.parse_args(["--policy", "shared", "--max-turns", "2", "--repair-sft", "1",
+                                  "--sft-steps", str(steps), "--sandbox-workers", "1"])
         run = types.SimpleNamespace(args=args, train_problems=[make_problem("p0")], d=None,
                                     say=lambda *a: None, log=lambda row: None)
         agents.warm_start({"tester": m, "coder": m}, run)
@@ -789,8 +754,9 @@ def _rows(out):
 
 def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
     """agents.py parses trainer's --prompt-order epoch, and rank_batch given
-    rollouts.epoch_order(args, step) (what rl_step passes it) walks the epoch: 10 problems, 4 a
-    step: 2 steps an epoch (the partial batch of 2 dropped), no problem twice within one."""
+    rollouts.epoch_order(prompt_order, seed, step) (what train passes play_episodes) walks
+    the epoch: 10 problems, 4 a step: 2 steps an epoch (the partial batch of 2 dropped), no
+    problem twice within one."""
     import random
 
     import torch
@@ -801,13 +767,14 @@ def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
     args = agents.parse_args(["--prompt-order", "epoch"])
     assert args.prompt_order == "epoch"
     rng = random.Random(3)
-    steps = [agents.rank_batch(problems, rng, 4, d, rollouts.epoch_order(args, s))[0]
+    steps = [agents.rank_batch(problems, rng, 4, d,
+                               rollouts.epoch_order(args.prompt_order, args.seed, s))[0]
              for s in range(4)]
     for epoch in (steps[:2], steps[2:]):
         ids = [p.id for b in epoch for p in b]
         assert len(ids) == 8 == len(set(ids))
     args = agents.parse_args(["--prompt-order", "replacement"])
-    assert rollouts.epoch_order(args, 5) is None
+    assert rollouts.epoch_order(args.prompt_order, args.seed, 5) is None
 
 
 def test_ranks_play_disjoint_slices_of_one_global_batch():

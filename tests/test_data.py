@@ -734,28 +734,17 @@ def test_prepare_check_solutions_drops_failing_references(tmp_path, capsys):
         for i, sol in enumerate(["print(input())", "print('b')"])
     ]
     write_jsonl(tmp_path / "apps_train.jsonl", rows)
-    out = data.prepare(data_args(tmp_path, check_solutions=True))
+    out = data.prepare(data_args(tmp_path, "--check-solutions"))
     assert [p.id for p in out["train"]] == ["apps/0"]
     assert "reference fails its tests: 1" in capsys.readouterr().out
 
 
-def data_args(tmp_path, **kw):
-    import argparse
-
-    args = dict(
-        out=str(tmp_path / "out"),
-        sources=["apps"],
-        local_dir=str(tmp_path),
-        min_tests=1,
-        check_solutions=False,
-        max_solutions=3,
-        cc_tests=list(data.CC_TEST_KINDS),
-        lcb_release="release_v1",
-        lcb_start_date=None,
-        dedup_threshold=0.7,
-    )
-    args.update(kw)
-    return argparse.Namespace(**args)
+def data_args(tmp_path, *extra):
+    """`data.py prepare` of the APPS files in tmp_path into tmp_path/out, as its parser reads
+    them, with `extra` flags."""
+    return data.build_parser().parse_args(["prepare", "--out", str(tmp_path / "out"),
+                                           "--sources", "apps", "--local-dir", str(tmp_path),
+                                           *extra])
 
 
 def test_prepare_with_nothing_loaded_exits_with_a_sentence(tmp_path, capsys):

@@ -46,7 +46,7 @@ def test_policy_loss_clip_higher_by_hand():
     old = torch.zeros(1, 4)
     adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
     mask = torch.ones(1, 4)
-    loss, st = grpo.policy_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.28)
+    loss, st = losses.policy_loss(logp, old, adv, mask, eps_low=0.2, eps_high=0.28)
     # per token: -min(1.5, 1.28) = -1.28 ; -min(-1.5, -1.28) = 1.5 ;
     #            -min(.5, .8) = -.5      ; -min(-.5, -.8) = .8
     assert loss.item() == pytest.approx((-1.28 + 1.5 - 0.5 + 0.8) / 4, abs=1e-6)
@@ -56,20 +56,20 @@ def test_policy_loss_clip_higher_by_hand():
 def test_tis_weights_by_hand_and_inert_when_sampler_equals_trainer():
     old = torch.tensor([[-1.0, -2.0, -0.5, -3.0]])
     sampler = torch.tensor([[-1.5, -1.0, -0.5, -0.1]])
-    w = grpo.tis_weights(old, sampler, cap=1.5)
+    w = losses.tis_weights(old, sampler, cap=1.5)
     # exp(0.5) = 1.6487 -> capped 1.5; exp(-1) = 0.3679; exp(0) = 1; exp(-2.9) = 0.0550
     assert w.tolist()[0] == pytest.approx([1.5, 0.367879, 1.0, 0.055023], abs=1e-5)
     assert not w.requires_grad
     # weighted surrogate by hand: on-policy ratio 1, loss_t = -w * A, token-mean
     logp = old.clone().requires_grad_(True)
     adv = torch.tensor([[1.0, 1.0, -1.0, 2.0]])
-    loss, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4), weights=w)
+    loss, _ = losses.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4), weights=w)
     assert loss.item() == pytest.approx(-(1.5 + 0.367879 - 1.0 + 2 * 0.055023) / 4, abs=1e-5)
     # sampler == trainer: every weight 1, the loss and its gradient as without TIS
-    ones = grpo.tis_weights(old, old, cap=2.0)
+    ones = losses.tis_weights(old, old, cap=2.0)
     assert torch.equal(ones, torch.ones_like(old))
-    plain, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4))
-    weighted, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4), weights=ones)
+    plain, _ = losses.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4))
+    weighted, _ = losses.policy_loss(logp, logp.detach(), adv, torch.ones(1, 4), weights=ones)
     g1, = torch.autograd.grad(plain, logp)
     g2, = torch.autograd.grad(weighted, logp)
     assert weighted.item() == plain.item() and torch.equal(g1, g2)
@@ -77,7 +77,7 @@ def test_tis_weights_by_hand_and_inert_when_sampler_equals_trainer():
 
 def test_approx_kl_to_the_old_policy_by_hand():
     logp = torch.log(torch.tensor([[1.5, 0.5]]))           # ratios 1.5 and 0.5 (old = 0)
-    _, st = grpo.policy_loss(logp, torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2))
+    _, st = losses.policy_loss(logp, torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2))
     # k3 = (r - 1) - log r: 0.5 - 0.405465 = 0.094535 ; -0.5 + 0.693147 = 0.193147
     assert st["approx_kl"] == pytest.approx((0.094535 + 0.193147) / 2, abs=1e-5)
     assert st["ratio_mean"] == pytest.approx(1.0)
@@ -86,16 +86,16 @@ def test_approx_kl_to_the_old_policy_by_hand():
 def test_on_policy_gradient_is_policy_gradient():
     logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     adv = torch.tensor([[2.0, 2.0]])
-    loss, _ = grpo.policy_loss(logp, logp.detach(), adv, torch.ones(1, 2))
+    loss, _ = losses.policy_loss(logp, logp.detach(), adv, torch.ones(1, 2))
     loss.backward()
     assert torch.allclose(logp.grad, torch.tensor([[-1.0, -1.0]]))   # -A / n_tokens
 
 
 def test_k3_kl():
     logp, ref = torch.tensor([0.0, -1.0]), torch.tensor([0.0, 0.0])
-    kl = grpo.k3_kl(logp, ref)
+    kl = losses.k3_kl(logp, ref)
     assert kl[0] == 0 and kl[1].item() == pytest.approx(math.e - 1 - 1, abs=1e-6)
-    loss, st = grpo.policy_loss(logp[None], logp[None], torch.zeros(1, 2), torch.ones(1, 2),
+    loss, st = losses.policy_loss(logp[None], logp[None], torch.zeros(1, 2), torch.ones(1, 2),
                                 ref_logp=ref[None], beta=0.5)
     assert loss.item() == pytest.approx(0.5 * (math.e - 2) / 2, abs=1e-6)
 
@@ -103,9 +103,9 @@ def test_k3_kl():
 def test_aggregations_by_hand():
     loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
-    assert grpo.aggregate(loss, mask, "token-mean").item() == pytest.approx(10 / 4)
-    assert grpo.aggregate(loss, mask, "seq-mean-token-mean").item() == pytest.approx((2 + 4) / 2)
-    assert grpo.aggregate(loss, mask, "seq-mean-token-sum-norm").item() == pytest.approx(10 / 6)
+    assert losses.aggregate(loss, mask, "token-mean").item() == pytest.approx(10 / 4)
+    assert losses.aggregate(loss, mask, "seq-mean-token-mean").item() == pytest.approx((2 + 4) / 2)
+    assert losses.aggregate(loss, mask, "seq-mean-token-sum-norm").item() == pytest.approx(10 / 6)
 
 
 @pytest.mark.parametrize("agg", losses.AGGREGATIONS)
@@ -115,11 +115,11 @@ def test_micro_batch_split_invariance(agg):
     adv = torch.randn(6, 1).expand(6, 5)
     mask = (torch.rand(6, 5) > 0.3).float()
     mask[:, 0] = 1
-    full, _ = grpo.policy_loss(logp, logp.detach(), adv, mask, agg=agg)
+    full, _ = losses.policy_loss(logp, logp.detach(), adv, mask, agg=agg)
     (g_full,) = torch.autograd.grad(full, logp)
     parts = [slice(0, 1), slice(1, 4), slice(4, 6)]
     denom = actor.global_denominator([mask[s] for s in parts], agg, max_len=5)
-    total = sum(grpo.policy_loss(logp[s], logp[s].detach(), adv[s], mask[s], agg=agg,
+    total = sum(losses.policy_loss(logp[s], logp[s].detach(), adv[s], mask[s], agg=agg,
                                  denom=denom)[0] for s in parts)
     (g_split,) = torch.autograd.grad(total, logp)
     assert total.item() == pytest.approx(full.item(), abs=1e-6)
@@ -256,14 +256,11 @@ def test_update_is_invariant_to_ranks_and_micro_batches(small_model, tmp_path, a
 def test_zero_advantage_samples_are_skipped_exactly(small_model):
     """GRPO without KL: leaving zero-advantage samples out of the forward/backward (but in the
     token-mean normaliser) gives the same update as running them, with fewer sequences."""
-    from types import SimpleNamespace
     g = torch.Generator().manual_seed(3)
     samples = [actor.Sample(torch.randint(1, 200, (4 + i % 3,), generator=g).tolist(),
                             torch.randint(1, 200, (2 + i % 5,), generator=g).tolist(),
                             [1.0, 0.0, 0.0, -0.5][i % 4]) for i in range(8)]
-    args = SimpleNamespace(beta=0.0, temperature=1.0, eps_low=0.2, eps_high=0.28,
-                           agg="token-mean", epochs=1, mini_batches=1, tis_cap=0.0)
-    assert grpo.zero_advantage_is_inert(args)
+    assert grpo.zero_advantage_is_inert(beta=0.0)
     results = {}
     for skip in (True, False):
         torch.manual_seed(0)
@@ -285,7 +282,7 @@ def test_zero_advantage_samples_are_skipped_exactly(small_model):
                 for k in results[True][2])
     assert moved < 1e-6
     # With a KL term every token has a gradient: nothing may be skipped.
-    assert not grpo.zero_advantage_is_inert(SimpleNamespace(**{**vars(args), "beta": 0.1}))
+    assert not grpo.zero_advantage_is_inert(beta=0.1)
 
 
 def _fixed_samples(n=8, seed=3):
@@ -295,11 +292,8 @@ def _fixed_samples(n=8, seed=3):
                          [1.0, -1.0, 0.5, -0.5][i % 4]) for i in range(n)]
 
 
-def _grpo_args(**kw):
-    from types import SimpleNamespace
-    return SimpleNamespace(**{**dict(beta=0.0, temperature=1.0, eps_low=0.2, eps_high=0.28,
-                                     agg="token-mean", epochs=1, mini_batches=1, tis_cap=0.0),
-                              **kw})
+# grpo.update_loss's settings: GRPO's defaults (DAPO's clip-higher, no KL, token-mean).
+LOSS = dict(eps_low=0.2, eps_high=0.28, beta=0.0, agg="token-mean")
 
 
 def _policy(small_model):
@@ -319,16 +313,13 @@ def test_one_update_with_old_logprobs_from_a_no_grad_pass_equals_the_on_policy_s
     weights = []
     for off in (False, True):
         policy = _policy(small_model)
-        args = _grpo_args()
         batch = samples
         if off:
             old = actor.score(samples, micro_batch=8, pad_id=0, device="cpu",
                               policy=policy).logp
             batch = actor.with_scores(samples, old_logp=old)
         st = actor.updates(policy, torch.optim.SGD(policy.parameters(), lr=1.0), batch,
-                           grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high,
-                                            beta=args.beta, agg=args.agg, off_policy=off),
-                           epochs=1, mini_batches=1,
+                           grpo.update_loss(**LOSS, off_policy=off), epochs=1, mini_batches=1,
                            **UPDATE)
         assert st["grad_norm"] > 1e-3 and st["ratio_mean"] == pytest.approx(1.0, abs=1e-6)
         weights.append(policy.state_dict())
@@ -340,11 +331,9 @@ def test_four_mini_batches_clip_after_the_first_update(small_model):
     clip), the later ones see the moved policy (clip_frac > 0); stats are per update."""
     samples = _fixed_samples(16)
     policy = _policy(small_model)
-    args = _grpo_args(eps_high=0.2)
     old = actor.score(samples, micro_batch=8, pad_id=0, device="cpu", policy=policy).logp
     seen = []
-    loss_fn = grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high, beta=args.beta,
-                               agg=args.agg, off_policy=True)
+    loss_fn = grpo.update_loss(**{**LOSS, "eps_high": 0.2}, off_policy=True)
 
     def recording(out, batch, denom):
         loss, st = loss_fn(out, batch, denom)
@@ -369,11 +358,9 @@ def test_update_stats_average_over_the_updates_that_trained(small_model):
                for k, s in enumerate(_fixed_samples(16))]
     policy = _policy(small_model)
     old = actor.score(samples, micro_batch=8, pad_id=0, device="cpu", policy=policy).logp
-    args = _grpo_args()
     st = actor.updates(policy, torch.optim.SGD(policy.parameters(), lr=0.0),
                        actor.with_scores(samples, old_logp=old),
-                       grpo.update_loss(eps_low=args.eps_low, eps_high=args.eps_high,
-                                        beta=args.beta, agg=args.agg, off_policy=True),
+                       grpo.update_loss(**LOSS, off_policy=True),
                        mini_batches=4, skip_zero_advantage=True, **UPDATE)
     assert st["updates"] == 4 and st["zero_adv_frac"] == pytest.approx(0.5)
     assert st["ratio_mean"] == pytest.approx(1.0, abs=1e-6) and st["clip_frac"] == 0
@@ -472,6 +459,14 @@ class ByteTokenizer:
         return {"input_ids": list(text.encode())[:16]}
 
 
+# generate_and_score's settings (flags.sampling) and rollout_step's other keywords, GRPO's
+# defaults but for the group size and one sandbox worker.
+SAMPLING = dict(group_size=4, temperature=1.0, top_p=1.0, max_new_tokens=112, max_train_tests=0,
+                reward="binary", test_timeout=2.0, workers=1)
+ROLLOUT_STEP = dict(adv_scale="group", dynamic_sampling=False, max_resample=2,
+                    overlong_filter=False, tis_cap=0.0)
+
+
 def test_rollout_step_advantages_follow_adv_scale_and_adv_eps():
     """rollout_step -> group advantages of the sandbox's rewards, with --adv-eps in the
     denominator: rewards [1, 0, 1, 0] have std 0.577, so A = +-0.5 / (0.577 + eps)."""
@@ -483,10 +478,9 @@ def test_rollout_step_advantages_follow_adv_scale_and_adv_eps():
     d = model.Dist(0, 1, 0, torch.device("cpu"))
     advs = {}
     for eps in (1e-6, 0.5):
-        args = grpo.parse_args(["--group-size", "4", "--prompts-per-step", "1", "--adv-eps",
-                                str(eps), "--sandbox-workers", "1"])
         samples, sums = grpo.rollout_step(engine, ByteTokenizer(), [problem], random.Random(0),
-                                          args, d)
+                                          d, SAMPLING, prompts_per_step=1, adv_eps=eps,
+                                          **ROLLOUT_STEP)
         assert [s.reward for s in samples] == [1.0, 0.0, 1.0, 0.0]
         advs[eps] = [s.advantage for s in samples]
     std = math.sqrt(1 / 3)
@@ -503,12 +497,13 @@ def test_prompt_order_epoch_reaches_the_rollouts():
     problems = [p for p in data.load_problems("builtin") if not p.fn_name][:3]
     engine = ScriptedEngine("print(1)", "print(2)")
     d = model.Dist(0, 1, 0, torch.device("cpu"))
-    args = grpo.parse_args(["--group-size", "2", "--prompts-per-step", "1", "--prompt-order",
-                            "epoch", "--sandbox-workers", "1"])
     rng, played = random.Random(0), []
     for step in range(6):
-        samples, _ = grpo.rollout_step(engine, ByteTokenizer(), problems, rng, args, d,
-                                       step=step)
+        samples, _ = grpo.rollout_step(engine, ByteTokenizer(), problems, rng, d,
+                                       {**SAMPLING, "group_size": 2}, prompts_per_step=1,
+                                       adv_eps=1e-6, step=step,
+                                       epoch_order=rollouts.epoch_order("epoch", 0, step),
+                                       **ROLLOUT_STEP)
         played.append(samples[0].key[0])
     ids = sorted(p.id for p in problems)
     assert sorted(played[:3]) == ids and sorted(played[3:]) == ids

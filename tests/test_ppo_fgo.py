@@ -10,17 +10,9 @@ import torch
 import actor
 import ppo_fgo
 import trainer
+from losses import gae, kl_in_reward, value_loss, whiten
 from model import ValueModel
-from ppo_fgo import (
-    fgo_line_mask,
-    fgo_token_mask,
-    gae,
-    kl_in_reward,
-    stepcoder_reward,
-    token_char_spans,
-    value_loss,
-    whiten,
-)
+from ppo_fgo import fgo_line_mask, fgo_token_mask, stepcoder_reward, token_char_spans
 from sandbox import executable_lines
 
 # ----------------------------------------------------------------------------- GAE
@@ -323,7 +315,6 @@ def test_value_model_shapes_gradients_and_sharing(tmp_path, tiny_lm):
 
 # ----------------------------------------------------------------------------- the trainer
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
@@ -361,12 +352,19 @@ class FixedPrefix:
         self.updates.append((pid, list(rates)))
 
 
-def rollout_args(**kw):
-    return argparse.Namespace(**{**dict(group_size=2, prompts_per_step=1, fgo=True,
-                                        reward_table="", temperature=1.0, top_p=1.0,
-                                        max_new_tokens=64, test_timeout=5.0, sandbox_workers=1,
-                                        reward="binary", tis_cap=0.0, seed=0,
-                                        prompt_order="replacement", max_train_tests=0), **kw})
+# generate_and_score's settings (flags.sampling): two samples a prompt, one sandbox worker.
+SAMPLING = dict(group_size=2, temperature=1.0, top_p=1.0, max_new_tokens=64, max_train_tests=0,
+                reward="binary", test_timeout=5.0, workers=1)
+
+
+def ppo_rollout(engine, tok, problems, rng, curriculum=None, step=0, fgo=True,
+                epoch_order=None):
+    """ppo_fgo.ppo_rollout of one prompt a step on one rank, StepCoder's own table."""
+    from model import Dist
+    return ppo_fgo.ppo_rollout(engine, tok, problems, rng, Dist(0, 1, 0, torch.device("cpu")),
+                               SAMPLING, prompts_per_step=1, fgo=fgo, reward_table=None,
+                               tis_cap=0.0, epoch_order=epoch_order, curriculum=curriculum,
+                               step=step)
 
 
 def sign_problem():
@@ -382,17 +380,15 @@ def test_prompt_order_epoch_reaches_the_ppo_rollouts(bpe_tokenizer):
     import dataclasses
     import random
 
-    from model import Dist
+    import rollouts
     problems = [dataclasses.replace(sign_problem(), id=f"sign{i}") for i in range(3)]
-    d = Dist(0, 1, 0, torch.device("cpu"))
     played = {}
     for order in ("epoch", "replacement"):
-        args, rng, played[order] = rollout_args(prompt_order=order, fgo=False), \
-            random.Random(0), []
+        rng, played[order] = random.Random(0), []
         for step in range(6):
             engine = FakeEngine(bpe_tokenizer, ["```python\nprint(1)\n```"] * 2)
-            samples, _ = ppo_fgo.ppo_rollout(engine, bpe_tokenizer, problems, rng, args, d,
-                                             step=step)
+            samples, _ = ppo_rollout(engine, bpe_tokenizer, problems, rng, step=step, fgo=False,
+                                     epoch_order=rollouts.epoch_order(order, 0, step))
             played[order].append(samples[0].key[0])
     ids = sorted(p.id for p in problems)
     assert sorted(played["epoch"][:3]) == ids and sorted(played["epoch"][3:]) == ids
@@ -403,7 +399,6 @@ def test_prompt_order_epoch_reaches_the_ppo_rollouts(bpe_tokenizer):
 def test_rollout_rewards_and_logged_fgo_share(bpe_tokenizer, cccs):
     import random
 
-    from model import Dist
     tok = bpe_tokenizer
     prefix = "def sign(x):\n    # positive or zero\n    if x >= 0:\n        return 1\n"
     if cccs:      # the answer was opened in the prompt: the response continues the program
@@ -413,10 +408,8 @@ def test_rollout_rewards_and_logged_fgo_share(bpe_tokenizer, cccs):
         good = "Here is the code.\n```python\n" + SIGN + "```\nDone."
         wrong = "```python\nprint(2)\n```"
     engine = FakeEngine(tok, [good, wrong])
-    args = rollout_args()
     cur = FixedPrefix(prefix) if cccs else None
-    samples, st = ppo_fgo.ppo_rollout(engine, tok, [sign_problem()], random.Random(0), args,
-                                      Dist(0, 1, 0, torch.device("cpu")), cur)
+    samples, st = ppo_rollout(engine, tok, [sign_problem()], random.Random(0), cur)
     assert [s.reward for s in samples] == [1.0, -0.3]           # pass, wrong answer
     assert samples[1].token_mask == [1] * len(samples[1].response_ids)   # all of it ran
     # The mask is what fgo_token_mask gives on the sandbox-free trace of the same program.
@@ -442,9 +435,7 @@ def test_rollout_rewards_and_logged_fgo_share(bpe_tokenizer, cccs):
         assert engine.prompts[0].endswith("```python\n" + prefix)
         assert cur.updates == [("sign", [1.0, 0.0])]
     # Without --fgo nothing is masked and nothing about FGO is logged.
-    samples, st = ppo_fgo.ppo_rollout(engine, tok, [sign_problem()], random.Random(0),
-                                      rollout_args(fgo=False),
-                                      Dist(0, 1, 0, torch.device("cpu")), cur)
+    samples, st = ppo_rollout(engine, tok, [sign_problem()], random.Random(0), cur, fgo=False)
     assert all(s.token_mask is None for s in samples)
 
 
@@ -455,8 +446,9 @@ def test_ppo_advantages_assembly_by_hand():
     scores = Scores(logp=[[-1.0, -1.0, -1.0], [-1.0, -1.0]],
                     ref_logp=[[-1.5, -1.0, -1.0], [-1.0, -1.0]],
                     values=[[0.0, 0.0, 0.0], [0.0, 0.0]])
-    args = argparse.Namespace(kl_coef=0.2, gamma=1.0, lam=1.0, whiten=False)
-    (na, nb), st = ppo_fgo.ppo_advantages([a, b], scores, args)
+    gae_settings = dict(kl_coef=0.2, gamma=1.0, lam=1.0)
+    (na, nb), st = ppo_fgo.ppo_advantages([a, b], scores, **gae_settings,
+                                          whiten_advantages=False)
     # a: KL reward -0.2 * 0.5 = -0.1 on token 0, score 1 on token 2: returns 0.9, 1, 1
     assert na.returns == pytest.approx([0.9, 1.0, 1.0])
     assert na.advantage == pytest.approx([0.9, 1.0, 1.0])       # V = 0, gamma = lam = 1
@@ -467,8 +459,8 @@ def test_ppo_advantages_assembly_by_hand():
     assert st["tok"] == 5 and st["kl_sum"] == pytest.approx(0.5)
     assert a.advantage == 0.0 and a.returns is None and a.old_logp is None  # not mutated
     # Whitening over the 4 kept tokens (0.9, 1, 1, -0.3).
-    (na, nb), _ = ppo_fgo.ppo_advantages([a, b], scores, argparse.Namespace(
-        kl_coef=0.2, gamma=1.0, lam=1.0, whiten=True))
+    (na, nb), _ = ppo_fgo.ppo_advantages([a, b], scores, **gae_settings,
+                                         whiten_advantages=True)
     kept = torch.tensor([0.9, 1.0, 1.0, -0.3])
     z = (kept - kept.mean()) / kept.var(unbiased=False).sqrt()
     assert na.advantage + nb.advantage[:1] == pytest.approx(z.tolist(), abs=1e-5)
@@ -555,9 +547,8 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
 def test_shared_critic_optimizer_groups_and_schedule(tiny_lm):
     from model import PolicyLogprobs
     policy = PolicyLogprobs(tiny_lm(0), 4, value_head=True)
-    args = argparse.Namespace(lr=1e-3, critic_lr=5e-2, weight_decay=0.0, warmup_steps=2,
-                              steps=4, min_lr_ratio=0.1)
-    opt, sched = trainer.policy_optimizer(policy, args, head_lr=args.critic_lr)
+    schedule = dict(lr=1e-3, weight_decay=0.0, warmup_steps=2, steps=4, min_lr_ratio=0.1)
+    opt, sched = trainer.policy_optimizer(policy, **schedule, head_lr=5e-2)
     body, head = opt.param_groups
     assert {id(p) for p in head["params"]} == {id(p) for p in policy.value_head.parameters()}
     assert len(body["params"]) + 2 == len(list(policy.parameters()))
@@ -569,7 +560,7 @@ def test_shared_critic_optimizer_groups_and_schedule(tiny_lm):
     assert [h for _, h in lrs] == [5e-2] * 4                  # head: constant --critic-lr
     assert lrs[0][0] == pytest.approx(5e-4) and lrs[1][0] == pytest.approx(1e-3)  # warm-up
     # Without a head: one group, grpo's schedule as before.
-    opt, _ = trainer.policy_optimizer(PolicyLogprobs(tiny_lm(0), 4), args)
+    opt, _ = trainer.policy_optimizer(PolicyLogprobs(tiny_lm(0), 4), **schedule)
     assert len(opt.param_groups) == 1
 
 

@@ -7,18 +7,17 @@ margins are a factor of 2 or more wherever a verdict depends on a program's spee
 CPU per looping test).
 """
 import pytest
+from game_fixtures import ABS, GOOD_TESTS, REF, SMALL_ONLY, asserts, blocks, make_problem
 
-import data
 import sandbox
 import tester_judge
 from agents import run_episodes
 from tester_judge import parse_tests
 
-REF = "a, b = map(int, input().split())\nprint(a + b)\n"
 # Right on every input but a == 0, where it loops forever.
 LOOPS_ON_ZERO = "a, b = map(int, input().split())\nwhile a == 0:\n    pass\nprint(a + b)\n"
 # The looping ground-truth test first: a runner that stops at the first timeout scores 0.
-GT = [
+LOOP_GT = [
     {"input": "0 5\n", "output": "5"},
     {"input": "1 2\n", "output": "3"},
     {"input": "10 4\n", "output": "14"},
@@ -26,18 +25,6 @@ GT = [
 CATCH = ("0 1", "1")  # LOOPS_ON_ZERO times out: a valid test that catches it
 PASS = ("2 3", "5")  # LOOPS_ON_ZERO passes: a valid test that tells no candidate apart
 TIMEOUT = 0.5
-
-
-def make_problem(reference=REF, tests=GT, pid="add"):
-    return data.Problem(id=pid, source="test", question=f"[{pid}] Print a + b.", starter_code="",
-                        fn_name=None, tests=tests, solutions=[reference], difficulty="easy",
-                        metadata={})
-
-
-def blocks(*pairs):
-    return "\n".join(
-        f"**Test Input:**\n```\n{i}\n```\n**Test Output:**\n```\n{o}\n```" for i, o in pairs
-    )
 
 
 def fixed(*texts):
@@ -51,13 +38,6 @@ def stdio(*pairs):
 
 # --------------------------------------------------------------------------- parsing and terms
 
-GOOD_TESTS = blocks(("1 1", "2"), ("20 3", "23"))
-# A reference with a branch: executable lines 1, 2, 3, 5 (`else:` holds no bytecode).
-ABS = "n = int(input())\nif n < 0:\n    print(-n)\nelse:\n    print(n)\n"
-
-
-def asserts(*lines):
-    return "```python\n" + "\n".join(lines) + "\n```"
 
 
 def test_parse_tests_formats_and_counted_failures():
@@ -171,7 +151,8 @@ def test_tester_terms_do_not_depend_on_the_order_of_the_tests():
     catches it and the other is trivial (before, the test after the timeout was not run and
     earned the catch bonus: 2.85 in one order, 2.1 in the other)."""
     tester = fixed(blocks(CATCH, PASS), blocks(PASS, CATCH))
-    _, samples, _ = run_episodes([make_problem()], fixed(f"```python\n{LOOPS_ON_ZERO}```"), tester,
+    _, samples, _ = run_episodes([make_problem(tests=LOOP_GT)],
+                                 fixed(f"```python\n{LOOPS_ON_ZERO}```"), tester,
                                  max_turns=1, k=2, turn_order="coder-first", timeout=TIMEOUT)
     (coder,) = {s.terms["global"] for s in samples if s.role == "coder"}
     first, second = (s.terms for s in samples if s.role == "tester")
@@ -191,7 +172,8 @@ def test_coder_terms_do_not_depend_on_the_order_of_the_tests(reward):
     problem, tester first: episode 0 gets the tests in one order, episode 1 in the other."""
     tester = fixed(blocks(CATCH, PASS), blocks(PASS, CATCH))
     episodes, samples, _ = run_episodes(
-        [make_problem(), make_problem()], fixed(f"```python\n{LOOPS_ON_ZERO}```"), tester,
+        [make_problem(tests=LOOP_GT), make_problem(tests=LOOP_GT)],
+        fixed(f"```python\n{LOOPS_ON_ZERO}```"), tester,
         max_turns=1, k=1, turn_order="tester-first", timeout=TIMEOUT, reward=reward)
     first, second = (s.terms for s in samples if s.role == "coder")
     g = 2 / 3 if reward == "fraction" else 0.0
@@ -216,7 +198,8 @@ def _tester_terms(problem, tests_text, timeout):
 
 
 def test_validity_comes_from_a_plain_run_not_the_traced_one():
-    terms = _tester_terms(make_problem(SLOW_WHEN_TRACED), blocks(PASS), 0.3)
+    terms = _tester_terms(make_problem(reference=SLOW_WHEN_TRACED, tests=LOOP_GT), blocks(PASS),
+                          0.3)
     assert terms["valid_share"] == 1.0 and terms["coverage"] == 0.0
 
 
@@ -231,7 +214,7 @@ def test_a_test_the_reference_passes_in_under_half_the_limit_is_valid_and_covere
     (plain,) = sandbox.run_batch([dict(code=LOOP_REF, tests=[test], timeout=30.0)], workers=1)
     assert plain.status == "pass"
     timeout = max(plain.tests[0].cpu_time, 0.05) / 0.45
-    problem = make_problem(LOOP_REF, [test], pid="loop")
+    problem = make_problem("loop", LOOP_REF, tests=[test])
     terms = _tester_terms(problem, blocks((str(LOOP_N), test["output"])), timeout)
     assert terms["valid_share"] == 1.0
     # The traced run has a longer limit (tester_judge.COVERAGE_TIMEOUT_FACTOR): the lines count.
@@ -239,9 +222,7 @@ def test_a_test_the_reference_passes_in_under_half_the_limit_is_valid_and_covere
 
 
 # What the weights make of some test sets (default weights; .notes/agents.md, 2026-12-03).
-SMALL_ONLY = "a, b = map(int, input().split())\nprint(a + b if a < 10 else 0)\n"  # wrong if a >= 10
-SMALL_GT = [{"input": "1 2\n", "output": "3"}, {"input": "5 7\n", "output": "12"},
-            {"input": "10 4\n", "output": "14"}]
+# SMALL_ONLY is wrong when a >= 10: on the last test of make_problem's ground truth.
 CATCHES_SMALL_ONLY, PASSES_SMALL_ONLY = ("20 3", "23"), ("2 3", "5")
 WRONG = [("1 1", "3"), ("2 2", "5"), ("3 3", "7"), ("4 4", "9")]  # the reference disagrees
 
@@ -250,7 +231,7 @@ def test_tester_first_turn_zero_has_no_catch_or_trivial_signal():
     """No program has been shown at turn 0 in tester-first order: a catching and a trivial set
     score the same (valid 1 + 0.5 coverage)."""
     tester = fixed(blocks(CATCHES_SMALL_ONLY), blocks(PASSES_SMALL_ONLY))
-    _, samples, _ = run_episodes([make_problem(tests=SMALL_GT)],
+    _, samples, _ = run_episodes([make_problem()],
                                  fixed(f"```python\n{SMALL_ONLY}```"), tester, max_turns=1, k=2,
                                  turn_order="tester-first")
     for s in (s for s in samples if s.role == "tester"):
@@ -261,7 +242,7 @@ def test_a_catch_diluted_by_invalid_tests_against_a_lone_trivial_test():
     """l_T is a per-test mean: a catching test with m invalid ones earns 2/(m+1) + 0.5 coverage,
     a lone trivial one 0.5 + 0.5 coverage: ahead at m = 2, a tie at 3, behind from 4."""
     sets = [blocks(PASSES_SMALL_ONLY)] + [blocks(CATCHES_SMALL_ONLY, *WRONG[:m]) for m in (2, 3, 4)]
-    _, samples, _ = run_episodes([make_problem(tests=SMALL_GT)],
+    _, samples, _ = run_episodes([make_problem()],
                                  fixed(f"```python\n{SMALL_ONLY}```"), fixed(*sets), max_turns=1,
                                  k=len(sets), turn_order="coder-first")
     local = [s.terms["local"] for s in samples if s.role == "tester"]

@@ -1,7 +1,6 @@
 """Tests for trainer.py: the curriculum object, metrics sinks, progress lines, the update
 protocol on its own (padding batches, separate critic), score."""
 
-import argparse
 import copy
 import io
 import json
@@ -15,6 +14,7 @@ import torch
 
 import actor
 import flags
+import grpo
 import losses
 import metrics
 import model
@@ -34,20 +34,21 @@ def _problem(pid, solution=TWO_IFS):
                    solutions=[solution] if solution else [], difficulty="easy")
 
 
-def _args(**kw):
-    base = dict(curriculum="cccs", cccs_threshold=0.8, cccs_average="window", cccs_span=1,
-                cccs_loops=False, hard_focus="", steps=10)
-    return argparse.Namespace(**{**base, **kw})
+def _curriculum(problems, rates, **kw):
+    """trainer.make_curriculum with CCCS at threshold 0.8, a window of 1 update (kw: others)."""
+    settings = dict(curriculum="cccs", cccs_threshold=0.8, cccs_average="window", cccs_span=1,
+                    cccs_loops=False, hard_focus="")
+    return trainer.make_curriculum(problems, rates, **{**settings, **kw})
 
 
 def test_make_curriculum_off_without_flags():
-    assert trainer.make_curriculum(_args(curriculum="none"), [_problem("a")], {}) is None
+    assert _curriculum([_problem("a")], {}, curriculum="none") is None
 
 
 def test_curriculum_cccs_prefix_update_and_stats():
     problems = [_problem("a"), _problem("b"), _problem("nosol", solution=None),
                 _problem("flat", solution="print(1)\n")]
-    cur = trainer.make_curriculum(_args(), problems, {})
+    cur = _curriculum(problems, {})
     assert cur.pool(problems, 0) == problems  # no hard focus: every problem
     assert cur.prefix(problems[0]) == "x = int(input())\nif x > 0:\n    print(1)\n"
     assert cur.prefix(problems[2]) == "" and cur.prefix(problems[3]) == ""
@@ -65,7 +66,7 @@ def test_curriculum_cccs_prefix_update_and_stats():
 def test_curriculum_hard_focus_seeded_from_rates_and_past_the_end():
     problems = [_problem(p) for p in "abcd"]
     rates = {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25, "other": 0.0}
-    cur = trainer.make_curriculum(_args(curriculum="none", hard_focus="3:2,1:1"), problems, rates)
+    cur = _curriculum(problems, rates, curriculum="none", hard_focus="3:2,1:1")
     assert cur.tracker.rates == {"a": 0.9, "b": 0.0, "c": 0.5, "d": 0.25}  # only train ids
     assert [p.id for p in cur.pool(problems, 0)] == ["b", "c", "d"]
     assert cur.prefix(problems[1]) == ""  # hard focus alone: whole programs
@@ -81,30 +82,30 @@ def test_curriculum_hard_focus_seeded_from_rates_and_past_the_end():
 
 def test_curriculum_both_and_bad_spec():
     problems = [_problem("a"), _problem("b")]
-    cur = trainer.make_curriculum(_args(hard_focus="1:1"), problems, {"a": 0.5, "b": 0.1})
+    cur = _curriculum(problems, {"a": 0.5, "b": 0.1}, hard_focus="1:1")
     assert [p.id for p in cur.pool(problems, 0)] == ["b"] and cur.prefix(problems[1])
     assert set(cur.stats()) == {"cccs_final-2", "cccs_final_share", "hf_phase", "hf_pool",
                                 "hf_pool_pass_rate"}
     with pytest.raises(SystemExit, match="--hard-focus"):
-        trainer.make_curriculum(_args(hard_focus="2:1,5:1"), problems, {})
+        _curriculum(problems, {}, hard_focus="2:1,5:1")
 
 
 def test_curriculum_state_round_trip_continues_identically():
     problems = [_problem(p) for p in "abc"]
-    args = _args(hard_focus="2:1,1:5", cccs_span=2)
-    cur = trainer.make_curriculum(args, problems, {"a": 0.1, "b": 0.2, "c": 0.9})
+    settings = dict(hard_focus="2:1,1:5", cccs_span=2)
+    cur = _curriculum(problems, {"a": 0.1, "b": 0.2, "c": 0.9}, **settings)
     cur.pool(problems, 0)
     for pid, rs in (("a", [1.0]), ("a", [1.0]), ("b", [0.0]), ("a", [1.0])):
         cur.update(pid, rs)
     state = json.loads(json.dumps(cur.state_dict()))  # what trainer_state.json holds
-    back = trainer.make_curriculum(args, problems, {"a": 0.0, "b": 0.0, "c": 0.0})  # resume seeds
+    back = _curriculum(problems, {"a": 0.0, "b": 0.0, "c": 0.0}, **settings)  # resume seeds
     back.load_state_dict(state)
     assert back.state_dict() == cur.state_dict() and back.stats() == cur.stats()
     assert [back.prefix(p) for p in problems] == [cur.prefix(p) for p in problems]
     # the next phase ranks by the restored rates (b: 0.0 < a: 1.0), not the fresh seed
     assert [p.id for p in back.pool(problems, 1)] == [p.id for p in cur.pool(problems, 1)] == ["b"]
     # a checkpoint from a run without hard focus: its CCCS part still loads
-    only = trainer.make_curriculum(_args(cccs_span=2), problems, {})
+    only = _curriculum(problems, {}, cccs_span=2)
     only.load_state_dict(state)
     assert only.cccs.state_dict() == cur.cccs.state_dict()
 
@@ -316,13 +317,13 @@ def test_sampler_logprobs_travel_on_samples_and_tis_needs_them():
     from engines import Completion
     with_lp = Completion("x", [5, 6], "stop", [-0.5, -1.0])
     without = Completion("x", [5, 6], "stop")
-    args = argparse.Namespace(tis_cap=0.0)
-    assert actor.sampler_extras(with_lp, args) == {"sampler_logp": [-0.5, -1.0]}
-    assert actor.sampler_extras(without, args) == {}        # mismatch simply not logged
+    assert actor.sampler_extras(with_lp, tis_cap=0.0) == {"sampler_logp": [-0.5, -1.0]}
+    assert actor.sampler_extras(without, tis_cap=0.0) == {}   # mismatch simply not logged
     with pytest.raises(SystemExit, match="--tis-cap needs the engine's sampler log-probs"):
-        actor.sampler_extras(without, argparse.Namespace(tis_cap=2.0))
-    assert not actor.off_policy(argparse.Namespace(mini_batches=1, epochs=1))
-    assert actor.off_policy(argparse.Namespace(mini_batches=1, epochs=2))
+        actor.sampler_extras(without, tis_cap=2.0)
+    assert not flags.off_policy(grpo.parse_args([]))
+    assert flags.off_policy(grpo.parse_args(["--epochs", "2"]))
+    assert flags.off_policy(grpo.parse_args(["--mini-batches", "2"]))
 
 
 def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
@@ -438,13 +439,13 @@ def test_fraction_reward_does_not_depend_on_the_order_of_the_tests(reward, expec
     """A program that loops on one test and passes the other: the fraction reward is 1/2 in
     either order (every test judged on its own), the binary reward 0."""
     loop, ok = {"input": "0\n", "output": "1\n"}, {"input": "2\n", "output": "3\n"}
-    args = argparse.Namespace(reward=reward, test_timeout=0.5, sandbox_workers=1)
     rewards = []
     for tests in ([loop, ok], [ok, loop]):
         p = Problem(id="p", source="test", question="q", starter_code="", fn_name=None,
                     tests=tests, solutions=[], difficulty="easy")
         text = f"```python\n{LOOP_ON_ZERO}```"
-        rewards += rollouts.score_completions([p], [text], args)[0]
+        rewards += rollouts.score_completions([p], [text], reward=reward, test_timeout=0.5,
+                                              workers=1)[0]
     assert rewards == [expected, expected]
 
 
@@ -460,16 +461,17 @@ def test_max_train_tests_rewards_on_the_first_n_and_counts_what_they_let_through
                 tests=tests, solutions=[], difficulty="easy")
     assert rollouts.train_view(p, 0) is p and rollouts.train_view(p, 3) is p
     assert rollouts.train_view(p, 2).tests == tests[:2] and p.tests == tests   # a copy
-    args = argparse.Namespace(reward="binary", test_timeout=2.0, sandbox_workers=1)
     right = "x = int(input())\nprint(x + 1)\n"
     texts = [f"```python\n{c}```" for c in (SMALL_ONLY, right, "print(0)")] + ["no code"]
     flat = [p] * 4
     rewards, results, programs = rollouts.score_completions(
-        [rollouts.train_view(q, 2) for q in flat], texts, args)
+        [rollouts.train_view(q, 2) for q in flat], texts, reward="binary", test_timeout=2.0,
+        workers=1)
     assert rewards == [1.0, 1.0, 0.0, 0.0]
-    assert rollouts.false_passes(flat, programs, results, 2, args) == [True, False, False,
-                                                                        False]
-    assert rollouts.false_passes(flat, programs, results, 0, args) == [False] * 4
+    sandbox = dict(test_timeout=2.0, workers=1)
+    assert rollouts.false_passes(flat, programs, results, 2, **sandbox) == [True, False, False,
+                                                                            False]
+    assert rollouts.false_passes(flat, programs, results, 0, **sandbox) == [False] * 4
     ro = rollouts.Rollouts([[1]], [types.SimpleNamespace(token_ids=[1], finish_reason="stop")]
                            * 4, rewards, results, programs, [True, False, False, False])
     means = rollouts.rollout_means(rollouts.rollout_sums(ro))
@@ -497,22 +499,23 @@ def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch
 
     monkeypatch.setattr(rollouts.sandbox, "run_batch", run_batch)
     monkeypatch.setattr(rollouts, "prompt_text", lambda tokenizer, p, prefix="": "q")
-    args = argparse.Namespace(group_size=2, temperature=1.0, top_p=1.0, max_new_tokens=8,
-                              max_train_tests=0, test_timeout=1.0, reward="binary",
-                              sandbox_workers=1, seed=0)
+    judging = dict(test_timeout=1.0, reward="binary", workers=1)
+    sampling = dict(group_size=2, temperature=1.0, top_p=1.0, max_new_tokens=8,
+                    max_train_tests=0, **judging)
     timer = metrics.Timer(clock=lambda: now[0])
     ro = rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]},
-                                     [_problem("a")], args, seed=0, timer=timer)
+                                     [_problem("a")], 0, timer=timer, **sampling)
     assert ro.rewards == [1.0, 1.0] and timer.seconds == {"generate": 3.0, "reward": 5.0}
     two_tests = Problem(id="b", source="test", question="q", starter_code="", fn_name=None,
                         tests=[{"input": "1\n", "output": "1\n"}] * 2, solutions=[],
                         difficulty="easy")
-    args.max_train_tests = 1          # the passing programs run again on the second test
-    rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]}, [two_tests], args,
-                                seed=0, timer=timer)
+    # max_train_tests 1: the passing programs run again on the second test
+    rollouts.generate_and_score(Engine(), lambda text: {"input_ids": [1]}, [two_tests], 0,
+                                timer=timer, **{**sampling, "max_train_tests": 1})
     assert timer.seconds == {"generate": 6.0, "reward": 15.0}
-    res = rollouts.evaluate(Engine(), None, [_problem("a")], args,
-                            model.Dist(0, 1, 0, torch.device("cpu")), 2, 1.0, timer)
+    res = rollouts.evaluate(Engine(), None, [_problem("a")],
+                            model.Dist(0, 1, 0, torch.device("cpu")), n=2, temperature=1.0,
+                            top_p=1.0, max_new_tokens=8, seed=0, timer=timer, **judging)
     assert res["pass@1"] == 1.0
     assert timer.pop() == {"time/generate": 9.0, "time/reward": 20.0} and timer.seconds == {}
 
@@ -535,13 +538,13 @@ def test_timer_wrap_adds_each_call_to_its_phase():
 def test_engine_batch_is_the_larger_of_a_step_and_an_evaluation_per_rank():
     """8 prompts x 16 samples a step; an evaluation of 1,338 problems x 4 samples; each rank
     its share (a rank of 2 evaluates 669); sequences as long as the longest prompt + 112."""
-    args = argparse.Namespace(prompts_per_step=8, group_size=16, max_new_tokens=112)
+    step = dict(prompts_per_step=8, group_size=16, max_new_tokens=112)
     one, two = (model.Dist(0, w, 0, torch.device("cpu")) for w in (1, 2))
-    assert trainer.engine_batch(args, one, 177) == dict(batch_sequences=128, batch_tokens=289)
-    assert trainer.engine_batch(args, two, 177)["batch_sequences"] == 64
-    assert trainer.engine_batch(args, one, 177, [(1338, 4), (10, 1)])["batch_sequences"] == 5352
-    assert trainer.engine_batch(args, two, 177, [(1339, 4)])["batch_sequences"] == 670 * 4
-    assert trainer.engine_batch(args, one, 177, [(5, 4)])["batch_sequences"] == 128
+    assert trainer.engine_batch(one, 177, **step) == dict(batch_sequences=128, batch_tokens=289)
+    assert trainer.engine_batch(two, 177, **step)["batch_sequences"] == 64
+    assert trainer.engine_batch(one, 177, [(1338, 4), (10, 1)], **step)["batch_sequences"] == 5352
+    assert trainer.engine_batch(two, 177, [(1339, 4)], **step)["batch_sequences"] == 670 * 4
+    assert trainer.engine_batch(one, 177, [(5, 4)], **step)["batch_sequences"] == 128
 
 
 def test_rollout_batch_counts_the_longest_prompt_a_cccs_prefix_and_the_evaluations():
@@ -557,12 +560,13 @@ def test_rollout_batch_counts_the_longest_prompt_a_cccs_prefix_and_the_evaluatio
     assert trainer.longest_prompt([short, long], tok, with_solution=True) == with_code > n_long
     assert trainer.longest_prompt([], tok) == 0
     d = model.Dist(0, 1, 0, torch.device("cpu"))
-    args = argparse.Namespace(prompts_per_step=2, group_size=4, max_new_tokens=10, eval_n=2,
-                              curriculum="none", offline_filter=False, hard_focus="")
-    batch = trainer.rollout_batch(args, d, tok, [short] * 3, [long] * 5, [short], same=False)
+    settings = dict(prompts_per_step=2, group_size=4, max_new_tokens=10, eval_n=2)
+    batch = trainer.rollout_batch(d, tok, [short] * 3, [long] * 5, [short], same=False,
+                                  cccs=False, train_rates=False, **settings)
     assert batch == dict(batch_sequences=10, batch_tokens=n_long + 10)
-    args.curriculum, args.offline_filter = "cccs", True       # 3 train problems x 4 samples
-    batch = trainer.rollout_batch(args, d, tok, [long] * 3, [short], [short], same=False)
+    # CCCS and the train set's rates (--offline-filter): 3 train problems x 4 samples
+    batch = trainer.rollout_batch(d, tok, [long] * 3, [short], [short], same=False,
+                                  cccs=True, train_rates=True, **settings)
     assert batch == dict(batch_sequences=12, batch_tokens=with_code + 10)
 
 
@@ -577,15 +581,13 @@ def test_a_prompt_longer_than_the_context_is_dropped_at_load(capsys):
 
     tokenizer = model.load_tokenizer(model.BASE_DIR)
     config = types.SimpleNamespace(max_position_embeddings=1024)
-    flags_ = argparse.Namespace(max_model_len=None, max_new_tokens=112)
-    budget = trainer.prompt_budget(config, flags_)
+    budget = trainer.prompt_budget(config, max_model_len=None, max_new_tokens=112)
     assert budget == 1024 - 112
-    assert trainer.prompt_budget(config, argparse.Namespace(max_model_len=600,
-                                                            max_new_tokens=100)) == 500
-    assert trainer.prompt_budget(types.SimpleNamespace(), flags_) is None   # no length known
+    assert trainer.prompt_budget(config, max_model_len=600, max_new_tokens=100) == 500
+    assert trainer.prompt_budget(types.SimpleNamespace(), max_model_len=None,
+                                 max_new_tokens=112) is None        # no length known
     with pytest.raises(model.UserError, match="--max-new-tokens 1024 leaves no room"):
-        trainer.prompt_budget(config, argparse.Namespace(max_model_len=None,
-                                                         max_new_tokens=1024))
+        trainer.prompt_budget(config, max_model_len=None, max_new_tokens=1024)
     problems = [_problem("short"), _problem("huge"), _problem("long"), _problem("fits")]
     problems[1].question = "add them " * 1_200_000            # 10.8 MB
     problems[2].question = "add them " * 2_300                # 20.7 kB: over 912 tokens
@@ -620,22 +622,21 @@ def test_a_new_run_refuses_an_out_holding_an_earlier_run_and_overwrite_replaces_
     metrics.jsonl holds its own steps once; --resume without a checkpoint refuses too."""
     out = str(tmp_path / "run")
     _earlier_run(out)
-    run_args = argparse.Namespace(out=out, resume=False, overwrite=False)
     with pytest.raises(model.UserError) as refused:
-        trainer.claim_out_dir(run_args, main=True)
+        trainer.claim_out_dir(out, resume=False, overwrite=False, main=True)
     assert ("holds an earlier run (latest, metrics.jsonl, step_2, step_4.tmp, ...); continue "
             "it with --resume") in str(refused.value.code)
     os.remove(os.path.join(out, "latest"))                    # no checkpoint named any more
     with pytest.raises(model.UserError, match="no checkpoint to continue from"):
-        trainer.claim_out_dir(argparse.Namespace(out=out, resume=True, overwrite=False), True)
-    trainer.claim_out_dir(argparse.Namespace(out=out, resume=False, overwrite=True), main=False)
+        trainer.claim_out_dir(out, resume=True, overwrite=False, main=True)
+    trainer.claim_out_dir(out, resume=False, overwrite=True, main=False)
     assert len(os.listdir(out)) == 6                          # only the main rank removes
-    trainer.claim_out_dir(argparse.Namespace(out=out, resume=False, overwrite=True), main=True)
+    trainer.claim_out_dir(out, resume=False, overwrite=True, main=True)
     assert os.listdir(out) == ["notes.txt"]
-    trainer.claim_out_dir(run_args, main=True)                # nothing left to overwrite
+    trainer.claim_out_dir(out, resume=False, overwrite=False, main=True)  # nothing to overwrite
     log = metrics.MetricsLog(out, True)
     log({"phase": "rl", "step": 1})
     assert [json.loads(line)["step"] for line in open(os.path.join(out, "metrics.jsonl"))] == [1]
     empty = str(tmp_path / "fresh")
-    trainer.claim_out_dir(argparse.Namespace(out=empty, resume=True, overwrite=False), True)
+    trainer.claim_out_dir(empty, resume=True, overwrite=False, main=True)
     assert not os.path.exists(empty)                          # a check, not a mkdir
