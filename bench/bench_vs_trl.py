@@ -81,6 +81,7 @@ import peak_rss  # noqa: E402  (a process tree's peak memory)
 from ablate import mean_std  # noqa: E402  (the grid's mean and sample std)
 from compare import over_seeds, paired  # noqa: E402  (paired held-out differences)
 
+import flags  # noqa: E402
 import grpo  # noqa: E402
 import rollouts  # noqa: E402
 import trainer  # noqa: E402
@@ -332,7 +333,8 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
     tokenizer = load_tokenizer(model)
     train_problems, _ = trainer.load_problem_sets(args)
     lm = load_causal_lm(model, torch.device("cpu"))                       # fp32
-    optimizer, scheduler = trainer.policy_optimizer(PolicyLogprobs(lm), args)
+    optimizer, scheduler = trainer.policy_optimizer(PolicyLogprobs(lm),
+                                                     **flags.optimizer(args))
     dataset = Dataset.from_dict({
         "prompt": [rollouts.prompt_text(tokenizer, p) for p in train_problems],
         "problem_index": list(range(len(train_problems)))})
@@ -340,7 +342,7 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
 
     def sandbox_reward(prompts, completions, problem_index, **_):
         rewards, _, _ = rollouts.score_completions([train_problems[i] for i in problem_index],
-                                                   completions, args)
+                                                   completions, **flags.judging(args))
         return rewards
     sandbox_reward = sandbox.wrap(sandbox_reward)
 
@@ -450,8 +452,9 @@ def evaluate_checkpoint(a: argparse.Namespace, ckpt: str) -> dict:
     d = Dist(0, 1, 0, torch.device("cpu"))
     engine = make_engine(a.eval_engine, ckpt, d.device, seed=args.seed)
     try:
-        res = rollouts.evaluate(engine, load_tokenizer(ckpt), eval_problems, args, d, a.eval_n,
-                                args.eval_temperature)
+        # grpo_argv's runs evaluate nothing themselves (--eval-n 0): n is the bench's
+        res = rollouts.evaluate(engine, load_tokenizer(ckpt), eval_problems, d,
+                                **{**flags.evaluation(args), "n": a.eval_n})
     finally:
         engine.close()
     return {"pass@1": res["pass@1"], "pass@n": res[f"pass@{a.eval_n}"],
