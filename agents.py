@@ -65,6 +65,7 @@ import losses
 import rollouts
 import sandbox
 import trainer
+from metrics import Timer
 from model import UserError, all_reduce_sum
 from tester_judge import (
     coder_jobs,
@@ -892,14 +893,19 @@ def episode_record(e, alone=None):
     }
 
 
-def evaluate_episodes(team, problems, args, d, rng, dump=None):
+def evaluate_episodes(team, problems, args, d, rng, dump=None, timer=None):
     """pass@1 on the ground truth, over eval_n episodes per problem (k = 1):
     the coder alone (its program from the bare problem: the single-agent baseline, same model
     and prompt) and the final program after up to max_turns turns with the tester; and the
-    share of the tester's tests (all turns) that the reference solution passes."""
+    share of the tester's tests (all turns) that the reference solution passes.
+    timer (metrics.Timer): gets the engines' seconds ("generate") and the sandbox's
+    ("reward"), as the training turns' (play_episodes)."""
     mine = [p for p in problems for _ in range(args.eval_n)][d.rank::d.world]
-    gens = {r: engine_generate(team[r], args, rng, args.eval_temperature, r) for r in ROLES}
-    cfg, run_batch = game_config(args, k=1), sandbox_runner(args)
+    timer = timer or Timer()
+    gens = {r: timer.wrap("generate", engine_generate(team[r], args, rng, args.eval_temperature,
+                                                      r))
+            for r in ROLES}
+    cfg, run_batch = game_config(args, k=1), timer.wrap("reward", sandbox_runner(args))
     alone = coder_alone(mine, gens["coder"], cfg, run_batch)
     episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
     n = all_reduce_sum(len(episodes))
@@ -917,14 +923,17 @@ def evaluate_episodes(team, problems, args, d, rng, dump=None):
 
 
 def evaluate_team(team, r, when, problems=None):
-    """evaluate() on the held-out problems (or `problems`), printed, logged and kept in the
-    trainer state (summary.json's before_rl / after_rl)."""
+    """evaluate() on the held-out problems (or `problems`), printed, logged with its seconds
+    (time/eval, of which time/generate and time/reward: trainer.run_eval's row) and kept in
+    the trainer state (summary.json's before_rl / after_rl)."""
     a = r.args
     problems = r.eval_problems if problems is None else problems
-    res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
-                   os.path.join(a.out, f"eval_{when}.jsonl"))
+    timer = Timer()
+    with timer("eval"):
+        res = evaluate_episodes(team, problems, a, r.d, random.Random(a.seed + 7),
+                                os.path.join(a.out, f"eval_{when}.jsonl"), timer)
     r.say(f"{when.replace('_', ' ')}: {res}")
-    r.log({"phase": "eval", "when": when, "step": r.step, **res})
+    r.log({"phase": "eval", "when": when, "step": r.step, **res, **timer.pop()})
     r.state[when] = res
     return res
 
