@@ -1072,6 +1072,9 @@ def parse_args(argv=None):
     parser = build_parser()
     # --model tiny: 250 role SFT steps (stopping before the testbed's copy skill, see PRESETS)
     args = flags.parse_flags(parser, PRESETS, argv, tiny_sft_steps=250)
+    if args.overlap_reward:
+        parser.error("--overlap-reward: agents.py's turns wait for the sandbox's verdicts "
+                     "before the next generation, so there is nothing to overlap; drop it")
     if args.tis_cap > 0:
         parser.error(f"--tis-cap {args.tis_cap}: agents.py does not keep the sampler's "
                      "log-probs of its candidates, so it cannot correct for them; drop --tis-cap")

@@ -90,7 +90,7 @@ def rollout_step(engine, tokenizer, problems, rng, args, d, curriculum=None, ste
         batch, seed = rollouts.draw_batch(pool, rng, per_rank, d, need, epoch)
         prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
         ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
-                                         timer=timer)
+                                         timer=timer, overlap=args.overlap_reward)
         r = torch.tensor(ro.rewards)
         adv = group_advantages(r, G, args.adv_scale, eps=args.adv_eps)      # [P * G]
         keep = dynamic_sampling_keep(r, G) if args.dynamic_sampling else \

@@ -286,7 +286,8 @@ def ppo_rollout(engine, tokenizer, problems, rng, args, d, curriculum=None, step
                                       epoch_order=rollouts.epoch_order(args, step))
     prefixes = [curriculum.prefix(p) for p in batch] if curriculum else None
     ro = rollouts.generate_and_score(engine, tokenizer, batch, args, seed, prefixes,
-                                     coverage=args.fgo, timer=timer)
+                                     coverage=args.fgo, timer=timer,
+                                     overlap=args.overlap_reward)
     table = json.loads(args.reward_table) if args.reward_table else None
     scores = [stepcoder_reward(r.status if r is not None else None, table) for r in ro.results]
     sums = {**rollouts.rollout_sums(dataclasses.replace(ro, rewards=scores)),

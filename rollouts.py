@@ -3,7 +3,9 @@ scoring them in the sandbox, their sums over ranks, and pass@k on a problem set 
 from __future__ import annotations
 
 import math
+import queue
 import random
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -34,21 +36,92 @@ def score_completions(problems, texts: list[str], args, prefixes=None, coverage=
     """
     programs, jobs, where = [], [], []
     for i, (p, t) in enumerate(zip(problems, texts)):
-        code = cccs.rewarded_program(prefixes[i] if prefixes else "", t)
+        code, job = completion_job(p, t, prefixes[i] if prefixes else "", reward=args.reward,
+                                   test_timeout=args.test_timeout, coverage=coverage)
         programs.append(code)
-        if code is not None:
+        if job is not None:
             where.append(i)
-            # The fraction reward counts each test on its own, so a test after a timeout is
-            # run, not counted as failed (binary: the first failure decides, stop there).
-            jobs.append(data.sandbox_job(p, code, timeout=args.test_timeout, coverage=coverage,
-                                         stop_after_timeout=args.reward != "fraction"))
+            jobs.append(job)
     results = [None] * len(texts)
     for i, res in zip(where, sandbox.run_batch(jobs, workers=args.sandbox_workers)):
         results[i] = res
-    rewards = [0.0 if r is None else
-               (r.pass_rate if args.reward == "fraction" else float(r.status == "pass"))
-               for r in results]
-    return rewards, results, programs
+    return [reward_of(r, args.reward) for r in results], results, programs
+
+
+def completion_job(problem, text: str, prefix: str, *, reward: str, test_timeout: float,
+                   coverage: bool) -> tuple[str | None, dict | None]:
+    """One completion's rewarded program (cccs.rewarded_program) and its sandbox job on the
+    problem's tests; (None, None) when it holds no code."""
+    code = cccs.rewarded_program(prefix, text)
+    if code is None:
+        return None, None
+    # The fraction reward counts each test on its own, so a test after a timeout is run, not
+    # counted as failed (binary: the first failure decides, stop there).
+    return code, data.sandbox_job(problem, code, timeout=test_timeout, coverage=coverage,
+                                  stop_after_timeout=reward != "fraction")
+
+
+def reward_of(result, reward: str) -> float:
+    """A sandbox result's reward: --reward binary (all tests pass) or fraction (share of
+    tests passed); 0 for a completion without code (result None)."""
+    if result is None:
+        return 0.0
+    return result.pass_rate if reward == "fraction" else float(result.status == "pass")
+
+
+def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes: list | None,
+                           *, n: int, temperature: float, top_p: float, max_new_tokens: int,
+                           seed: int, reward: str, test_timeout: float, coverage: bool,
+                           workers: int | None, timer: Timer
+                           ) -> tuple[list, list[float], list, list[str | None]]:
+    """Sample n completions per prompt and judge them in the sandbox while the engine is
+    still generating: each prompt's completions become sandbox jobs as soon as the engine
+    finishes them (engine.generate_stream), and the sandbox's warm workers (one run_batch
+    fed from a queue) take them meanwhile. So a round costs about max(generate, sandbox)
+    instead of their sum where cores allow. The same completions, rewards, results and
+    programs, in the same order, as engine.generate then score_completions.
+
+    problems / prefixes: one a completion, prompt by prompt ([P * n]), as score_completions'.
+    timer: the engine's seconds go to "generate"; "reward" gets only the wait for the last
+    verdicts after the engine is done (the sandbox's time not hidden behind generation).
+    Returns (completions [P * n], rewards, results, programs), flat as score_completions'."""
+    comps: list = [None] * (len(prompts) * n)
+    programs: list[str | None] = [None] * len(comps)
+    where: list[int] = []               # the completion of each sandbox job, in queue order
+    jobs: queue.Queue = queue.Queue()
+    judged: dict = {}
+
+    def judge():   # the sandbox thread: judges jobs as they are queued, until None
+        try:
+            judged["results"] = sandbox.run_batch(iter(jobs.get, None), workers=workers)
+        except BaseException as e:   # re-raised in the caller's thread
+            judged["error"] = e
+
+    scoring = threading.Thread(target=judge, daemon=True)
+    scoring.start()
+    try:
+        with timer("generate"):
+            for i, group in engine.generate_stream(prompts, n=n, temperature=temperature,
+                                                   top_p=top_p, max_new_tokens=max_new_tokens,
+                                                   seed=seed):
+                for k, c in enumerate(group, start=i * n):
+                    comps[k] = c
+                    programs[k], job = completion_job(
+                        problems[k], c.text, prefixes[k] if prefixes else "", reward=reward,
+                        test_timeout=test_timeout, coverage=coverage)
+                    if job is not None:
+                        where.append(k)
+                        jobs.put(job)
+    finally:
+        jobs.put(None)   # no more jobs: the sandbox thread ends after the last verdict
+        with timer("reward"):
+            scoring.join()
+    if "error" in judged:
+        raise judged["error"]
+    results: list = [None] * len(comps)
+    for k, res in zip(where, judged["results"]):
+        results[k] = res
+    return comps, [reward_of(r, reward) for r in results], results, programs
 
 
 def train_view(problem, max_tests: int):
@@ -92,25 +165,37 @@ class Rollouts:
 
 
 def generate_and_score(engine, tokenizer, batch, args, seed: int, prefixes=None,
-                       coverage: bool = False, timer: Timer | None = None) -> Rollouts:
+                       coverage: bool = False, timer: Timer | None = None,
+                       overlap: bool = False) -> Rollouts:
     """Sample args.group_size completions per problem of `batch` and run them on the tests
     (with line coverage when asked: FGO), the first --max-train-tests of them when it is set
     (train_view; then false_passes checks the passing programs on the rest).
-    timer: adds the engine's seconds to its "generate" phase, the sandbox's to "reward"."""
+    timer: adds the engine's seconds to its "generate" phase, the sandbox's to "reward".
+    overlap: the sandbox judges while the engine generates (generate_while_scoring; the same
+    rollouts), "reward" then gets only the sandbox's time after generation."""
     G, timer = args.group_size, timer or Timer()
     prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
                for i, p in enumerate(batch)]
-    with timer("generate"):
-        outs = engine.generate(prompts, n=G, temperature=args.temperature, top_p=args.top_p,
-                               max_new_tokens=args.max_new_tokens, seed=seed)
-    comps = [c for o in outs for c in o]
     flat = [p for p in batch for _ in range(G)]
     flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
     n = args.max_train_tests
+    if overlap:
+        comps, rewards, results, programs = generate_while_scoring(
+            engine, prompts, [train_view(p, n) for p in flat], flat_prefix, n=G,
+            temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+            seed=seed, reward=args.reward, test_timeout=args.test_timeout, coverage=coverage,
+            workers=args.sandbox_workers, timer=timer)
+    else:
+        with timer("generate"):
+            outs = engine.generate(prompts, n=G, temperature=args.temperature,
+                                   top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                                   seed=seed)
+        comps = [c for o in outs for c in o]
+        with timer("reward"):
+            rewards, results, programs = score_completions([train_view(p, n) for p in flat],
+                                                           [c.text for c in comps], args,
+                                                           flat_prefix, coverage)
     with timer("reward"):
-        rewards, results, programs = score_completions([train_view(p, n) for p in flat],
-                                                       [c.text for c in comps], args,
-                                                       flat_prefix, coverage)
         false_pass = false_passes(flat, programs, results, n, args) if n else None
     return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
                     programs, false_pass)

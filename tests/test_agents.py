@@ -948,3 +948,10 @@ def test_eval_rows_carry_the_evaluation_seconds_split_into_generation_and_sandbo
     # both phases run inside the evaluation, one after the other
     assert row["time/generate"] + row["time/reward"] <= row["time/eval"]
     assert "time/eval" not in run.state["before_rl"]     # summary.json keeps the results only
+
+
+def test_overlap_reward_is_refused_not_ignored():
+    """agents.py's turns wait for the sandbox before they generate again: --overlap-reward
+    has nothing to overlap there, and says so."""
+    with pytest.raises(SystemExit):
+        agents.parse_args(["--overlap-reward"])
