@@ -369,24 +369,31 @@ def by_family(problems, solved: Mapping, n: int) -> dict:
 
 
 def evaluate(engine, tokenizer, problems, args, d: Dist, n: int, temperature: float,
-             timer: Timer | None = None) -> dict:
+             timer: Timer | None = None, overlap: bool = False) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share.
 
     Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "rates": {problem id: solved
     share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error,
     within families when the problems have them: the set's family mix is fixed);
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
-    timer: as generate_and_score's ("generate", "reward").
+    timer, overlap: as generate_and_score's ("generate", "reward").
     """
     mine, timer = problems[d.rank::d.world], timer or Timer()
-    with timer("generate"):
-        outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
-                               temperature=temperature, top_p=args.top_p,
-                               max_new_tokens=args.max_new_tokens,
-                               seed=args.seed + 7) if mine else []
+    prompts = [prompt_text(tokenizer, p) for p in mine]
     flat_p = [p for p in mine for _ in range(n)]
-    with timer("reward"):
-        _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
+    if overlap and mine:
+        _, _, results, _ = generate_while_scoring(
+            engine, prompts, flat_p, None, n=n, temperature=temperature, top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens, seed=args.seed + 7, reward=args.reward,
+            test_timeout=args.test_timeout, coverage=False, workers=args.sandbox_workers,
+            timer=timer)
+    else:
+        with timer("generate"):
+            outs = engine.generate(prompts, n=n, temperature=temperature, top_p=args.top_p,
+                                   max_new_tokens=args.max_new_tokens,
+                                   seed=args.seed + 7) if mine else []
+        with timer("reward"):
+            _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o], args)
     solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])

@@ -520,7 +520,7 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
     timer = Timer()
     with timer("eval"):
         res = evaluate(r.engine, r.tokenizer, problems, a, r.d, a.eval_n, a.eval_temperature,
-                       timer)
+                       timer, overlap=a.overlap_reward)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
     r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
@@ -572,7 +572,7 @@ def select_problems(r: Run, rates: dict) -> dict:
     if (a.offline_filter or a.hard_focus) and not {p.id for p in r.train_problems} <= set(rates):
         # Per-problem solve rates of the starting policy on the TRAIN problems.
         rates = evaluate(r.engine, r.tokenizer, r.train_problems, a, r.d, max(a.eval_n, 4),
-                         a.temperature)["rates"]
+                         a.temperature, overlap=a.overlap_reward)["rates"]
     if a.offline_filter:
         kept = drive.offline_filter({p.id: rates[p.id] for p in r.train_problems})
         r.say(f"--offline-filter kept {len(kept)}/{len(r.train_problems)} train problems "

@@ -521,7 +521,7 @@ def test_rewards_scored_while_generating_equal_the_serial_rollouts():
     """--overlap-reward: the sandbox judges each prompt's completions while the engine makes
     the next ones (transformers' engine in chunks of one prompt's group here), and the rollouts
     are the serial path's: the same completions, rewards, verdicts, programs and false passes,
-    in the same order. The shipped base model on four task families (a mix of passes, wrong
+    in the same order; the evaluation's figures too. The shipped base model on four task families (a mix of passes, wrong
     answers, compile and runtime errors), the real sandbox; the engine's seconds go to
     "generate" and the wait after it to "reward"."""
     import random
@@ -535,7 +535,7 @@ def test_rewards_scored_while_generating_equal_the_serial_rollouts():
     engine = engines.HFEngine(model.resolve_model("base"), torch.device("cpu"), batch_size=4)
     args = argparse.Namespace(group_size=4, temperature=1.0, top_p=1.0, max_new_tokens=112,
                               max_train_tests=2, test_timeout=2.0, reward="fraction",
-                              sandbox_workers=2)
+                              sandbox_workers=2, seed=0)
 
     def rollouts_of(overlap):
         timer = metrics.Timer()
@@ -552,6 +552,11 @@ def test_rewards_scored_while_generating_equal_the_serial_rollouts():
     assert rollouts_of(True) == (serial, phases) and phases == {"generate", "reward"}
     statuses = {v[0] for v in serial[3] if v is not None}
     assert {"pass", "wrong_answer"} <= statuses and len(statuses) >= 3   # the sandbox judged
+    # the evaluation's pass@k and per-problem rates likewise
+    d = model.Dist(0, 1, 0, torch.device("cpu"))
+    evals = [rollouts.evaluate(engine, engine.tokenizer, problems, args, d, 4, 1.0,
+                               overlap=overlap) for overlap in (False, True)]
+    assert evals[0] == evals[1] and 0 < evals[0]["pass@1"] < 1
 
 
 def test_timer_wrap_adds_each_call_to_its_phase():
