@@ -20,6 +20,11 @@ Two engines:
 
 Both engines return, per prompt, n Completions whose token_ids are the sampled tokens with
 the EOS included when generation stopped on it (it is a sampled token and gets trained).
+generate_stream yields the same completions prompt by prompt as they are finished (vLLM: as
+each prompt's request ends; transformers: per chunk of batch_size sequences), so the sandbox
+can judge them while the engine works on the rest (rollouts.generate_while_scoring):
+
+    for i, completions in engine.generate_stream(prompts, n=8, ...): ...   # finishing order
 """
 from __future__ import annotations
 

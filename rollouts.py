@@ -1,5 +1,10 @@
 """A step's rollouts and the evaluation: drawing the problems, generating completions and
-scoring them in the sandbox, their sums over ranks, and pass@k on a problem set (evaluate)."""
+scoring them in the sandbox, their sums over ranks, and pass@k on a problem set (evaluate).
+
+Serially (the default) the engine generates every completion, then the sandbox judges them
+all. With --overlap-reward (generate_while_scoring) each prompt's completions go to the
+sandbox's workers as soon as the engine finishes them, so the sandbox works while the engine
+generates the rest; the rollouts are the same, in the same order."""
 from __future__ import annotations
 
 import math
