@@ -35,7 +35,10 @@ For each size, one process, one rank (FSDP2 world of 1: NCCL on CUDA, gloo on th
               shift 0, a wrong one a large diff.
 
 Once per run, before the sizes: the sandbox judging P*G reference solutions (the realistic
-reward time of a batch; the GRPO steps' own programs are garbage and cost ~1 ms each).
+reward time of a batch; the GRPO steps' own programs are garbage and cost ~1 ms each). Set
+beside each size's generate seconds, it bounds what --overlap-reward (the sandbox judging
+while the engine generates) saves a step: generate + reward -> max(generate, reward)
+(overlap_lines, under the table).
 
 Simplifications, stated up front:
 - The prompts prefill "```python\\n", so every completion is a program and the sandbox judges
@@ -644,6 +647,27 @@ def sandbox_line(report: dict) -> str:
             "reward time; the steps' garbage programs fail to compile in ~1 ms).")
 
 
+def overlap_lines(report: dict) -> list[str]:
+    """What --overlap-reward can hide per (size, engine): the sandbox judges the batch while the
+    engine generates, so generate + reward becomes about max(generate, reward). With random
+    weights the steps' own programs cost ~1 ms, so the reward is the sandbox on the batch's
+    reference solutions (sandbox_reference), the same P*G programs."""
+    sb = report.get("sandbox_reference") or {}
+    if sb.get("status") != "ok":
+        return []
+    out = []
+    for r in report["sizes"]:
+        for kind, g in (r.get("grpo") or {}).items():
+            if not g.get("mean"):
+                continue
+            gen, reward = g["mean"]["generate_s"], sb["seconds"]
+            out.append(f"- {r['size']} {kind}: generate {gen:.2f} s, reward {reward:.2f} s: "
+                       f"overlapped about {max(gen, reward):.2f} s instead of "
+                       f"{gen + reward:.2f} s ({min(gen, reward) / (gen + reward):.0%} less)")
+    return ["--overlap-reward's bound (the engine's generate against the sandbox on the "
+            "batch's reference solutions):", *out, ""] if out else []
+
+
 def markdown(report: dict) -> str:
     """One table: a row per (size, engine); a skipped or failed size gets its reason."""
     m = report["meta"]
@@ -695,7 +719,7 @@ def markdown(report: dict) -> str:
               f"bf16, batch {m['lp_batch']} x seq {m['lp_seq']}, chunk {m['logprob_chunk']}, "
               "peak memory above inputs (CUDA only). Sync diff: engine vs trainer log-probs of "
               "a probe after the last sync; shift: how far the engine's moved over the run.", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + overlap_lines(report))
 
 
 def write_report(report: dict, out_dir: str) -> None:

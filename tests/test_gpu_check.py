@@ -175,6 +175,19 @@ def test_smoke_runs_the_small_sizes_and_skips_the_rest_with_a_reason(smoke):
     assert sizes["qwen3-mini"]["vocab"] == gpu_check.BIG_VOCAB
 
 
+def test_overlap_lines_set_generation_against_the_reference_sandbox_time():
+    """generate 3 s beside a 1 s sandbox: overlapped about 3 s instead of 4 (25% less); a
+    size without steps or a failed sandbox phase gives no line."""
+    report = {"sandbox_reference": {"status": "ok", "seconds": 1.0},
+              "sizes": [{"size": "qwen2.5-0.5b", "grpo": {"vllm": {"mean": {"generate_s": 3.0}},
+                                                          "hf": {"status": "failed"}}},
+                        {"size": "tiny"}]}
+    lines = gpu_check.overlap_lines(report)
+    assert lines[1:] == ["- qwen2.5-0.5b vllm: generate 3.00 s, reward 1.00 s: overlapped "
+                         "about 3.00 s instead of 4.00 s (25% less)", ""]
+    assert gpu_check.overlap_lines({**report, "sandbox_reference": {"status": "failed"}}) == []
+
+
 def test_smoke_fsdp_and_throughput(smoke):
     report, _, _ = smoke
     for name in SMOKE_SIZES:
