@@ -294,10 +294,10 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="sandbox processes (default: one per core)")
     g.add_argument("--overlap-reward", action="store_true",
                    help="judge each prompt's completions in the sandbox as soon as the engine "
-                        "finishes them, while it generates the rest (same rewards); "
-                        "time/reward then counts only the wait after generation. Pays where "
-                        "the sandbox has cores the engine leaves idle (a GPU engine); "
-                        "grpo.py and ppo_fgo.py")
+                        "finishes them, while it generates the rest: the same rollouts, and "
+                        "time/reward counts only the wait after generation (grpo.py, "
+                        "ppo_fgo.py). It can save at most the sandbox's time: on the CPU "
+                        "default about 6 s of a step (bench/results/phase-timers)")
     g = p.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
     g.add_argument("--cpu-threads", type=COUNT, default=0,
