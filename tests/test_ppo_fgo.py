@@ -366,7 +366,8 @@ def rollout_args(**kw):
                                         reward_table="", temperature=1.0, top_p=1.0,
                                         max_new_tokens=64, test_timeout=5.0, sandbox_workers=1,
                                         reward="binary", tis_cap=0.0, seed=0,
-                                        prompt_order="replacement", max_train_tests=0), **kw})
+                                        prompt_order="replacement", max_train_tests=0,
+                                        overlap_reward=False), **kw})
 
 
 def sign_problem():
