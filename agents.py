@@ -65,6 +65,7 @@ import losses
 import rollouts
 import sandbox
 import trainer
+from metrics import Timer
 from model import UserError, all_reduce_sum
 from tester_judge import (
     coder_jobs,
@@ -882,17 +883,21 @@ def episode_record(e, alone=None):
 
 
 def evaluate_episodes(team, problems, d, rng, cfg, *, n, temperature, top_p, budgets, workers,
-                      dump=None):
+                      dump=None, timer=None):
     """pass@1 on the ground truth, over n episodes per problem (cfg: the game, k = 1), each
     role sampling at temperature / top_p within budgets[role] tokens, the sandbox with
     `workers`: the coder alone (its program from the bare problem: the single-agent baseline,
     same model and prompt) and the final program after up to max_turns turns with the tester;
     and the share of the tester's tests (all turns) that the reference solution passes.
-    dump: a path for rank 0's episodes, one JSON line each."""
+    dump: a path for rank 0's episodes, one JSON line each.
+    timer (metrics.Timer): gets the engines' seconds ("generate") and the sandbox's
+    ("reward"), as the training turns' (play_episodes)."""
     mine = [p for p in problems for _ in range(n)][d.rank::d.world]
-    gens = {r: engine_generate(team[r], rng, temperature=temperature, top_p=top_p,
-                               max_new_tokens=budgets[r]) for r in ROLES}
-    run_batch = sandbox_runner(workers)
+    timer = timer or Timer()
+    gens = {r: timer.wrap("generate", engine_generate(team[r], rng, temperature=temperature,
+                                                      top_p=top_p, max_new_tokens=budgets[r]))
+            for r in ROLES}
+    run_batch = timer.wrap("reward", sandbox_runner(workers))
     alone = coder_alone(mine, gens["coder"], cfg, run_batch)
     episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
     n = all_reduce_sum(len(episodes))
@@ -910,16 +915,20 @@ def evaluate_episodes(team, problems, d, rng, cfg, *, n, temperature, top_p, bud
 
 
 def evaluate_team(team, r, when, problems=None):
-    """evaluate() on the held-out problems (or `problems`), printed, logged and kept in the
-    trainer state (summary.json's before_rl / after_rl)."""
+    """evaluate() on the held-out problems (or `problems`), printed, logged with its seconds
+    (time/eval, of which time/generate and time/reward: trainer.run_eval's row) and kept in
+    the trainer state (summary.json's before_rl / after_rl)."""
     a = r.args
     problems = r.eval_problems if problems is None else problems
-    res = evaluate_episodes(team, problems, r.d, random.Random(a.seed + 7),
-                            game_config(a, k=1), n=a.eval_n, temperature=a.eval_temperature,
-                            top_p=a.top_p, budgets=token_budgets(a), workers=a.sandbox_workers,
-                            dump=os.path.join(a.out, f"eval_{when}.jsonl"))
+    timer = Timer()
+    with timer("eval"):
+        res = evaluate_episodes(team, problems, r.d, random.Random(a.seed + 7),
+                                game_config(a, k=1), n=a.eval_n, temperature=a.eval_temperature,
+                                top_p=a.top_p, budgets=token_budgets(a),
+                                workers=a.sandbox_workers,
+                                dump=os.path.join(a.out, f"eval_{when}.jsonl"), timer=timer)
     r.say(f"{when.replace('_', ' ')}: {res}")
-    r.log({"phase": "eval", "when": when, "step": r.step, **res})
+    r.log({"phase": "eval", "when": when, "step": r.step, **res, **timer.pop()})
     r.state[when] = res
     return res
 
@@ -1091,6 +1100,9 @@ def parse_args(argv=None):
     parser = build_parser()
     # --model tiny: 250 role SFT steps (stopping before the testbed's copy skill, see PRESETS)
     args = flags.parse_flags(parser, PRESETS, argv, tiny_sft_steps=250)
+    if args.overlap_reward:
+        parser.error("--overlap-reward: agents.py's turns wait for the sandbox's verdicts "
+                     "before the next generation, so there is nothing to overlap; drop it")
     if args.tis_cap > 0:
         parser.error(f"--tis-cap {args.tis_cap}: agents.py does not keep the sampler's "
                      "log-probs of its candidates, so it cannot correct for them; drop --tis-cap")

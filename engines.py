@@ -20,13 +20,18 @@ Two engines:
 
 Both engines return, per prompt, n Completions whose token_ids are the sampled tokens with
 the EOS included when generation stopped on it (it is a sampled token and gets trained).
+generate_stream yields the same completions prompt by prompt as they are finished (vLLM: as
+each prompt's request ends; transformers: per chunk of batch_size sequences), so the sandbox
+can judge them while the engine works on the rest (rollouts.generate_while_scoring):
+
+    for i, completions in engine.generate_stream(prompts, n=8, ...): ...   # finishing order
 """
 from __future__ import annotations
 
 import inspect
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -48,6 +53,16 @@ class Completion:
     token_ids: list[int]                      # response tokens, EOS included when it stopped on it
     finish_reason: str                        # "stop" (EOS / stop string) or "length"
     logprobs: list[float] | None = field(default=None)   # the sampler's, when the engine has them
+
+
+def in_prompt_order(finished: Iterable[tuple[int, list[Completion]]],
+                    prompts: int) -> list[list[Completion]]:
+    """An engine's generate_stream, (prompt index, its completions) in the order they finish
+    -> generate's result: the completions of prompt 0, 1, ..., prompts - 1."""
+    out: list = [None] * prompts
+    for i, group in finished:
+        out[i] = group
+    return out
 
 
 class SamplerLogprobs(LogitsProcessor):
@@ -91,13 +106,25 @@ class HFEngine:
         self.device = device
         self.batch_size = batch_size
 
-    @torch.no_grad()
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 1.0,
                  top_p: float = 1.0, max_new_tokens: int = 256, stop: list[str] | None = None,
                  seed: int | None = None, ignore_eos: bool = False) -> list[list[Completion]]:
         """prompts (P strings) -> P lists of n Completions. temperature 0 means greedy.
         Completion.logprobs are the sampler's, after temperature and top-p (SamplerLogprobs).
         ignore_eos: keep going past EOS to exactly max_new_tokens (benchmarks)."""
+        return in_prompt_order(self.generate_stream(
+            prompts, n=n, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+            stop=stop, seed=seed, ignore_eos=ignore_eos), len(prompts))
+
+    @torch.no_grad()
+    def generate_stream(self, prompts: list[str], n: int = 1, temperature: float = 1.0,
+                        top_p: float = 1.0, max_new_tokens: int = 256,
+                        stop: list[str] | None = None, seed: int | None = None,
+                        ignore_eos: bool = False) -> Iterator[tuple[int, list[Completion]]]:
+        """generate's completions as they are made: (prompt index, its n Completions), in
+        prompt order, each prompt as soon as the chunk of batch_size sequences that ends its
+        samples is done (transformers' generate returns a whole chunk at once: a chunk is the
+        finest grain here)."""
         if seed is not None:
             torch.manual_seed(seed)
         flat = [p for p in prompts for _ in range(n)]
@@ -119,9 +146,11 @@ class HFEngine:
                 kw.update(min_new_tokens=max_new_tokens)   # EOS is masked until the end
             seqs = self.model.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:]
             logprobs = record.finish(seqs[:, -1]).tolist()
+            done = len(out) // n
             for row, lps in zip(seqs.tolist(), logprobs):
                 out.append(self._completion(row, lps, eos, max_new_tokens))
-        return [out[i * n:(i + 1) * n] for i in range(len(prompts))]
+            for i in range(done, len(out) // n):
+                yield i, out[i * n:(i + 1) * n]
 
     def _completion(self, row: list[int], logprobs: list[float], eos: int,
                     max_new: int) -> Completion:
@@ -405,22 +434,62 @@ class VLLMEngine:
         seed + i * n: no two samples of the call share random draws.
         ignore_eos: keep going past EOS to exactly max_new_tokens (benchmarks).
         """
-        from vllm import SamplingParams
         if self.asleep:
             self.wake_up()
         mine = len(prompts)
         if self.tp_group is not None:
             prompts, offset = self._gather_group_prompts(prompts)
-        params = [SamplingParams(n=n, temperature=temperature, top_p=top_p,
-                                 max_tokens=max_new_tokens, stop=stop or None,
-                                 include_stop_str_in_output=True, ignore_eos=ignore_eos,
-                                 seed=None if seed is None else seed + i * n, logprobs=0)
-                  for i in range(len(prompts))]
+        params = self._sampling_params(len(prompts), n=n, temperature=temperature, top_p=top_p,
+                                       max_new_tokens=max_new_tokens, stop=stop, seed=seed,
+                                       ignore_eos=ignore_eos)
         outs = self.llm.generate(prompts, params, use_tqdm=False)
         result = [[self._completion(c) for c in o.outputs] for o in outs]
         if self.tp_group is not None:
             result = result[offset:offset + mine]
         return result
+
+    def generate_stream(self, prompts: list[str], n: int = 1, temperature: float = 1.0,
+                        top_p: float = 1.0, max_new_tokens: int = 256,
+                        stop: list[str] | None = None, seed: int | None = None,
+                        ignore_eos: bool = False) -> Iterator[tuple[int, list[Completion]]]:
+        """generate's completions as vLLM finishes them: (prompt index, its n Completions)
+        as soon as a prompt's request ends (its last sample), in the order requests end. The
+        same requests with the same seeds as generate, so the same samples; the engine's own
+        request loop (enqueue, then step) instead of generate's wait for all of them."""
+        if self.asleep:
+            self.wake_up()
+        mine, offset = len(prompts), 0
+        if self.tp_group is not None:
+            prompts, offset = self._gather_group_prompts(prompts)
+        params = self._sampling_params(len(prompts), n=n, temperature=temperature, top_p=top_p,
+                                       max_new_tokens=max_new_tokens, stop=stop, seed=seed,
+                                       ignore_eos=ignore_eos)
+        # enqueue returns vLLM's internal ids, "<request id>-<random suffix>"; outputs carry
+        # the request id alone.
+        pending = {rid.split("-", 1)[0]: (i, rid) for i, rid in
+                   enumerate(self.llm.enqueue(prompts, params, use_tqdm=False))}
+        engine = self.llm.llm_engine
+        try:
+            while engine.has_unfinished_requests():
+                for out in engine.step():
+                    if out.finished:
+                        i, _ = pending.pop(out.request_id)
+                        if offset <= i < offset + mine:
+                            yield i - offset, [self._completion(c) for c in out.outputs]
+        finally:   # a consumer that stopped early leaves no request behind for the next call
+            if pending:
+                engine.abort_request([rid for _, rid in pending.values()], internal=True)
+
+    @staticmethod
+    def _sampling_params(prompts: int, *, n, temperature, top_p, max_new_tokens, stop, seed,
+                         ignore_eos) -> list:
+        """One SamplingParams a prompt; prompt i's samples are seeded from seed + i * n."""
+        from vllm import SamplingParams
+        return [SamplingParams(n=n, temperature=temperature, top_p=top_p,
+                               max_tokens=max_new_tokens, stop=stop or None,
+                               include_stop_str_in_output=True, ignore_eos=ignore_eos,
+                               seed=None if seed is None else seed + i * n, logprobs=0)
+                for i in range(prompts)]
 
     def _completion(self, c) -> Completion:
         # vLLM keeps the EOS it stopped on in token_ids (like HFEngine); the text is decoded

@@ -292,6 +292,12 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--test-timeout", type=POSITIVE, default=2.0, help="seconds per test")
     g.add_argument("--sandbox-workers", type=POSITIVE_INT, default=None,
                    help="sandbox processes (default: one per core)")
+    g.add_argument("--overlap-reward", action="store_true",
+                   help="judge each prompt's completions in the sandbox as soon as the engine "
+                        "finishes them, while it generates the rest: the same rollouts, and "
+                        "time/reward counts only the wait after generation (grpo.py, "
+                        "ppo_fgo.py). It can save at most the sandbox's time: on the CPU "
+                        "default about 6 s of a step (bench/results/phase-timers)")
     g = p.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
     g.add_argument("--cpu-threads", type=COUNT, default=0,
@@ -353,17 +359,19 @@ def judging(args) -> dict:
 
 def sampling(args) -> dict:
     """rollouts.generate_and_score's settings for RL's rollouts: group_size, temperature,
-    top_p, max_new_tokens, max_train_tests, and judging's."""
+    top_p, max_new_tokens, max_train_tests, overlap (--overlap-reward), and judging's."""
     return dict(group_size=args.group_size, temperature=args.temperature, top_p=args.top_p,
                 max_new_tokens=args.max_new_tokens, max_train_tests=args.max_train_tests,
-                **judging(args))
+                overlap=args.overlap_reward, **judging(args))
 
 
 def evaluation(args) -> dict:
     """rollouts.evaluate's settings for the held-out pass@k: n (--eval-n), temperature
-    (--eval-temperature), top_p, max_new_tokens, seed, and judging's."""
+    (--eval-temperature), top_p, max_new_tokens, seed, overlap (--overlap-reward), and
+    judging's."""
     return dict(n=args.eval_n, temperature=args.eval_temperature, top_p=args.top_p,
-                max_new_tokens=args.max_new_tokens, seed=args.seed, **judging(args))
+                max_new_tokens=args.max_new_tokens, seed=args.seed,
+                overlap=args.overlap_reward, **judging(args))
 
 
 def optimizer(args) -> dict:

@@ -1,9 +1,16 @@
 """A step's rollouts and the evaluation: drawing the problems, generating completions and
-scoring them in the sandbox, their sums over ranks, and pass@k on a problem set (evaluate)."""
+scoring them in the sandbox, their sums over ranks, and pass@k on a problem set (evaluate).
+
+Serially (the default) the engine generates every completion, then the sandbox judges them
+all. With --overlap-reward (generate_while_scoring) each prompt's completions go to the
+sandbox's workers as soon as the engine finishes them, so the sandbox works while the engine
+generates the rest; the rollouts are the same, in the same order."""
 from __future__ import annotations
 
 import math
+import queue
 import random
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -36,21 +43,92 @@ def score_completions(problems, texts: list[str], *, reward: str, test_timeout: 
     """
     programs, jobs, where = [], [], []
     for i, (p, t) in enumerate(zip(problems, texts)):
-        code = cccs.rewarded_program(prefixes[i] if prefixes else "", t)
+        code, job = completion_job(p, t, prefixes[i] if prefixes else "", reward=reward,
+                                   test_timeout=test_timeout, coverage=coverage)
         programs.append(code)
-        if code is not None:
+        if job is not None:
             where.append(i)
-            # The fraction reward counts each test on its own, so a test after a timeout is
-            # run, not counted as failed (binary: the first failure decides, stop there).
-            jobs.append(data.sandbox_job(p, code, timeout=test_timeout, coverage=coverage,
-                                         stop_after_timeout=reward != "fraction"))
+            jobs.append(job)
     results = [None] * len(texts)
     for i, res in zip(where, sandbox.run_batch(jobs, workers=workers)):
         results[i] = res
-    rewards = [0.0 if r is None else
-               (r.pass_rate if reward == "fraction" else float(r.status == "pass"))
-               for r in results]
-    return rewards, results, programs
+    return [reward_of(r, reward) for r in results], results, programs
+
+
+def completion_job(problem, text: str, prefix: str, *, reward: str, test_timeout: float,
+                   coverage: bool) -> tuple[str | None, dict | None]:
+    """One completion's rewarded program (cccs.rewarded_program) and its sandbox job on the
+    problem's tests; (None, None) when it holds no code."""
+    code = cccs.rewarded_program(prefix, text)
+    if code is None:
+        return None, None
+    # The fraction reward counts each test on its own, so a test after a timeout is run, not
+    # counted as failed (binary: the first failure decides, stop there).
+    return code, data.sandbox_job(problem, code, timeout=test_timeout, coverage=coverage,
+                                  stop_after_timeout=reward != "fraction")
+
+
+def reward_of(result, reward: str) -> float:
+    """A sandbox result's reward: --reward binary (all tests pass) or fraction (share of
+    tests passed); 0 for a completion without code (result None)."""
+    if result is None:
+        return 0.0
+    return result.pass_rate if reward == "fraction" else float(result.status == "pass")
+
+
+def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes: list | None,
+                           *, n: int, temperature: float, top_p: float, max_new_tokens: int,
+                           seed: int, reward: str, test_timeout: float, coverage: bool,
+                           workers: int | None, timer: Timer
+                           ) -> tuple[list, list[float], list, list[str | None]]:
+    """Sample n completions per prompt and judge them in the sandbox while the engine is
+    still generating: each prompt's completions become sandbox jobs as soon as the engine
+    finishes them (engine.generate_stream), and the sandbox's warm workers (one run_batch
+    fed from a queue) take them meanwhile. So a round costs about max(generate, sandbox)
+    instead of their sum where cores allow. The same completions, rewards, results and
+    programs, in the same order, as engine.generate then score_completions.
+
+    problems / prefixes: one a completion, prompt by prompt ([P * n]), as score_completions'.
+    timer: the engine's seconds go to "generate"; "reward" gets only the wait for the last
+    verdicts after the engine is done (the sandbox's time not hidden behind generation).
+    Returns (completions [P * n], rewards, results, programs), flat as score_completions'."""
+    comps: list = [None] * (len(prompts) * n)
+    programs: list[str | None] = [None] * len(comps)
+    where: list[int] = []               # the completion of each sandbox job, in queue order
+    jobs: queue.Queue = queue.Queue()
+    judged: dict = {}
+
+    def judge():   # the sandbox thread: judges jobs as they are queued, until None
+        try:
+            judged["results"] = sandbox.run_batch(iter(jobs.get, None), workers=workers)
+        except BaseException as e:   # re-raised in the caller's thread
+            judged["error"] = e
+
+    scoring = threading.Thread(target=judge, daemon=True)
+    scoring.start()
+    try:
+        with timer("generate"):
+            for i, group in engine.generate_stream(prompts, n=n, temperature=temperature,
+                                                   top_p=top_p, max_new_tokens=max_new_tokens,
+                                                   seed=seed):
+                for k, c in enumerate(group, start=i * n):
+                    comps[k] = c
+                    programs[k], job = completion_job(
+                        problems[k], c.text, prefixes[k] if prefixes else "", reward=reward,
+                        test_timeout=test_timeout, coverage=coverage)
+                    if job is not None:
+                        where.append(k)
+                        jobs.put(job)
+    finally:
+        jobs.put(None)   # no more jobs: the sandbox thread ends after the last verdict
+        with timer("reward"):
+            scoring.join()
+    if "error" in judged:
+        raise judged["error"]
+    results: list = [None] * len(comps)
+    for k, res in zip(where, judged["results"]):
+        results[k] = res
+    return comps, [reward_of(r, reward) for r in results], results, programs
 
 
 def train_view(problem, max_tests: int):
@@ -99,27 +177,38 @@ def generate_and_score(engine, tokenizer, batch, seed: int, *, group_size: int,
                        temperature: float, top_p: float, max_new_tokens: int,
                        max_train_tests: int, reward: str, test_timeout: float,
                        workers: int | None, prefixes=None, coverage: bool = False,
-                       timer: Timer | None = None) -> Rollouts:
+                       timer: Timer | None = None, overlap: bool = False) -> Rollouts:
     """Sample group_size completions per problem of `batch` (at temperature / top_p, at most
     max_new_tokens each, from the engine's `seed`) and run them on the tests (with line
     coverage when asked: FGO), the first max_train_tests of them when it is not 0 (train_view;
     then false_passes checks the passing programs on the rest). reward, test_timeout,
     workers: score_completions'. prefixes: a CCCS prefix per problem (None: none).
-    timer: adds the engine's seconds to its "generate" phase, the sandbox's to "reward"."""
+    timer: adds the engine's seconds to its "generate" phase, the sandbox's to "reward".
+    overlap: the sandbox judges while the engine generates (generate_while_scoring; the same
+    rollouts), "reward" then gets only the sandbox's time after generation."""
     G, timer = group_size, timer or Timer()
     prompts = [prompt_text(tokenizer, p, prefixes[i] if prefixes else "")
                for i, p in enumerate(batch)]
-    with timer("generate"):
-        outs = engine.generate(prompts, n=G, temperature=temperature, top_p=top_p,
-                               max_new_tokens=max_new_tokens, seed=seed)
-    comps = [c for o in outs for c in o]
     flat = [p for p in batch for _ in range(G)]
     flat_prefix = [x for x in prefixes for _ in range(G)] if prefixes else None
     n = max_train_tests
+    if overlap:
+        comps, rewards, results, programs = generate_while_scoring(
+            engine, prompts, [train_view(p, n) for p in flat], flat_prefix, n=G,
+            temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed,
+            reward=reward, test_timeout=test_timeout, coverage=coverage, workers=workers,
+            timer=timer)
+    else:
+        with timer("generate"):
+            outs = engine.generate(prompts, n=G, temperature=temperature, top_p=top_p,
+                                   max_new_tokens=max_new_tokens, seed=seed)
+        comps = [c for o in outs for c in o]
+        with timer("reward"):
+            rewards, results, programs = score_completions(
+                [train_view(p, n) for p in flat], [c.text for c in comps], reward=reward,
+                test_timeout=test_timeout, workers=workers, prefixes=flat_prefix,
+                coverage=coverage)
     with timer("reward"):
-        rewards, results, programs = score_completions(
-            [train_view(p, n) for p in flat], [c.text for c in comps], reward=reward,
-            test_timeout=test_timeout, workers=workers, prefixes=flat_prefix, coverage=coverage)
         false_pass = false_passes(flat, programs, results, n, test_timeout=test_timeout,
                                   workers=workers) if n else None
     return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
@@ -296,7 +385,7 @@ def by_family(problems, solved: Mapping, n: int) -> dict:
 
 def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float, top_p: float,
              max_new_tokens: int, seed: int, reward: str, test_timeout: float,
-             workers: int | None, timer: Timer | None = None) -> dict:
+             workers: int | None, timer: Timer | None = None, overlap: bool = False) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share:
     n completions a problem at temperature / top_p, at most max_new_tokens each, from the
     engine seed seed + 7 (seed: the run's), judged as score_completions' (reward,
@@ -306,18 +395,24 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
     share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error,
     within families when the problems have them: the set's family mix is fixed);
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
-    timer: as generate_and_score's ("generate", "reward").
+    timer, overlap: as generate_and_score's ("generate", "reward").
     """
     mine, timer = problems[d.rank::d.world], timer or Timer()
-    with timer("generate"):
-        outs = engine.generate([prompt_text(tokenizer, p) for p in mine], n=n,
-                               temperature=temperature, top_p=top_p,
-                               max_new_tokens=max_new_tokens, seed=seed + 7) if mine else []
+    prompts = [prompt_text(tokenizer, p) for p in mine]
     flat_p = [p for p in mine for _ in range(n)]
-    with timer("reward"):
-        _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o],
-                                          reward=reward, test_timeout=test_timeout,
-                                          workers=workers)
+    judging = dict(reward=reward, test_timeout=test_timeout, workers=workers)
+    if overlap and mine:
+        _, _, results, _ = generate_while_scoring(
+            engine, prompts, flat_p, None, n=n, temperature=temperature, top_p=top_p,
+            max_new_tokens=max_new_tokens, seed=seed + 7, coverage=False, timer=timer,
+            **judging)
+    else:
+        with timer("generate"):
+            outs = engine.generate(prompts, n=n, temperature=temperature, top_p=top_p,
+                                   max_new_tokens=max_new_tokens, seed=seed + 7) if mine else []
+        with timer("reward"):
+            _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o],
+                                              **judging)
     solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])

@@ -171,6 +171,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import isolation
@@ -753,22 +754,27 @@ def run_tests(code: str, tests: list[dict], fn_name: str | None = None, timeout:
                            memory_mb=memory_mb, coverage=coverage, source=source)], workers=1)[0]
 
 
-def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
+def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
     """Judge many programs on a pool of warm workers; results in the order of jobs.
 
     Each job is a dict with code, tests and optionally fn_name, timeout, memory_mb, coverage,
     stop_after_timeout (default True: the tests after a timeout are not run and count as timeouts;
     False: every test is run and judged on its own), source (the data source whose comparison
     rules judge the outputs, see RULES; default: the project's own).
+    jobs: a list (checked whole before any runs), or an iterator that may block until its next
+    job exists, e.g. one fed while the completions are still being generated
+    (rollouts.generate_while_scoring): the workers judge the first jobs meanwhile.
     Raises ValueError for a malformed job, RuntimeError when no worker starts; whatever the
     programs do, every job gets a Result.
     """
-    jobs = [_check_job(job, i) for i, job in enumerate(jobs)]
-    if not jobs:
-        return []
     workers = workers or len(os.sched_getaffinity(0))
-    results: list[Result | None] = [None] * len(jobs)
-    next_job = iter(range(len(jobs)))
+    if isinstance(jobs, Sequence):
+        jobs = [_check_job(job, i) for i, job in enumerate(jobs)]
+        if not jobs:
+            return []
+        workers = min(workers, len(jobs))
+    results: dict[int, Result] = {}
+    next_job = enumerate(jobs)
     lock = threading.Lock()
     errors: list[BaseException] = []
 
@@ -776,15 +782,16 @@ def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
         worker = None
         try:
             while True:
-                with lock:
-                    i = next(next_job, None)
+                with lock:   # one thread waits for the iterator's next job, the others here
+                    i, job = next(next_job, (None, None))
                 if i is None or errors:
                     return
+                job = _check_job(job, i)
                 start = time.monotonic()
                 try:
-                    prepared = _prepare(jobs[i])
+                    prepared = _prepare(job)
                     if prepared.compile_error is not None:
-                        results[i] = Result(COMPILE_ERROR, 0, len(jobs[i]["tests"]), [], set(),
+                        results[i] = Result(COMPILE_ERROR, 0, len(job["tests"]), [], set(),
                                             time.monotonic() - start, prepared.compile_error)
                         continue
                     if worker is None or not worker.alive():
@@ -792,12 +799,12 @@ def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
                             worker.close()
                         worker = _start_worker()
                     sent = time.monotonic()
-                    report = worker.run(jobs[i], prepared)   # observations, never a verdict
-                    results[i] = _judge_job(jobs[i], prepared, report, time.monotonic() - sent)
+                    report = worker.run(job, prepared)   # observations, never a verdict
+                    results[i] = _judge_job(job, prepared, report, time.monotonic() - sent)
                 except (RuntimeError, KeyboardInterrupt):
                     raise
                 except Exception as e:   # a sandbox bug must not lose the batch: this job only
-                    results[i] = Result(RUNTIME_ERROR, 0, len(jobs[i]["tests"]), [], set(),
+                    results[i] = Result(RUNTIME_ERROR, 0, len(job["tests"]), [], set(),
                                         time.monotonic() - start,
                                         f"sandbox error: {type(e).__name__}: {e}"[:500])
         except BaseException as e:  # re-raised in the calling thread
@@ -809,14 +816,14 @@ def run_batch(jobs: list[dict], workers: int | None = None) -> list[Result]:
                 except Exception:   # best effort already; a thread must not print a traceback
                     pass
 
-    threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(workers, len(jobs)))]
+    threads = [threading.Thread(target=serve, daemon=True) for _ in range(workers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
         raise errors[0]
-    return results
+    return [results[i] for i in range(len(results))]
 
 
 def executable_lines(program: str) -> set[int]:

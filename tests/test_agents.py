@@ -3,6 +3,8 @@
 The programs run in the real sandbox (tiny programs, a few dozen jobs in all). Hand-worked
 reward numbers use the defaults alpha 0.7, catch_bonus 1, trivial_penalty 0.5, coverage_weight 0.5.
 """
+import random
+
 import pytest
 from game_fixtures import ABS, GOOD_TESTS, GT, REF, SMALL_ONLY, asserts, blocks, make_problem
 
@@ -862,3 +864,64 @@ def test_mini_batches_give_several_updates_per_episode_batch(tmp_path):
     assert "time/score" in row   # the no-grad pass that gives the later update its old log-probs
     with pytest.raises(SystemExit):
         agents.parse_args(["--tis-cap", "2"])
+
+
+
+class ScriptedEngine:
+    """An engine whose generate answers each rendered prompt with policy(prompt) (n = 1)."""
+
+    def __init__(self, policy):
+        self.policy, self.calls = policy, 0
+
+    def generate(self, prompts, n=1, **sampling):
+        from engines import Completion
+        self.calls += 1
+        return [[Completion(self.policy(p), [1], "stop")] for p in prompts]
+
+
+def test_eval_rows_carry_the_evaluation_seconds_split_into_generation_and_sandbox(tmp_path):
+    """evaluate_team's row holds time/eval and, within it, the engines' time/generate and the
+    sandbox's time/reward (as the trainers' eval rows); evaluate_episodes adds each generate
+    call to "generate" and each sandbox batch to "reward" (a clock that ticks once a read:
+    one second a call)."""
+    import itertools
+    from types import SimpleNamespace
+
+    import torch
+
+    from metrics import Timer
+    from model import Dist
+
+    engine = ScriptedEngine(lambda prompt: GOOD_TESTS if "Test Input" in prompt else code(REF))
+    m = SimpleNamespace(engine=engine, tokenizer=CharTokenizer())
+    team = {"coder": m, "tester": m}
+    args = agents.parse_args(["--eval-n", "2", "--max-turns", "2", "--out", str(tmp_path)])
+    d = Dist(0, 1, 0, torch.device("cpu"))
+    ticks = itertools.count()
+    timer = Timer(clock=lambda: next(ticks))
+    res = agents.evaluate_episodes(team, [make_problem()], d, random.Random(0),
+                                   agents.game_config(args, k=1), n=args.eval_n,
+                                   temperature=args.eval_temperature, top_p=args.top_p,
+                                   budgets=agents.token_budgets(args),
+                                   workers=args.sandbox_workers, timer=timer)
+    assert res["pass@1_coder_alone"] == 1.0 and res["episodes"] == 2
+    seconds = timer.pop()
+    assert seconds["time/generate"] == engine.calls >= 2    # the coder alone, then the turns
+    assert seconds["time/reward"] >= 2
+
+    rows = []
+    run = SimpleNamespace(args=args, eval_problems=[make_problem()], d=d, step=0, state={},
+                          say=lambda text: None, log=rows.append)
+    assert agents.evaluate_team(team, run, "before_rl")["episodes"] == 2
+    (row,) = rows
+    assert row["phase"] == "eval" and {"time/eval", "time/generate", "time/reward"} <= set(row)
+    # both phases run inside the evaluation, one after the other
+    assert row["time/generate"] + row["time/reward"] <= row["time/eval"]
+    assert "time/eval" not in run.state["before_rl"]     # summary.json keeps the results only
+
+
+def test_overlap_reward_is_refused_not_ignored():
+    """agents.py's turns wait for the sandbox before they generate again: --overlap-reward
+    has nothing to overlap there, and says so."""
+    with pytest.raises(SystemExit):
+        agents.parse_args(["--overlap-reward"])

@@ -121,6 +121,33 @@ def test_generate_returns_n_completions_with_logprobs(vllm_engine, tokenizer):
     assert [[c.token_ids for c in g] for g in again] == [[c.token_ids for c in g] for g in outs]
 
 
+def test_generate_stream_yields_generates_samples_as_each_prompt_finishes(tiny, vllm_engine):
+    """generate_stream gives each prompt's n completions once they are done (vLLM: as its
+    requests end; transformers: chunk by chunk, in prompt order); put back in prompt order
+    they are generate's samples, and a consumer that stops early leaves no request behind."""
+    def key(groups):
+        return [[(c.token_ids, c.text, c.finish_reason, c.logprobs) for c in g] for g in groups]
+
+    prompts = [LONG_PROMPT, "s = "]
+    budget = dict(n=3, temperature=1.0, max_new_tokens=24, seed=5, ignore_eos=True)
+    order = [i for i, _ in vllm_engine.generate_stream(prompts, **budget)]
+    assert sorted(order) == [0, 1]
+    streamed = engines.in_prompt_order(vllm_engine.generate_stream(prompts, **budget), 2)
+    assert key(streamed) == key(vllm_engine.generate(prompts, **budget))
+    # the engine is left with no request: the next call returns only its own
+    assert [len(g) for g in vllm_engine.generate(prompts, n=2, max_new_tokens=4)] == [2, 2]
+
+    sampling = dict(n=3, temperature=1.0, max_new_tokens=8, seed=5)
+    hf = engines.HFEngine(tiny, torch.device("cpu"), batch_size=2)   # chunks of 2 sequences
+    stream = hf.generate_stream(PROMPTS[:3], **sampling)
+    assert [i for i, _ in stream] == [0, 1, 2]
+    assert key(engines.in_prompt_order(hf.generate_stream(PROMPTS[:3], **sampling), 3)) == \
+        key(hf.generate(PROMPTS[:3], **sampling))
+    # a consumer that stops early: the engine's next call is unaffected
+    next(iter(vllm_engine.generate_stream(prompts, **budget)))
+    assert key(vllm_engine.generate(prompts, **budget)) == key(streamed)
+
+
 def test_seeded_batch_longer_than_one_prefill_step(vllm_engine):
     """Many long seeded prompts: their prefills cannot fit one scheduler step (with chunked
     prefill, vLLM 0.32 on CPU crashed here: "CPU Generator does not use offset")."""

@@ -175,6 +175,23 @@ def test_smoke_runs_the_small_sizes_and_skips_the_rest_with_a_reason(smoke):
     assert sizes["qwen3-mini"]["vocab"] == gpu_check.BIG_VOCAB
 
 
+def test_overlap_lines_set_generation_against_the_reference_sandbox_time():
+    """generate 3 s beside a 1 s sandbox: overlapped about 3 s instead of 4 (25% less); a
+    size without steps or a failed sandbox phase gives no line."""
+    measured = {"generate_s": 3.2, "overlapped_s": 3.5}
+    report = {"sandbox_reference": {"status": "ok", "seconds": 1.0},
+              "sizes": [{"size": "qwen2.5-0.5b", "grpo": {"vllm": {"mean": {"generate_s": 3.0},
+                                                                   "overlap": measured},
+                                                          "hf": {"status": "failed"}}},
+                        {"size": "tiny"}]}
+    lines = gpu_check.overlap_lines(report)
+    assert lines[1:] == ["- qwen2.5-0.5b vllm: generate 3.00 s, reward 1.00 s: overlapped "
+                         "about 3.00 s instead of 4.00 s (25% less); measured (overlap_round): "
+                         "generate 3.20 s with the sandbox beside it, 3.50 s to the last "
+                         "verdict", ""]
+    assert gpu_check.overlap_lines({**report, "sandbox_reference": {"status": "failed"}}) == []
+
+
 def test_smoke_fsdp_and_throughput(smoke):
     report, _, _ = smoke
     for name in SMOKE_SIZES:
@@ -218,6 +235,15 @@ def test_smoke_grpo_steps_and_weight_sync(smoke):
         # and it has moved with the updates: a sync that does nothing fails the second check.
         assert g["sync_max_abs_diff"] < 1e-3
         assert g["sync_engine_shift"] > 100 * max(g["sync_max_abs_diff"], 1e-6)
+
+
+def test_smoke_overlap_round_judges_the_batch_while_generating(smoke):
+    report, md, _ = smoke
+    m = report["meta"]
+    g = by_size(report)["tiny"]["grpo"]["hf"]
+    assert g["overlap"]["programs"] == m["prompts"] * m["group"]
+    assert g["overlap"]["overlapped_s"] >= g["overlap"]["generate_s"] > 0
+    assert "--overlap-reward's bound" in md
 
 
 def test_smoke_sandbox_reference_passes(smoke):

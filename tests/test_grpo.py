@@ -488,6 +488,32 @@ def test_rollout_step_advantages_follow_adv_scale_and_adv_eps():
     assert advs[0.5] == pytest.approx([0.5 / (std + 0.5), -0.5 / (std + 0.5)] * 2, rel=1e-6)
 
 
+def test_overlap_reward_gives_the_serial_steps_samples_and_metrics():
+    """grpo.py --overlap-reward: rollout_step's samples (tokens, advantages, rewards, sampler
+    log-probs, in order) and the sums its metrics row is made of equal the serial path's for
+    the same seed: the shipped base model (transformers' engine, one prompt's group a chunk)
+    on four task families, the real sandbox."""
+    import random
+
+    import data
+    import engines
+    import rollouts
+    import tasks
+    families = [tasks.arith, tasks.strings, tasks.aggregate, tasks.classify]
+    problems = [data.Problem(**tasks._row(family(random.Random(i)), "rl", i))
+                for i, family in enumerate(families)]
+    engine = engines.HFEngine(model.resolve_model("base"), torch.device("cpu"), batch_size=4)
+    d = model.Dist(0, 1, 0, torch.device("cpu"))
+    steps = [grpo.rollout_step(engine, engine.tokenizer, problems, random.Random(0), d,
+                               {**SAMPLING, "workers": 2, "overlap": overlap},
+                               prompts_per_step=4, adv_eps=1e-6, **ROLLOUT_STEP)
+             for overlap in (False, True)]
+    (serial, sums), (overlapped, overlapped_sums) = steps
+    assert overlapped == serial and overlapped_sums == sums
+    means = rollouts.rollout_means(sums)
+    assert 0 < means["pass_rate"] < 1 and len(serial) == 16     # the sandbox judged a mix
+
+
 def test_prompt_order_epoch_reaches_the_rollouts():
     """--prompt-order epoch: three problems, one prompt a step: steps 0-2 play each once, and
     so do steps 3-5 (drawn with replacement, this seed repeats a problem within them)."""

@@ -330,6 +330,32 @@ def test_run_batch_order_and_no_leaks():
     assert _children() == before and threading.active_count() == threading_count
 
 
+def test_run_batch_takes_jobs_from_an_iterator_fed_while_it_judges():
+    """Jobs handed in through a queue, as rollouts.generate_while_scoring feeds them: a worker
+    starts on the first before the next exists, results come in the order the jobs were
+    taken, and a malformed job still ends in ValueError."""
+    import queue
+    import threading
+
+    jobs: queue.Queue = queue.Queue()
+
+    def feed():
+        jobs.put(dict(code="print(1)", tests=[{"input": "", "output": "1"}]))
+        while not _children():       # the first job's worker, before any other job exists
+            time.sleep(0.01)
+        for i in (2, 3):
+            jobs.put(dict(code=f"print({i})", tests=[{"input": "", "output": "3"}]))
+        jobs.put(None)
+
+    assert not _children()
+    threading.Thread(target=feed, daemon=True).start()
+    statuses = [r.status for r in sb.run_batch(iter(jobs.get, None), workers=2)]
+    assert statuses == ["pass", "wrong_answer", "pass"]
+    with pytest.raises(ValueError, match="job 1"):
+        sb.run_batch(iter([dict(code="print(1)", tests=[{"input": "", "output": "1"}]),
+                           dict(code="print(1)", tests=[])]), workers=1)
+
+
 def _children() -> set[int]:
     return set(isolation._descendants(os.getpid()))
 

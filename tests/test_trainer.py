@@ -520,6 +520,49 @@ def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch
     assert timer.pop() == {"time/generate": 9.0, "time/reward": 20.0} and timer.seconds == {}
 
 
+def test_rewards_scored_while_generating_equal_the_serial_rollouts():
+    """--overlap-reward: the sandbox judges each prompt's completions while the engine makes
+    the next ones (transformers' engine in chunks of one prompt's group here), and the rollouts
+    are the serial path's: the same completions, rewards, verdicts, programs and false passes,
+    in the same order; the evaluation's figures too. The shipped base model on four task
+    families (a mix of passes, wrong answers, compile and runtime errors), the real sandbox;
+    the engine's seconds go to "generate" and the wait after it to "reward"."""
+    import random
+
+    import data
+    import engines
+    import tasks
+    families = [tasks.arith, tasks.strings, tasks.aggregate, tasks.classify]
+    problems = [data.Problem(**tasks._row(family(random.Random(i)), "rl", i))
+                for i, family in enumerate(families)]
+    engine = engines.HFEngine(model.resolve_model("base"), torch.device("cpu"), batch_size=4)
+    judging = dict(top_p=1.0, max_new_tokens=112, test_timeout=2.0, reward="fraction",
+                   workers=2)
+
+    def rollouts_of(overlap):
+        timer = metrics.Timer()
+        ro = rollouts.generate_and_score(engine, engine.tokenizer, problems, 3, group_size=4,
+                                         temperature=1.0, max_train_tests=2, timer=timer,
+                                         overlap=overlap, **judging)
+        verdicts = [None if r is None else (r.status, r.passed, r.total,
+                                            [t.status for t in r.tests], r.executed_lines)
+                    for r in ro.results]
+        return (ro.prompt_ids, [(c.token_ids, c.text, c.finish_reason, c.logprobs)
+                                for c in ro.completions],
+                ro.rewards, verdicts, ro.programs, ro.false_pass), set(timer.seconds)
+
+    serial, phases = rollouts_of(False)
+    assert rollouts_of(True) == (serial, phases) and phases == {"generate", "reward"}
+    statuses = {v[0] for v in serial[3] if v is not None}
+    assert {"pass", "wrong_answer"} <= statuses and len(statuses) >= 3   # the sandbox judged
+    # the evaluation's pass@k and per-problem rates likewise
+    d = model.Dist(0, 1, 0, torch.device("cpu"))
+    evals = [rollouts.evaluate(engine, engine.tokenizer, problems, d, n=4, temperature=1.0,
+                               seed=0, overlap=overlap, **judging)
+             for overlap in (False, True)]
+    assert evals[0] == evals[1] and 0 < evals[0]["pass@1"] < 1
+
+
 def test_timer_wrap_adds_each_call_to_its_phase():
     """AT-GRPO's turns alternate the engine and the sandbox: wrapped callables add each call's
     seconds to their own phase, and return what the callable returns."""
