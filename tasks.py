@@ -56,11 +56,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import random
 import re
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 SPLIT_FAMILIES = ("arith", "strings", "aggregate", "classify", "accumulate", "simulate")
 HELDOUT_FAMILIES = ("piecewise", "digits")
@@ -642,7 +643,36 @@ def _by_params(draft: Draft) -> str:
     return params_split(draft.family, draft.params)
 
 
+def _kept_in_cache_dir(make):
+    """make(seed) -> JSON text, also kept as a file in the folder $TASKS_CACHE_DIR names (when
+    set), so that other processes read it instead of making it again: the base world takes
+    about 30 s of one core, and the test suite (tests/conftest.py sets the folder for its
+    session) starts dozens of trainers that load it. The file is named by the function, the
+    seed and this file's sha256, so a changed generator never reads an older world."""
+    @wraps(make)
+    def cached(seed: int) -> str:
+        folder = os.environ.get("TASKS_CACHE_DIR")
+        if not folder:
+            return make(seed)
+        path = os.path.join(folder, f"{make.__name__}-{seed}-{_SOURCE_SHA256[:16]}.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                return f.read()
+        text = make(seed)
+        os.makedirs(folder, exist_ok=True)
+        with open(f"{path}.{os.getpid()}", "w") as f:    # whole or absent: processes race
+            f.write(text)
+        os.replace(f"{path}.{os.getpid()}", path)
+        return text
+    return cached
+
+
+with open(__file__, "rb") as _source:
+    _SOURCE_SHA256 = hashlib.sha256(_source.read()).hexdigest()
+
+
 @lru_cache(maxsize=4)
+@_kept_in_cache_dir
 def _generate(seed: int) -> str:
     """JSON of {split: rows} (cached as text so that callers get fresh, unshared rows)."""
     rng = random.Random(seed)
@@ -662,6 +692,7 @@ def _generate(seed: int) -> str:
 
 
 @lru_cache(maxsize=4)
+@_kept_in_cache_dir
 def _generate_length(seed: int) -> str:
     """JSON of {"length_train": rows, "length_test": rows}: the chain families, from a Random
     of their own, so that adding them left every row of the other splits as it was."""
@@ -765,6 +796,7 @@ def _few_first(draft: Draft) -> Draft:
 
 
 @lru_cache(maxsize=2)
+@_kept_in_cache_dir
 def _generate_base(seed: int) -> str:
     """JSON of {"corpus", "rl", "eval"}: see generate_base."""
     seen_q, seen_code = set(), set()
