@@ -312,6 +312,12 @@ def test_base_world_is_deterministic_and_is_what_the_base_was_trained_on():
     assert hashlib.sha256(text.encode()).hexdigest() == BASE_WORLD_SHA256
 
 
+def test_task_rows_serve_the_base_world_split_by_split(base_world):
+    """tasks:rl and tasks:eval come from one split's JSON each (kept per split), the same rows."""
+    for split in ("rl", "eval"):     # the corpus split is served the same way (and is big)
+        assert tasks.task_rows(split) == base_world[split], split
+
+
 def test_base_world_sizes_and_families(base_world):
     fams = {s: {r["metadata"]["family"] for r in rows} for s, rows in base_world.items()}
     # the RL-only family is absent from the corpus; the CCCS family is there (base.py makes
