@@ -646,7 +646,7 @@ def _by_params(draft: Draft) -> str:
 def _kept_in_cache_dir(make):
     """make(seed, ...) -> JSON text, also kept as a file in the folder $TASKS_CACHE_DIR names
     (when set), so that other processes read it instead of making it again: the base world
-    takes about 30 s of one core, and the test suite (tests/conftest.py sets the folder for
+    takes tens of seconds of one core, and the test suite (tests/conftest.py sets the folder for
     its session) starts dozens of trainers that load it. The file is named by the function,
     the arguments and this file's sha256, so a changed generator never reads an older world."""
     @wraps(make)
