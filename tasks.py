@@ -646,9 +646,10 @@ def _by_params(draft: Draft) -> str:
 def _kept_in_cache_dir(make):
     """make(seed, ...) -> JSON text, also kept as a file in the folder $TASKS_CACHE_DIR names
     (when set), so that other processes read it instead of making it again: the base world
-    takes tens of seconds of one core, and the test suite (tests/conftest.py sets the folder for
-    its session) starts dozens of trainers that load it. The file is named by the function,
-    the arguments and this file's sha256, so a changed generator never reads an older world."""
+    takes ~10 s of a free core (over a minute on a loaded one), and the test suite
+    (tests/conftest.py sets the folder for its session) starts dozens of trainers that load
+    it. The file is named by the function, the arguments and this file's sha256, so a
+    changed generator never reads an older world."""
     @wraps(make)
     def cached(*key) -> str:
         folder = os.environ.get("TASKS_CACHE_DIR")
