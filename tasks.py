@@ -56,11 +56,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import random
 import re
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 SPLIT_FAMILIES = ("arith", "strings", "aggregate", "classify", "accumulate", "simulate")
 HELDOUT_FAMILIES = ("piecewise", "digits")
@@ -642,7 +643,38 @@ def _by_params(draft: Draft) -> str:
     return params_split(draft.family, draft.params)
 
 
+def _kept_in_cache_dir(make):
+    """make(seed, ...) -> JSON text, also kept as a file in the folder $TASKS_CACHE_DIR names
+    (when set), so that other processes read it instead of making it again: the base world
+    takes ~10 s of a free core (over a minute on a loaded one), and the test suite
+    (tests/conftest.py sets the folder for its session) starts dozens of trainers that load
+    it. The file is named by the function, the arguments and this file's sha256, so a
+    changed generator never reads an older world."""
+    @wraps(make)
+    def cached(*key) -> str:
+        folder = os.environ.get("TASKS_CACHE_DIR")
+        if not folder:
+            return make(*key)
+        name = "-".join(map(str, (make.__name__, *key, _SOURCE_SHA256[:16])))
+        path = os.path.join(folder, name + ".json")
+        if os.path.exists(path):
+            with open(path) as f:
+                return f.read()
+        text = make(*key)
+        os.makedirs(folder, exist_ok=True)
+        with open(f"{path}.{os.getpid()}", "w") as f:    # whole or absent: processes race
+            f.write(text)
+        os.replace(f"{path}.{os.getpid()}", path)
+        return text
+    return cached
+
+
+with open(__file__, "rb") as _source:
+    _SOURCE_SHA256 = hashlib.sha256(_source.read()).hexdigest()
+
+
 @lru_cache(maxsize=4)
+@_kept_in_cache_dir
 def _generate(seed: int) -> str:
     """JSON of {split: rows} (cached as text so that callers get fresh, unshared rows)."""
     rng = random.Random(seed)
@@ -662,6 +694,7 @@ def _generate(seed: int) -> str:
 
 
 @lru_cache(maxsize=4)
+@_kept_in_cache_dir
 def _generate_length(seed: int) -> str:
     """JSON of {"length_train": rows, "length_test": rows}: the chain families, from a Random
     of their own, so that adding them left every row of the other splits as it was."""
@@ -765,6 +798,7 @@ def _few_first(draft: Draft) -> Draft:
 
 
 @lru_cache(maxsize=2)
+@_kept_in_cache_dir
 def _generate_base(seed: int) -> str:
     """JSON of {"corpus", "rl", "eval"}: see generate_base."""
     seen_q, seen_code = set(), set()
@@ -814,6 +848,14 @@ def generate_base(seed: int = 0) -> dict[str, list[dict]]:
     return json.loads(_generate_base(seed))
 
 
+@lru_cache(maxsize=8)
+@_kept_in_cache_dir
+def _base_split(seed: int, split: str) -> str:
+    """JSON of one split of the base world: a trainer reads rl and eval, not the corpus too
+    (20,000 of the world's 25,000 rows)."""
+    return json.dumps(generate_base(seed)[split])
+
+
 def generate(seed: int = 0) -> dict[str, list[dict]]:
     """{split: rows} for train, test, heldout and train_sample; rows have Problem's fields."""
     return json.loads(_generate(seed))
@@ -836,7 +878,7 @@ def task_rows(split: str, seed: int = 0) -> list[dict]:
     if split not in SPLITS:
         raise ValueError(f"unknown tasks split {split!r}; use one of {list(SPLITS)}")
     if split in BASE_SPLITS:
-        return generate_base(seed)[split]
+        return json.loads(_base_split(seed, split))
     return (generate_length(seed) if split in LENGTH_SPLITS else generate(seed))[split]
 
 

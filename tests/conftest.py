@@ -4,7 +4,10 @@ An in-process vLLM engine (test_engines.py) and torch.distributed set MASTER_POR
 LD_PRELOAD, VLLM_* ... in os.environ; without this, the subprocesses of later modules (torchrun,
 grpo.py, ppo_fgo.py) would inherit them and, e.g., try to listen on a port still held here.
 """
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
@@ -14,6 +17,13 @@ import torch
 # on two (the trainers' own default, 0, takes every core).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
+
+# tasks.py's worlds (the base world: ~30 s of one core) made once for the session and read
+# from this folder by every process the tests start: the trainers load tasks:rl / tasks:eval.
+if "TASKS_CACHE_DIR" not in os.environ:
+    os.environ["TASKS_CACHE_DIR"] = tempfile.mkdtemp(prefix="tasks-cache-")
+    atexit.register(lambda folder, pid: os.getpid() == pid and shutil.rmtree(folder, True),
+                    os.environ["TASKS_CACHE_DIR"], os.getpid())   # not in a forked child
 
 
 @pytest.fixture(autouse=True, scope="module")

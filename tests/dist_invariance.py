@@ -1,7 +1,10 @@
 """Run by test_grpo.py under torchrun: GRPO updates of a tiny model on a fixed batch,
 sharded over however many ranks torchrun gives, then save the full updated weights.
-Usage: torchrun --nproc_per_node N tests/dist_invariance.py MODEL_DIR OUT.pt AGG MICRO_BATCH
-       [EPOCHS MINI_BATCHES]   (more than one update: old log-probs from a no-grad pass)"""
+Usage: torchrun --nproc_per_node N tests/dist_invariance.py MODEL_DIR OUT.pt MICRO_BATCH
+       AGG:EPOCHS:MINI_BATCHES [AGG:EPOCHS:MINI_BATCHES ...]
+Each setting starts again from the model on disk (more than one update: old log-probs from a
+no-grad pass); one launch runs them all, so the test pays torchrun's start-up once per world.
+OUT.pt holds {setting: {"weights", "grad_norm", "loss", "approx_kl_last"}}."""
 import os
 import sys
 
@@ -13,10 +16,7 @@ import grpo  # noqa: E402
 import model  # noqa: E402
 
 
-def main():
-    path, out, agg, micro = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    epochs, mini = (int(sys.argv[5]), int(sys.argv[6])) if len(sys.argv) > 6 else (1, 1)
-    d = model.init_distributed()
+def run(d, path, agg, micro, epochs, mini):
     torch.manual_seed(0)
     policy = model.shard_model(model.PolicyLogprobs(model.load_causal_lm(path, d.device), 4),
                                d.device)
@@ -40,9 +40,19 @@ def main():
                        device=d.device, max_grad_norm=1e9, temperature=0.9,
                        skip_zero_advantage=grpo.zero_advantage_is_inert(beta=0.0))
     sd = {k: v.clone() for k, v in model.iter_full_params(policy)}
+    return {"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"],
+            "approx_kl_last": st.get("approx_kl_last", 0.0)}
+
+
+def main():
+    path, out, micro, settings = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+    d = model.init_distributed()
+    results = {}
+    for setting in settings:
+        agg, epochs, mini = setting.split(":")
+        results[setting] = run(d, path, agg, micro, int(epochs), int(mini))
     if d.main:
-        torch.save({"weights": sd, "grad_norm": st["grad_norm"], "loss": st["loss"],
-                    "approx_kl_last": st.get("approx_kl_last", 0.0)}, out)
+        torch.save(results, out)
     model.close_distributed()
 
 

@@ -251,20 +251,24 @@ def _run_rows(script: str, rows: list[list[str]]) -> list[tuple[int, str]]:
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    """(row, (exit status, stderr)) for every row of CASES."""
+def outcomes(request, tmp_path_factory):
+    """{index: (row, (exit status, stderr))} for the rows of CASES whose test was selected
+    (all of them in the suite; `-k` one row runs that row only)."""
     tmp = str(tmp_path_factory.mktemp("bad_inputs"))
     files = _bad_files(tmp)
     rows = [(script, _own_out([f.format(**files) for f in flags], os.path.join(tmp, f"out{i}")),
              want) for i, (script, flags, want) in enumerate(CASES)]
+    selected = {item.callspec.params["index"] for item in request.session.items
+                if getattr(item, "function", None) is test_a_user_error_is_one_line_and_exit_2}
     by_script: dict[str, list[int]] = {}
     for i, (script, _, _) in enumerate(rows):
-        by_script.setdefault(script, []).append(i)
+        if i in selected:
+            by_script.setdefault(script, []).append(i)
     done: dict[int, tuple[int, str]] = {}
     for script, idx in by_script.items():
         for i, result in zip(idx, _run_rows(script, [rows[i][1] for i in idx])):
             done[i] = result
-    return [(rows[i], done[i]) for i in range(len(rows))]
+    return {i: (rows[i], done[i]) for i in done}
 
 
 def _own_out(flags: list[str], out: str) -> list[str]:

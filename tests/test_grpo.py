@@ -227,20 +227,33 @@ def small_model(tmp_path_factory):
                                   num_key_value_heads=1, vocab_size=300)
 
 
-@pytest.mark.parametrize("agg, epochs, mini", [("token-mean", 1, 1),
-                                               ("seq-mean-token-sum-norm", 1, 1),
-                                               ("token-mean", 2, 2)])
-def test_update_is_invariant_to_ranks_and_micro_batches(small_model, tmp_path, agg, epochs,
-                                                        mini):
-    """1 rank x micro-batch 8  ==  1 rank x micro-batch 3  ==  2 ranks (FSDP2, gloo) x 2; for
-    one update and for 2 epochs x 2 mini-batches (4 off-policy updates)."""
+INVARIANCE_SETTINGS = [("token-mean", 1, 1), ("seq-mean-token-sum-norm", 1, 1),
+                       ("token-mean", 2, 2)]
+
+
+@pytest.fixture(scope="module")
+def invariance_runs(small_model, tmp_path_factory):
+    """{(ranks, micro-batch): {setting: result}}: one launch per world and micro-batch runs
+    every setting of INVARIANCE_SETTINGS (each from the model on disk)."""
+    tmp = tmp_path_factory.mktemp("invariance")
+    settings = [f"{agg}:{epochs}:{mini}" for agg, epochs, mini in INVARIANCE_SETTINGS]
     runs = {}
     for nproc, micro in [(1, 8), (1, 3), (2, 2)]:
-        out = str(tmp_path / f"{nproc}-{micro}.pt")
-        res = _torchrun(nproc, "tests/dist_invariance.py", small_model, out, agg, str(micro),
-                        str(epochs), str(mini))
+        out = str(tmp / f"{nproc}-{micro}.pt")
+        res = _torchrun(nproc, "tests/dist_invariance.py", small_model, out, str(micro),
+                        *settings)
         assert res.returncode == 0, res.stderr[-3000:]
         runs[(nproc, micro)] = torch.load(out)
+    return runs
+
+
+@pytest.mark.parametrize("agg, epochs, mini", INVARIANCE_SETTINGS)
+def test_update_is_invariant_to_ranks_and_micro_batches(small_model, invariance_runs, agg,
+                                                        epochs, mini):
+    """1 rank x micro-batch 8  ==  1 rank x micro-batch 3  ==  2 ranks (FSDP2, gloo) x 2; for
+    one update and for 2 epochs x 2 mini-batches (4 off-policy updates)."""
+    runs = {key: by_setting[f"{agg}:{epochs}:{mini}"]
+            for key, by_setting in invariance_runs.items()}
     base = runs[(1, 8)]
     init = model.load_causal_lm(small_model, torch.device("cpu")).state_dict()
     moved = max((base["weights"][k] - init[k]).abs().max().item() for k in base["weights"])

@@ -3,6 +3,7 @@ every reference passes its tests in the sandbox and its tests run every branch o
 data.load_problems serves the sets (the built-in set unchanged)."""
 import ast
 import hashlib
+import inspect
 import json
 import os
 import random
@@ -22,8 +23,8 @@ def sets():
 
 
 def fresh(seed):
-    """generate() without its cache: the rows are really made again."""
-    return json.loads(tasks._generate.__wrapped__(seed))
+    """generate() without its caches (in-process and $TASKS_CACHE_DIR): really made again."""
+    return json.loads(inspect.unwrap(tasks._generate)(seed))
 
 
 # ---------------------------------------------------------------------------- determinism
@@ -41,7 +42,7 @@ def test_generator_is_deterministic_for_a_seed():
 def test_the_testbed_splits_are_the_rows_the_tiny_warm_grid_ran_on():
     """bench/results/tiny-warm-start-grid was measured on these rows: a generator change that
     moves one of them (a new family drawn from the same Random, say) must be deliberate."""
-    digest = hashlib.sha256(tasks._generate.__wrapped__(0).encode()).hexdigest()
+    digest = hashlib.sha256(inspect.unwrap(tasks._generate)(0).encode()).hexdigest()
     assert digest == "7e9195c78dc530c51103508250a59b04d102ec9edaeb666ac75bc08d15e9f0f1"
 
 
@@ -278,6 +279,21 @@ def test_builtin_set_is_served_unchanged():
     assert add_two.tests[0] == {"input": "1 2\n", "output": "3\n"} and add_two.fn_name is None
 
 
+def test_a_cache_dir_hands_the_rows_to_other_processes(tmp_path, monkeypatch):
+    """$TASKS_CACHE_DIR set: the first call writes the JSON text there, a later call (another
+    process, below the in-process cache) reads that file instead of making it; unset: made."""
+    below_lru = tasks._generate_length.__wrapped__
+    monkeypatch.setenv("TASKS_CACHE_DIR", str(tmp_path / "cache"))
+    text = below_lru(0)
+    (file,) = (tmp_path / "cache").iterdir()
+    assert file.read_text() == text == inspect.unwrap(tasks._generate_length)(0)
+    assert file.name.startswith("_generate_length-0-")
+    file.write_text('{"read": "back"}')
+    assert below_lru(0) == '{"read": "back"}'
+    monkeypatch.delenv("TASKS_CACHE_DIR")
+    assert below_lru(0) == text
+
+
 # ---------------------------------------------------------------------------- the base world
 
 BASE_WORLD_SHA256 = "47453bc657f76bc29eac7e389893679b9fb148670180f2462cee74c7588c7a73"
@@ -291,9 +307,15 @@ def base_world():
 def test_base_world_is_deterministic_and_is_what_the_base_was_trained_on():
     """Made again without the cache, the rows are the same text; the shipped base
     (models/base) was trained on this corpus, so a change to it must be deliberate."""
-    text = tasks._generate_base.__wrapped__(0)
+    text = inspect.unwrap(tasks._generate_base)(0)
     assert json.loads(text) == tasks.generate_base(0)
     assert hashlib.sha256(text.encode()).hexdigest() == BASE_WORLD_SHA256
+
+
+def test_task_rows_serve_the_base_world_split_by_split(base_world):
+    """tasks:rl and tasks:eval come from one split's JSON each (kept per split), the same rows."""
+    for split in ("rl", "eval"):     # the corpus split is served the same way (and is big)
+        assert tasks.task_rows(split) == base_world[split], split
 
 
 def test_base_world_sizes_and_families(base_world):
