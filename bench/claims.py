@@ -49,7 +49,6 @@ import data  # noqa: E402
 import rollouts  # noqa: E402
 from tasks import CCCS_FAMILY  # noqa: E402
 
-SEEDS = (0, 1, 2)
 STEPCODER_BRANCHY = tuple(STEPCODER_FAMILIES.split("+"))
 
 
@@ -118,8 +117,14 @@ class Grid:
         return sorted(os.listdir(os.path.join(self.root, "cells")))
 
     def seeds(self, *names: str) -> list[int]:
-        """The seeds every named cell has finished."""
-        return [s for s in SEEDS if all(self.summary(n, s) for n in names)]
+        """The seeds every named cell has finished (a config may run more seeds than
+        another: a pair compares the seeds both have)."""
+        def started(name):
+            folder = os.path.join(self.root, "cells", name)
+            found = os.listdir(folder) if os.path.isdir(folder) else []
+            return {int(f[4:]) for f in found if f.startswith("seed") and f[4:].isdigit()}
+        common = set.intersection(*(started(n) for n in names)) if names else set()
+        return sorted(s for s in common if all(self.summary(n, s) for n in names))
 
 
 # ----------------------------------------------------------------------------- the claims
@@ -233,7 +238,7 @@ def preconditions(grid: Grid, path: str | None = None) -> dict:
         inside = all(0.1 <= v <= 0.7 for f, v in branchy.items() if f != CCCS_FAMILY)
         out["branchy"] = ("base pass@1 " + ", ".join(f"{f} {v:.2f}" for f, v in branchy.items())
                           + f" (0.1-0.7 but chain_long: {met(inside)})")
-    masked = [v for s in SEEDS for name in ("sc-fgo", "sc-cccs-fgo")
+    masked = [v for name in ("sc-fgo", "sc-cccs-fgo") for s in grid.seeds(name)
               if (v := grid.rl_mean(name, s, "fgo_masked_share")) is not None]
     if masked:
         share = statistics.fmean(masked)
@@ -249,7 +254,7 @@ def preconditions(grid: Grid, path: str | None = None) -> dict:
     if d := base.get("drive"):
         out["drive"] = (f"hardest quarter with pass@64 > 0: {d['share_solved']:.2f} "
                         f"(>= 0.5: {met(d['share_solved'] >= 0.5)})")
-    valid = [v for s in SEEDS for name in ("agents-shared", "agents-per-role")
+    valid = [v for name in ("agents-shared", "agents-per-role") for s in grid.seeds(name)
              if (v := ablate.metric(grid.summary(name, s) or {}, [],
                                     "before_rl.tester_valid_share")) is not None]
     if valid:

@@ -46,6 +46,21 @@ def test_paired_difference_and_verdict():
     assert claims.verdict({"mean": 0.01, "se": 0.01}, 0) == "no difference"
 
 
+def test_a_pair_compares_the_seeds_both_cells_finished(tmp_path):
+    """One config ran 5 seeds, the other 3 (one of them unfinished): the pair is over the 2
+    seeds both finished; each config alone over all it finished."""
+    rates = {"p": 0.5}
+    for s in range(5):
+        _cell(tmp_path, "five", s, rates, rates)
+    for s in range(2):
+        _cell(tmp_path, "three", s, rates, rates)
+    (tmp_path / "cells" / "three" / "seed2").mkdir()          # started, no summary
+    grid = claims.Grid(str(tmp_path))
+    assert grid.seeds("five") == [0, 1, 2, 3, 4]
+    assert grid.seeds("five", "three") == [0, 1]
+    assert grid.seeds("missing") == [] and grid.seeds("five", "missing") == []
+
+
 def _cell(root, name, seed, before, after, n=4):
     cell = root / "cells" / name / f"seed{seed}"
     cell.mkdir(parents=True)
