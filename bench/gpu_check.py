@@ -272,7 +272,7 @@ class Skip(Exception):
     """A phase that cannot run here (e.g. no vLLM build for this device): skipped, not failed."""
 
 
-def make_engine(kind: str, path: str, dev: Device, args):
+def start_engine(kind: str, path: str, dev: Device, args):
     """The generation engine of `kind` ("hf" or "vllm") through engines' public API.
     Raises Skip when vLLM has no build for this device (engines.make_engine's SystemExit)."""
     import engines
@@ -505,7 +505,7 @@ def grpo_steps(kind: str, path: str, policy, optimizer, tokenizer, problems, n_p
     import grpo
     import model
     t = dev.now()
-    engine = make_engine(kind, path, dev, args)
+    engine = start_engine(kind, path, dev, args)
     out = {"status": "ok", "engine": kind, "engine_start_s": dev.now() - t, "steps": []}
     rng = random.Random(args.seed)
     try:

@@ -118,7 +118,7 @@ def test_missing_vllm_is_a_skip_not_a_crash(monkeypatch):
         raise SystemExit("--engine vllm: no vLLM build for cuda imports here")
     monkeypatch.setattr(engines, "make_engine", no_vllm)
     args, res, dev = gpu_check.parse_args([]), {}, quiet_device()
-    gpu_check.run_phase(res, "vllm", lambda: gpu_check.make_engine("vllm", "x", dev, args),
+    gpu_check.run_phase(res, "vllm", lambda: gpu_check.start_engine("vllm", "x", dev, args),
                         dev, deadline=1e9, need_s=0, save=lambda: None)
     assert res["vllm"]["status"] == "skipped" and "no vLLM build" in res["vllm"]["reason"]
 
