@@ -8,9 +8,7 @@ generates the rest; the rollouts are the same, in the same order."""
 from __future__ import annotations
 
 import math
-import queue
 import random
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -84,7 +82,7 @@ def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes:
     """Sample n completions per prompt and judge them in the sandbox while the engine is
     still generating: each prompt's completions become sandbox jobs as soon as the engine
     finishes them (engine.generate_stream), and the sandbox's warm workers (one run_batch
-    fed from a queue) take them meanwhile. So a round costs about max(generate, sandbox)
+    in a sandbox.BackgroundBatch) take them meanwhile. So a round costs about max(generate, sandbox)
     instead of their sum where cores allow. The same completions, rewards, results and
     programs, in the same order, as engine.generate then score_completions.
 
@@ -95,17 +93,7 @@ def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes:
     comps: list = [None] * (len(prompts) * n)
     programs: list[str | None] = [None] * len(comps)
     where: list[int] = []               # the completion of each sandbox job, in queue order
-    jobs: queue.Queue = queue.Queue()
-    judged: dict = {}
-
-    def judge():   # the sandbox thread: judges jobs as they are queued, until None
-        try:
-            judged["results"] = sandbox.run_batch(iter(jobs.get, None), workers=workers)
-        except BaseException as e:   # re-raised in the caller's thread
-            judged["error"] = e
-
-    scoring = threading.Thread(target=judge, daemon=True)
-    scoring.start()
+    judge = sandbox.BackgroundBatch(workers)   # judges jobs as they are queued
     try:
         with timer("generate"):
             for i, group in engine.generate_stream(prompts, n=n, temperature=temperature,
@@ -118,15 +106,12 @@ def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes:
                         test_timeout=test_timeout, coverage=coverage)
                     if job is not None:
                         where.append(k)
-                        jobs.put(job)
+                        judge.put(job)
     finally:
-        jobs.put(None)   # no more jobs: the sandbox thread ends after the last verdict
         with timer("reward"):
-            scoring.join()
-    if "error" in judged:
-        raise judged["error"]
+            judge.close()    # no more jobs: wait for the last verdicts
     results: list = [None] * len(comps)
-    for k, res in zip(where, judged["results"]):
+    for k, res in zip(where, judge.results()):
         results[k] = res
     return comps, [reward_of(r, reward) for r in results], results, programs
 

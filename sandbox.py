@@ -163,6 +163,7 @@ import json
 import math
 import os
 import pickle
+import queue
 import select
 import selectors
 import signal
@@ -824,6 +825,39 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
     if errors:
         raise errors[0]
     return [results[i] for i in range(len(results))]
+
+
+class BackgroundBatch:
+    """run_batch in a thread of its own, fed job by job while the caller does other work
+    (e.g. the engine generating the next completions): put(job) queues one, close() says
+    there are no more and waits for the last verdict, results() (after close) returns the
+    results in put order, or raises in the caller's thread what run_batch raised."""
+
+    def __init__(self, workers: int | None = None):
+        self._jobs: queue.Queue = queue.Queue()
+        self._out: dict = {}
+        self._thread = threading.Thread(target=self._judge, args=(workers,), daemon=True)
+        self._thread.start()
+
+    def _judge(self, workers):
+        try:
+            self._out["results"] = run_batch(iter(self._jobs.get, None), workers=workers)
+        except BaseException as e:   # re-raised by results(), in the caller's thread
+            self._out["error"] = e
+
+    def put(self, job: dict) -> None:
+        self._jobs.put(job)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._jobs.put(None)     # the end of the jobs: run_batch returns after them
+            self._thread.join()
+
+    def results(self) -> list[Result]:
+        self.close()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["results"]
 
 
 def executable_lines(program: str) -> set[int]:

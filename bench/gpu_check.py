@@ -445,34 +445,23 @@ def overlap_round(engine, prompts: list[str], batch, dev: Device, args) -> dict:
     sandbox_reference instead of the steps' ~1 ms garbage programs. generate_s beside the
     steps' own: what judging costs the engine (CPU, and the GIL the judging threads share
     with vLLM's scheduler); overlapped_s: until the last verdict."""
-    import queue
-    import threading
-
     import data
     import sandbox
-    jobs: queue.Queue = queue.Queue()
-    judged: dict = {}
-
-    def judge():
-        judged["programs"] = len(sandbox.run_batch(iter(jobs.get, None),
-                                                   workers=args.sandbox_workers or None))
-    thread = threading.Thread(target=judge, daemon=True)
     t = dev.now()
-    thread.start()
+    judge = sandbox.BackgroundBatch(args.sandbox_workers or None)
     try:
         for i, group in engine.generate_stream(prompts, n=args.group,
                                                temperature=args.temperature,
                                                max_new_tokens=args.max_new_tokens,
                                                seed=args.seed):
             for _ in group if batch[i].solutions else ():
-                jobs.put(data.sandbox_job(batch[i], batch[i].solutions[0],
-                                          timeout=args.test_timeout))
+                judge.put(data.sandbox_job(batch[i], batch[i].solutions[0],
+                                           timeout=args.test_timeout))
         generate_s = dev.now() - t
     finally:
-        jobs.put(None)
-        thread.join()
+        judge.close()
     return {"generate_s": generate_s, "overlapped_s": dev.now() - t,
-            "programs": judged.get("programs", 0)}
+            "programs": len(judge.results())}
 
 
 def update_phase(policy, optimizer, prompt_ids, comps, adv, pad_id, dev: Device, args) -> dict:

@@ -356,6 +356,25 @@ def test_run_batch_takes_jobs_from_an_iterator_fed_while_it_judges():
                            dict(code="print(1)", tests=[])]), workers=1)
 
 
+def test_background_batch_judges_while_the_caller_works_and_raises_in_its_thread():
+    """BackgroundBatch: the first job is being judged before the next is put (the caller
+    keeps working), results come in put order after close; a malformed job's ValueError
+    comes out of results(), in the caller's thread, not lost in the judging one."""
+    judge = sb.BackgroundBatch(workers=2)
+    judge.put(dict(code="print(1)", tests=[{"input": "", "output": "1"}]))
+    while not _children():           # a worker runs the first job; nothing else is queued
+        time.sleep(0.01)
+    for i in (2, 3):
+        judge.put(dict(code=f"print({i})", tests=[{"input": "", "output": "3"}]))
+    judge.close()
+    assert [r.status for r in judge.results()] == ["pass", "wrong_answer", "pass"]
+    bad = sb.BackgroundBatch(workers=1)
+    bad.put(dict(code="print(1)", tests=[]))
+    bad.close()
+    with pytest.raises(ValueError, match="job 0"):
+        bad.results()
+
+
 def _children() -> set[int]:
     return set(isolation._descendants(os.getpid()))
 
