@@ -2,6 +2,7 @@
 (MetricsLog), and the progress bars (progress)."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -35,7 +36,9 @@ class Timer:
 
     def wrap(self, name, fn):
         """fn with each call's seconds added to phase `name` (for phases that interleave, as
-        AT-GRPO's turns alternate generation and the sandbox)."""
+        AT-GRPO's turns alternate generation and the sandbox); fn's name kept (TRL logs a
+        reward function under its name)."""
+        @functools.wraps(fn)
         def timed(*args, **kwargs):
             with self(name):
                 return fn(*args, **kwargs)

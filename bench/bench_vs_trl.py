@@ -53,7 +53,6 @@ peak RSS.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import os
@@ -86,6 +85,7 @@ import grpo  # noqa: E402
 import rollouts  # noqa: E402
 import trainer  # noqa: E402
 from engines import make_engine  # noqa: E402
+from metrics import Timer  # noqa: E402
 from model import Dist, PolicyLogprobs, load_causal_lm, load_tokenizer  # noqa: E402
 
 INSTALL_HINT = ("bench_vs_trl.py: TRL is not installed; it is an optional benchmark-only "
@@ -240,27 +240,6 @@ def summarize(steps: list[dict]) -> dict:
     return out
 
 
-class Stopwatch:
-    """Seconds spent inside a wrapped function, summed (read and reset per step)."""
-
-    def __init__(self):
-        self.total = 0.0
-
-    def wrap(self, fn):
-        @functools.wraps(fn)
-        def timed(*args, **kw):
-            t = time.perf_counter()
-            try:
-                return fn(*args, **kw)
-            finally:
-                self.total += time.perf_counter() - t
-        return timed
-
-    def take(self) -> float:
-        t, self.total = self.total, 0.0
-        return t
-
-
 # ----------------------------------------------------------------------------- prompt order
 
 class WithReplacementSampler(RepeatSampler):
@@ -338,13 +317,13 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
     dataset = Dataset.from_dict({
         "prompt": [rollouts.prompt_text(tokenizer, p) for p in train_problems],
         "problem_index": list(range(len(train_problems)))})
-    sandbox, generation = Stopwatch(), Stopwatch()
+    timer = Timer()         # TRL's generation and our sandbox reward, each step
 
     def sandbox_reward(prompts, completions, problem_index, **_):
         rewards, _, _ = rollouts.score_completions([train_problems[i] for i in problem_index],
                                                    completions, **flags.judging(args))
         return rewards
-    sandbox_reward = sandbox.wrap(sandbox_reward)
+    sandbox_reward = timer.wrap("reward", sandbox_reward)
 
     mb, accum = trl_batch_shape(a)
     config = trl.GRPOConfig(
@@ -362,12 +341,12 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
     class StepTimer(TrainerCallback):
         def on_step_begin(self, *_, **__):
             self.t = time.perf_counter()
-            sandbox.take()
-            generation.take()
+            timer.pop()
 
         def on_step_end(self, *_, **__):
             wall = time.perf_counter() - self.t
-            gen, reward = generation.take(), sandbox.take()
+            seconds = timer.pop()
+            gen, reward = seconds.get("time/generate", 0.0), seconds.get("time/reward", 0.0)
             steps.append(dict(step_s=wall, generation_s=gen, reward_s=reward,
                               update_s=wall - gen - reward, other_s=0.0))
 
@@ -386,7 +365,7 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
     tr = BenchGRPOTrainer(model=lm, reward_funcs=sandbox_reward, args=config,
                           train_dataset=dataset, processing_class=tokenizer,
                           optimizers=(optimizer, scheduler), callbacks=[StepTimer()])
-    tr._generate_single_turn = generation.wrap(tr._generate_single_turn)
+    tr._generate_single_turn = timer.wrap("generate", tr._generate_single_turn)
     tr.train()
     logs = [h for h in tr.state.log_history if "reward" in h]
     for s, h in zip(steps, logs):

@@ -576,6 +576,7 @@ def test_timer_wrap_adds_each_call_to_its_phase():
     gen, reward = timer.wrap("generate", slow), timer.wrap("reward", slow)
     assert [gen(1.0), reward(4.0), gen(2.0)] == [2.0, 8.0, 4.0]
     assert timer.pop() == {"time/generate": 3.0, "time/reward": 4.0}
+    assert gen.__name__ == "slow"     # TRL logs a wrapped reward function under its name
 
 
 def test_engine_batch_is_the_larger_of_a_step_and_an_evaluation_per_rank():
