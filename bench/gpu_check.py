@@ -460,8 +460,12 @@ def overlap_round(engine, prompts: list[str], batch, dev: Device, args) -> dict:
         generate_s = dev.now() - t
     finally:
         judge.close()
-    return {"generate_s": generate_s, "overlapped_s": dev.now() - t,
-            "programs": len(judge.results())}
+    out = {"generate_s": generate_s, "overlapped_s": dev.now() - t}
+    try:
+        out["programs"] = len(judge.results())
+    except Exception as e:   # the round's count is lost, not the steps measured before it
+        out.update(programs=0, judge_error=failure(e)["reason"])
+    return out
 
 
 def update_phase(policy, optimizer, prompt_ids, comps, adv, pad_id, dev: Device, args) -> dict:
