@@ -296,8 +296,9 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="judge each prompt's completions in the sandbox as soon as the engine "
                         "finishes them, while it generates the rest: the same rollouts, and "
                         "time/reward counts only the wait after generation (grpo.py, "
-                        "ppo_fgo.py). It can save at most the sandbox's time: on the CPU "
-                        "default about 6 s of a step (bench/results/phase-timers)")
+                        "ppo_fgo.py). It pays where generation leaves cores idle (a GPU); on a "
+                        "CPU-only machine both phases need every core and the step is slower "
+                        "(the CPU default: +0.6 s, bench/results/phase-timers)")
     g = p.add_argument_group("run")
     g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
     g.add_argument("--cpu-threads", type=COUNT, default=0,
