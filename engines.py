@@ -28,6 +28,7 @@ can judge them while the engine works on the rest (rollouts.generate_while_scori
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import weakref
@@ -415,6 +416,7 @@ class VLLMEngine:
             torch.set_num_threads = set_threads
             torch.set_num_threads(threads)
         OPEN_ENGINES.add(self)      # only a started engine has anything to shut down
+        self.eager_cpu = device.type == "cpu"
         self.tokenizer = self.llm.get_tokenizer()
         self.tp_group = None
         if self.tp > 1:
@@ -422,6 +424,18 @@ class VLLMEngine:
             self.tp_group = get_tp_group().cpu_group
 
     # ------------------------------------------------------------------ generation
+
+    def _uncompiled(self):
+        """A context for the engine's model and sampler calls. On the CPU it turns
+        torch.compile off: vLLM's sampler compiles one small function (the sampled tokens'
+        ranks, `(logprobs >= chosen).sum(-1)`) with inductor, which builds a C++ kernel and a
+        150 MB precompiled header in every new process: ~10 s and a compiler of ~0.5 GB
+        beside the trainer at the first step, for a sum over a [sequences, vocab] tensor that
+        eager runs in microseconds. On CUDA vLLM's compiled paths stay as they are."""
+        if not self.eager_cpu:
+            return contextlib.nullcontext()
+        import torch._dynamo
+        return torch._dynamo.config.patch(disable=True)
 
     def generate(self, prompts: list[str], n: int = 1, temperature: float = 1.0,
                  top_p: float = 1.0, max_new_tokens: int = 256, stop: list[str] | None = None,
@@ -442,7 +456,8 @@ class VLLMEngine:
         params = self._sampling_params(len(prompts), n=n, temperature=temperature, top_p=top_p,
                                        max_new_tokens=max_new_tokens, stop=stop, seed=seed,
                                        ignore_eos=ignore_eos)
-        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        with self._uncompiled():
+            outs = self.llm.generate(prompts, params, use_tqdm=False)
         result = [[self._completion(c) for c in o.outputs] for o in outs]
         if self.tp_group is not None:
             result = result[offset:offset + mine]
@@ -471,7 +486,9 @@ class VLLMEngine:
         engine = self.llm.llm_engine
         try:
             while engine.has_unfinished_requests():
-                for out in engine.step():
+                with self._uncompiled():
+                    outs = engine.step()
+                for out in outs:
                     if out.finished:
                         i, _ = pending.pop(out.request_id)
                         if offset <= i < offset + mine:
@@ -512,9 +529,10 @@ class VLLMEngine:
         from vllm import SamplingParams
         if self.asleep:
             self.wake_up()
-        outs = self.llm.generate([{"prompt_token_ids": ids} for ids in token_ids],
-                                 SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=0),
-                                 use_tqdm=False)
+        with self._uncompiled():
+            outs = self.llm.generate([{"prompt_token_ids": ids} for ids in token_ids],
+                                     SamplingParams(max_tokens=1, temperature=0,
+                                                    prompt_logprobs=0), use_tqdm=False)
         return [[step[t].logprob for step, t in zip(o.prompt_logprobs[1:], ids[1:])]
                 for o, ids in zip(outs, token_ids)]
 
