@@ -53,6 +53,7 @@ peak RSS.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -64,16 +65,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-try:   # optional: only this benchmark needs TRL (requirements-bench.txt)
-    import trl
-    from trl.trainer.utils import RepeatSampler
-except ImportError:
-    trl = None
-    RepeatSampler = object
-
 import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peak_rss  # noqa: E402  (a process tree's peak memory)
@@ -242,20 +234,29 @@ def summarize(steps: list[dict]) -> dict:
 
 # ----------------------------------------------------------------------------- prompt order
 
-class WithReplacementSampler(RepeatSampler):
-    """TRL's RepeatSampler layout (each prompt G times in a row, each batch repeated for its
-    accumulation steps), but every batch of prompts drawn with replacement, as grpo.py
-    --prompt-order replacement does."""
+def trl_installed() -> bool:
+    """TRL is optional (requirements-bench.txt); only the TRL worker imports it (run_trl)."""
+    return importlib.util.find_spec("trl") is not None
 
-    def __iter__(self):
-        if not hasattr(self, "generator"):
-            self.generator = torch.Generator().manual_seed(self.seed or 0)
-        for _ in range(self.num_samples // self.batch_size):
-            chunk = torch.randint(self.num_samples, (self.batch_size,),
-                                  generator=self.generator).tolist()
-            for _ in range(self.repeat_count):
-                for index in chunk:
-                    yield from [index] * self.mini_repeat_count
+
+def with_replacement_sampler(**kw):
+    """TRL's RepeatSampler (keywords: its own) with its layout (each prompt G times in a row,
+    each batch repeated for its accumulation steps), but every batch of prompts drawn with
+    replacement, as grpo.py --prompt-order replacement does."""
+    from trl.trainer.utils import RepeatSampler
+
+    class WithReplacementSampler(RepeatSampler):
+        def __iter__(self):
+            if not hasattr(self, "generator"):
+                self.generator = torch.Generator().manual_seed(self.seed or 0)
+            for _ in range(self.num_samples // self.batch_size):
+                chunk = torch.randint(self.num_samples, (self.batch_size,),
+                                      generator=self.generator).tolist()
+                for _ in range(self.repeat_count):
+                    for index in chunk:
+                        yield from [index] * self.mini_repeat_count
+
+    return WithReplacementSampler(**kw)
 
 
 # ----------------------------------------------------------------------------- the workers
@@ -306,6 +307,11 @@ def trl_batch_shape(a: argparse.Namespace) -> tuple[int, int]:
 
 def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
     """TRL's GRPOTrainer on the same start, prompts, reward, optimizer and schedule."""
+    # Imported here, not at the top: grpo.py's worker holds none of TRL's stack (trl,
+    # datasets: ~330 MB of modules) in its memory figures.
+    import trl
+    from datasets import Dataset
+    from transformers import TrainerCallback
     args = grpo.parse_args(grpo_argv(a, model, out))
     if args.cpu_threads > 0:
         torch.set_num_threads(args.cpu_threads)
@@ -354,7 +360,7 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
         def _get_train_sampler(self, dataset=None):
             if a.trl_prompt_order == "epoch":
                 return super()._get_train_sampler(dataset)
-            return WithReplacementSampler(
+            return with_replacement_sampler(
                 data_source=dataset if dataset is not None else self.train_dataset,
                 mini_repeat_count=self.num_generations,
                 batch_size=self.args.generation_batch_size // self.num_generations,
@@ -596,7 +602,7 @@ def main(argv=None) -> None:
     if a.combine:
         combine_main(a)
         return
-    if trl is None and (a.worker == "trl" or (a.worker is None and "trl" in a.frameworks)):
+    if not trl_installed() and (a.worker == "trl" or (a.worker is None and "trl" in a.frameworks)):
         print(INSTALL_HINT, file=sys.stderr)
         sys.exit(2)
     if a.worker:

@@ -60,7 +60,7 @@ def test_last_third_mean():
 
 def test_with_replacement_sampler_keeps_trl_layout():
     pytest.importorskip("trl")
-    s = bench_vs_trl.WithReplacementSampler(data_source=list(range(5)), mini_repeat_count=3,
+    s = bench_vs_trl.with_replacement_sampler(data_source=list(range(5)), mini_repeat_count=3,
                                             batch_size=2, repeat_count=2, shuffle=True, seed=1)
     idx = list(s)
     assert len(idx) == len(s) == 2 * 2 * 2 * 3                       # 5 // 2 batches
@@ -68,7 +68,7 @@ def test_with_replacement_sampler_keeps_trl_layout():
         assert block[:6] == block[6:]
         assert block[0:3] == [block[0]] * 3 and block[3:6] == [block[3]] * 3
     # with replacement: over many batches some prompt comes twice in one batch
-    many = bench_vs_trl.WithReplacementSampler(data_source=list(range(5)), mini_repeat_count=1,
+    many = bench_vs_trl.with_replacement_sampler(data_source=list(range(5)), mini_repeat_count=1,
                                                batch_size=5, repeat_count=1, seed=0)
     assert any(len(set(chunk)) < 5 for chunk in (list(many) for _ in range(20)))
 
