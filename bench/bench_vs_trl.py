@@ -47,8 +47,9 @@ anything outside the timers).
 
 Memory: each framework's run is one subprocess whose whole process tree (the trainer, its
 sandbox workers, an engine's processes if it has any) is sampled by bench/peak_rss.py: peak
-PSS of the tree (shared pages split between their sharers) beside the trainer process's own
-peak RSS.
+PSS of the tree (shared pages split between their sharers), its anonymous part (what the
+processes allocated, library code left out: the figure other processes on the machine do not
+move) and the trainer process's own peak RSS.
 """
 from __future__ import annotations
 
@@ -460,6 +461,7 @@ def table(rows: list[dict], n: int) -> str:
             ("  update", "update_s", ".2f"), ("  other (sync, ...)", "other_s", ".2f"),
             ("peak RSS, trainer process (MB)", "peak_rss_mb", ".0f"),
             ("peak PSS, whole process tree (MB)", "peak_pss_tree_mb", ".0f"),
+            ("peak anonymous PSS, whole process tree (MB)", "peak_anon_tree_mb", ".0f"),
             ("steps", "steps", "d"),
             ("pass@1 before", "pass@1_before", ".3f"), ("pass@1 after", "pass@1_after", ".3f"),
             ("pass@1 gain (points)", "gain_points", "+.1f"),
@@ -479,7 +481,7 @@ def table(rows: list[dict], n: int) -> str:
 ARM_KNOBS = {"grpo.py": (("prompts", "ours_prompt_order"), ("adv eps", "ours_adv_eps")),
              "TRL": (("prompts", "trl_prompt_order"),)}
 COMBINED = ["step_s", "step_s_median", "generation_s", "reward_s", "update_s", "peak_rss_mb",
-            "peak_pss_tree_mb",
+            "peak_pss_tree_mb", "peak_anon_tree_mb",
             "pass@1_before", "pass@1_after", "gain_points", "pass@n_before", "pass@n_after",
             "reward_last_third", "entropy_last_third"]
 # The settings every combined row must share (else the seeds are not one experiment).
@@ -538,6 +540,7 @@ def combined_table(arms: list[dict]) -> str:
     cols = [("s/step", "step_s", ".2f"), ("gen / reward / update s", None, None),
             ("peak RSS MB (trainer)", "peak_rss_mb", ".0f"),
             ("peak PSS MB (process tree)", "peak_pss_tree_mb", ".0f"),
+            ("peak anon MB (process tree)", "peak_anon_tree_mb", ".0f"),
             ("pass@1 before", "pass@1_before", ".3f"),
             ("pass@1 after", "pass@1_after", ".3f"), ("gain (points)", "gain_points", "+.1f"),
             ("pass@n after", "pass@n_after", ".3f"),
@@ -626,6 +629,7 @@ def main(argv=None) -> None:
                      **summarize(res["per_step"]), "peak_rss_mb": res["peak_rss_mb"],
                      "peak_pss_tree_mb": tree["peak_pss_tree_held_mb"],
                      "peak_rss_tree_mb": tree["peak_rss_tree_held_mb"],
+                     "peak_anon_tree_mb": tree["peak_anon_tree_held_mb"],
                      "wall_s": res["wall_s"], "pass@1_before": before["pass@1"],
                      "pass@1_after": after["pass@1"], "pass@n_before": before["pass@n"],
                      "pass@n_after": after["pass@n"],

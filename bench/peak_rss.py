@@ -6,14 +6,16 @@ only: a training's sandbox workers and torchrun's ranks are left out).
 Every --every seconds it reads /proc for the command and every process descended from it.
 RSS counts the pages that processes share (a forked worker's copy of its parent) once in each;
 PSS splits each shared page between its sharers (/proc/PID/smaps_rollup), so the PSS sum is
-the tree's real footprint. A sample reads one process after the other, so a fork or an exec
-between two reads can count shared pages twice for a moment (a 1 GB trainer that starts a
-small worker looks 1.5 GB): the *_held figures are the largest values that two consecutive
-samples both reached, which such a moment does not. Prints one JSON line (and writes it to
---out): peak_pss_tree_mb and peak_pss_tree_held_mb, peak_rss_tree_mb and
-peak_rss_tree_held_mb, peak_rss_process_mb, samples, wall_s, returncode; exits with the
-command's status. A process born and gone between two samples is missed: sample faster for
-short ones.
+the tree's real footprint. Both count library code (libtorch's pages: file-backed, shared
+with every other torch process on the machine, so PSS moves with how many run); Pss_Anon
+counts only what the processes allocated (heaps, tensors, caches): its sum over the tree, the
+anon figure, is what a framework's work decides, whatever else runs. A sample reads one
+process after the other, so a fork or an exec between two reads can count shared pages twice
+for a moment (a 1 GB trainer that starts a small worker looks 1.5 GB): the *_held figures are
+the largest values that two consecutive samples both reached, which such a moment does not.
+Prints one JSON line (and writes it to --out): peak_{pss,rss,anon}_tree_mb and each one's
+*_held_mb, peak_rss_process_mb, samples, wall_s, returncode; exits with the command's status.
+A process born and gone between two samples is missed: sample faster for short ones.
 """
 from __future__ import annotations
 
@@ -55,30 +57,34 @@ def tree(root: int, parents: dict[int, int]) -> set[int]:
     return found
 
 
-def rss_pss_kb(rollup: str) -> tuple[int, int]:
-    """(Rss, Pss) in kB from the text of /proc/PID/smaps_rollup."""
+ROLLUP_FIELDS = ("Rss", "Pss", "Pss_Anon")
+
+
+def rollup_kb(rollup: str) -> tuple[int, int, int]:
+    """(Rss, Pss, Pss_Anon) in kB from the text of /proc/PID/smaps_rollup (0 when absent)."""
     fields = {}
     for line in rollup.splitlines():
         key, _, rest = line.partition(":")
-        if key in ("Rss", "Pss"):
+        if key in ROLLUP_FIELDS:
             fields[key] = int(rest.split()[0])
-    return fields.get("Rss", 0), fields.get("Pss", 0)
+    return tuple(fields.get(k, 0) for k in ROLLUP_FIELDS)
 
 
-def sample(root: int, proc: str = "/proc") -> tuple[tuple[int, int, int], dict[int, int]]:
-    """((RSS summed over the tree, PSS summed, the largest process's RSS), {pid: its PSS}),
-    in kB."""
-    rss_sum = pss_sum = rss_max = 0
+def sample(root: int, proc: str = "/proc") -> tuple[tuple[int, int, int, int], dict[int, int]]:
+    """((RSS summed over the tree, PSS summed, the largest process's RSS, Pss_Anon summed),
+    {pid: its PSS}), in kB."""
+    rss_sum = pss_sum = rss_max = anon_sum = 0
     per = {}
     for pid in tree(root, parent_map(proc)):
         try:
             with open(os.path.join(proc, str(pid), "smaps_rollup")) as f:
-                rss, pss = rss_pss_kb(f.read())
+                rss, pss, anon = rollup_kb(f.read())
         except OSError:          # gone, or a kernel thread
             continue
         rss_sum, pss_sum, rss_max = rss_sum + rss, pss_sum + pss, max(rss_max, rss)
+        anon_sum += anon
         per[pid] = pss
-    return (rss_sum, pss_sum, rss_max), per
+    return (rss_sum, pss_sum, rss_max, anon_sum), per
 
 
 def largest(per: dict[int, int], n: int = 3, proc: str = "/proc") -> str:
@@ -118,7 +124,7 @@ def watch(cmd: list[str], every: float = 0.5, trace: str | None = None, **popen)
             samples.append(now)
             if log:
                 log.write(f"{time.monotonic() - t0:.2f} {now[0] // 1024} {now[1] // 1024} "
-                          f"{largest(per)}\n")
+                          f"{now[3] // 1024} {largest(per)}\n")
             time.sleep(every)
     finally:
         if log:
@@ -132,6 +138,8 @@ def watch(cmd: list[str], every: float = 0.5, trace: str | None = None, **popen)
                 peak_pss_tree_held_mb=round(held[1] / mb, 1),
                 peak_rss_tree_mb=round(peak[0] / mb, 1),
                 peak_rss_tree_held_mb=round(held[0] / mb, 1),
+                peak_anon_tree_mb=round(peak[3] / mb, 1),
+                peak_anon_tree_held_mb=round(held[3] / mb, 1),
                 peak_rss_process_mb=round(peak[2] / mb, 1), samples=len(samples),
                 wall_s=round(time.monotonic() - t0, 1), returncode=child.returncode)
 
@@ -141,8 +149,8 @@ def main(argv=None) -> int:
     p.add_argument("--every", type=float, default=0.5, help="seconds between samples")
     p.add_argument("--out", default=None, help="also write the JSON line here")
     p.add_argument("--trace", default=None,
-                   help="write a line a sample here: seconds, RSS and PSS of the tree (MB), "
-                        "the 3 processes with the most PSS")
+                   help="write a line a sample here: seconds, RSS, PSS and Pss_Anon of the tree "
+                        "(MB), the 3 processes with the most PSS")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARGS...]")
     a = p.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command

@@ -99,6 +99,7 @@ def test_smoke_writes_both_rows(tmp_path):
         assert r["step_s"] > 0 and r["generation_s"] > 0 and r["peak_rss_mb"] > 0
         # the whole tree (trainer + sandbox workers) holds at least the trainer itself
         assert r["peak_pss_tree_mb"] > 0 and r["peak_rss_tree_mb"] >= r["peak_pss_tree_mb"]
+        assert 0 < r["peak_anon_tree_mb"] <= r["peak_pss_tree_mb"]
         assert r["rates_after"] and all(0.0 <= v <= 1.0 for v in r["rates_after"].values())
         for key in ("pass@1_before", "pass@1_after", "pass@n_before", "pass@n_after"):
             assert 0.0 <= r[key] <= 1.0

@@ -18,7 +18,7 @@ def fake_proc(tmp_path, procs):
         (d / "stat").write_text(f"{pid} ({comm}) S {ppid} {pid} 0 0 -1\n")
         (d / "smaps_rollup").write_text(
             f"00400000-7fff [rollup]\nRss:            {rss} kB\nPss:            {pss} kB\n"
-            f"Pss_Anon:       {pss} kB\nShared_Clean:      0 kB\n")
+            f"Pss_Anon:       {pss // 2} kB\nShared_Clean:      0 kB\n")
     (tmp_path / "self").mkdir()          # not a pid: skipped
     return str(tmp_path)
 
@@ -38,8 +38,10 @@ def test_a_sample_sums_rss_and_pss_over_the_tree(tmp_path):
                                 13: ("prog", 12, 50, 50), 20: ("other", 1, 9000, 9000)})
     assert peak_rss.parent_map(proc) == {1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 20: 1}
     sums, per = peak_rss.sample(10, proc)
-    assert sums == (2650, 1750, 2000) and per == {10: 1500, 11: 100, 12: 100, 13: 50}
-    assert peak_rss.rss_pss_kb("Rss: 7 kB\nPss: 3 kB\nPss_Dirty: 2 kB\n") == (7, 3)
+    assert sums == (2650, 1750, 2000, 875) and per == {10: 1500, 11: 100, 12: 100, 13: 50}
+    rollup = "Rss: 7 kB\nPss: 3 kB\nPss_Dirty: 2 kB\nPss_Anon: 1 kB\n"
+    assert peak_rss.rollup_kb(rollup) == (7, 3, 1)
+    assert peak_rss.rollup_kb("Rss: 7 kB\nPss: 3 kB\n") == (7, 3, 0)     # an older kernel
 
 
 def test_a_moment_of_double_counting_is_a_peak_but_not_a_held_peak():
@@ -63,3 +65,4 @@ def test_watch_samples_a_real_tree_and_passes_its_exit_status_on():
     assert out["returncode"] == 3 and out["samples"] >= 2
     assert out["peak_pss_tree_held_mb"] >= 90 and out["peak_rss_process_mb"] >= 90
     assert out["peak_rss_tree_mb"] >= out["peak_rss_process_mb"]
+    assert 90 <= out["peak_anon_tree_held_mb"] <= out["peak_pss_tree_held_mb"]   # the bytearray
