@@ -57,29 +57,50 @@ def tree(root: int, parents: dict[int, int]) -> set[int]:
     return found
 
 
-ROLLUP_FIELDS = ("Rss", "Pss", "Pss_Anon")
+ROLLUP_FIELDS = ("Rss", "Pss", "Pss_Anon", "Private_Clean", "Private_Dirty")
 
 
-def rollup_kb(rollup: str) -> tuple[int, int, int]:
-    """(Rss, Pss, Pss_Anon) in kB from the text of /proc/PID/smaps_rollup (0 when absent)."""
+def rollup_kb(rollup: str) -> tuple[int, int, int, int]:
+    """(Rss, Pss, Pss_Anon, Private_Clean + Private_Dirty) in kB from the text of
+    /proc/PID/smaps_rollup (0 for a field it lacks)."""
     fields = {}
     for line in rollup.splitlines():
         key, _, rest = line.partition(":")
         if key in ROLLUP_FIELDS:
             fields[key] = int(rest.split()[0])
-    return tuple(fields.get(k, 0) for k in ROLLUP_FIELDS)
+    rss, pss, anon, clean, dirty = (fields.get(k, 0) for k in ROLLUP_FIELDS)
+    return rss, pss, anon, clean + dirty
+
+
+def same_memory(child: tuple, parent: tuple, tol: float = 0.01) -> bool:
+    """Whether a child's rollup (rollup_kb) is its parent's own memory: a child between vfork
+    and exec (how subprocess starts a program) runs in its parent's address space, so /proc
+    shows it the parent's pages, private ones included, and summing both counts them twice.
+    Its RSS and private pages match the parent's (to tol, as the two are read a moment apart)
+    and most of its pages are private. A fork's child shares its parent's pages copy-on-write:
+    they are private to neither, and it is counted."""
+    rss, _, _, private = child
+    close = all(abs(c - p) <= tol * max(p, 1) for c, p in ((rss, parent[0]),
+                                                           (private, parent[3])))
+    return close and private > rss / 2
 
 
 def sample(root: int, proc: str = "/proc") -> tuple[tuple[int, int, int, int], dict[int, int]]:
     """((RSS summed over the tree, PSS summed, the largest process's RSS, Pss_Anon summed),
-    {pid: its PSS}), in kB."""
-    rss_sum = pss_sum = rss_max = anon_sum = 0
-    per = {}
-    for pid in tree(root, parent_map(proc)):
+    {pid: its PSS}), in kB; a child in its parent's memory (same_memory) is left out."""
+    parents = parent_map(proc)
+    read = {}
+    for pid in tree(root, parents):
         try:
             with open(os.path.join(proc, str(pid), "smaps_rollup")) as f:
-                rss, pss, anon = rollup_kb(f.read())
+                read[pid] = rollup_kb(f.read())
         except OSError:          # gone, or a kernel thread
+            continue
+    rss_sum = pss_sum = rss_max = anon_sum = 0
+    per = {}
+    for pid, (rss, pss, anon, private) in read.items():
+        parent = read.get(parents.get(pid)) if pid != root else None
+        if parent and same_memory((rss, pss, anon, private), parent):
             continue
         rss_sum, pss_sum, rss_max = rss_sum + rss, pss_sum + pss, max(rss_max, rss)
         anon_sum += anon

@@ -11,14 +11,17 @@ import peak_rss  # noqa: E402
 
 
 def fake_proc(tmp_path, procs):
-    """procs: {pid: (comm, ppid, rss_kb, pss_kb)} -> a directory laid out as /proc."""
-    for pid, (comm, ppid, rss, pss) in procs.items():
+    """procs: {pid: (comm, ppid, rss_kb, pss_kb[, private_kb])} -> a directory laid out as
+    /proc (Pss_Anon: half the PSS; private pages: the PSS unless given)."""
+    for pid, (comm, ppid, rss, pss, *private) in procs.items():
+        private = private[0] if private else pss
         d = tmp_path / str(pid)
         d.mkdir()
         (d / "stat").write_text(f"{pid} ({comm}) S {ppid} {pid} 0 0 -1\n")
         (d / "smaps_rollup").write_text(
             f"00400000-7fff [rollup]\nRss:            {rss} kB\nPss:            {pss} kB\n"
-            f"Pss_Anon:       {pss // 2} kB\nShared_Clean:      0 kB\n")
+            f"Pss_Anon:       {pss // 2} kB\nShared_Clean:      0 kB\n"
+            f"Private_Clean:      {private // 4} kB\nPrivate_Dirty: {private - private // 4} kB\n")
     (tmp_path / "self").mkdir()          # not a pid: skipped
     return str(tmp_path)
 
@@ -40,8 +43,25 @@ def test_a_sample_sums_rss_and_pss_over_the_tree(tmp_path):
     sums, per = peak_rss.sample(10, proc)
     assert sums == (2650, 1750, 2000, 875) and per == {10: 1500, 11: 100, 12: 100, 13: 50}
     rollup = "Rss: 7 kB\nPss: 3 kB\nPss_Dirty: 2 kB\nPss_Anon: 1 kB\n"
-    assert peak_rss.rollup_kb(rollup) == (7, 3, 1)
-    assert peak_rss.rollup_kb("Rss: 7 kB\nPss: 3 kB\n") == (7, 3, 0)     # an older kernel
+    assert peak_rss.rollup_kb(rollup) == (7, 3, 1, 0)
+    assert peak_rss.rollup_kb("Rss: 7 kB\nPss: 3 kB\n") == (7, 3, 0, 0)     # an older kernel
+
+
+def test_a_child_in_its_parents_memory_is_not_counted_twice(tmp_path):
+    """Between vfork and exec a child runs in its parent's memory: /proc shows it the parent's
+    figures, private pages included (read a moment later: a few kB off). A fork's child
+    shares pages copy-on-write: private to neither, each counted with its split PSS."""
+    proc = fake_proc(tmp_path, {10: ("python", 1, 2000, 1500, 1400),
+                                11: ("python", 10, 2003, 1502, 1401),     # vfork: skipped
+                                13: ("worker", 11, 300, 100),
+                                20: ("python", 1, 2000, 750, 50),         # a fork's twins:
+                                21: ("python", 20, 2000, 750, 50)})       # both counted
+    sums, per = peak_rss.sample(10, proc)
+    assert sums == (2300, 1600, 2000, 800) and set(per) == {10, 13}
+    sums, per = peak_rss.sample(20, proc)
+    assert sums == (4000, 1500, 2000, 750) and set(per) == {20, 21}
+    rollup = "Rss: 9 kB\nPss: 5 kB\nPrivate_Clean: 1 kB\nPrivate_Dirty: 3 kB\n"
+    assert peak_rss.rollup_kb(rollup) == (9, 5, 0, 4)
 
 
 def test_a_moment_of_double_counting_is_a_peak_but_not_a_held_peak():
