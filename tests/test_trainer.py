@@ -684,3 +684,28 @@ def test_a_new_run_refuses_an_out_holding_an_earlier_run_and_overwrite_replaces_
     empty = str(tmp_path / "fresh")
     trainer.claim_out_dir(empty, resume=True, overwrite=False, main=True)
     assert not os.path.exists(empty)                          # a check, not a mkdir
+
+
+def test_bound_native_memory_caps_onednns_kernel_cache_unless_the_user_set_it(monkeypatch):
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    trainer.bound_native_memory()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == trainer.ONEDNN_CACHE_CAPACITY
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "512")
+    trainer.bound_native_memory()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "512"
+
+
+def test_release_freed_memory_gives_the_heaps_free_pages_back():
+    """200 MB of blocks above pymalloc's size, freed: glibc keeps the pages until trimmed."""
+    def rss_mb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") >> 20
+    glibc = hasattr(os, "confstr") and "glibc" in (os.confstr("CS_GNU_LIBC_VERSION") or "")
+    if not (glibc and os.path.exists("/proc/self/statm")):
+        pytest.skip("glibc's malloc_trim and /proc are Linux/glibc only")
+    blocks = [bytes(2000) for _ in range(100_000)]
+    last = blocks[-1]      # one live block at the heap's top: glibc cannot shrink it by itself
+    del blocks
+    before = rss_mb()
+    assert trainer.release_freed_memory() is True
+    assert before - rss_mb() >= 100 and len(last) == 2000
