@@ -26,6 +26,26 @@ if "TASKS_CACHE_DIR" not in os.environ:
                     os.environ["TASKS_CACHE_DIR"], os.getpid())   # not in a forked child
 
 
+# The modules that take minutes, longest first (seconds of one run on a loaded 2-core
+# machine): they run before the others. `./run.sh test` gives whole files to 2 workers as they
+# come free, in this order (--no-loadscope-reorder): the corpus test alone is minutes, so a long
+# module left for the end would keep one worker busy after the other ran out of files.
+LONGEST_FIRST = ("test_base.py",        # ~300: the corpus made again, 3 trainings
+                 "test_grpo.py",        # ~200: torchrun ranks, resume, invariance
+                 "test_ppo_fgo.py",     # ~120
+                 "test_rehearse_gpu.py",  # ~100: 2 ranks with vLLM, twice
+                 "test_cli_errors.py",  # ~100: a trainer start-up per mistake
+                 "test_tasks.py")       # ~70
+
+
+def pytest_collection_modifyitems(items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    missing = [n for n in LONGEST_FIRST if not os.path.exists(os.path.join(here, n))]
+    assert not missing, f"conftest.LONGEST_FIRST names no such module: {missing}"
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: file order kept
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _restore_environment():
     saved = dict(os.environ)
