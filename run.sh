@@ -92,9 +92,9 @@ case "$MODE" in
     # The linter first (settings in ruff.toml): a lint error fails the test command.
     .venv/bin/ruff check .
     # Two pytest-xdist workers, each taking whole test files (a module's fixtures are made
-    # once), in the order tests/conftest.py gives them (the longest first): the suite mostly
-    # waits on process start-ups and sandbox time limits. `-n 0` (the last -n wins) or
-    # `-p no:xdist` after `test` runs it in this one process.
+    # once), in the order tests/conftest.py gives them (the longest first): one process leaves
+    # a core idle while it waits on process start-ups and subprocesses. `-n 0` (the last -n
+    # wins) or `-p no:xdist` after `test` runs it in this one process.
     XDIST=(-n 2 --dist loadfile --no-loadscope-reorder)
     for arg in "$@"; do
       [[ "$arg" == "no:xdist" || "$arg" == "-pno:xdist" ]] && XDIST=()
