@@ -71,6 +71,7 @@ from tester_judge import (
     coder_jobs,
     format_tests,
     gt_every_test,
+    job_key,
     judge_program,
     judge_test_set,
     parse_tests,
@@ -594,15 +595,28 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
       wrong test:    the reference on the easy tests with the first expected output replaced by
                      another test's (the coder should keep its program, the tester fix it).
     Mismatches come from the sandbox (the program's own outputs); a state whose program
-    passes anyway is dropped. Two run_batch calls: the near misses on the ground truth,
-    then every state's program on its shown tests."""
+    passes anyway is dropped. The sandbox runs the near misses on the ground truth in up to
+    three run_batch calls, a problem's next near miss only while its earlier ones all pass
+    (the first that fails is the one used: about one job a problem instead of three); then
+    one call runs every state's program on its shown tests and on the ground truth (a near
+    miss's ground-truth result is the one already had)."""
     problems = [p for p in problems if p.solutions and easy_tests(p.tests, 1)]
     run_batch = run_batch or sandbox.run_batch
     rng = random.Random(seed)
     misses = {p.id: rng.sample(m, min(len(m), 3)) for p in problems
               for m in [near_misses(p.solutions[0])]}
-    first = run_jobs([(c, p.tests, p, False) for p in problems for c in misses[p.id]],
-                     run_batch, timeout, memory_mb)
+    first = {}
+
+    def failed_tests(code, p):
+        res = result_of(first, code, p.tests, p)
+        return [t for t, ok in zip(p.tests, passed_and_mismatches(res, p.tests, p.fn_name)[0])
+                if not ok]
+    left = problems
+    for k in range(3):
+        left = [p for p in left if k < len(misses[p.id])]
+        first.update(run_jobs([(misses[p.id][k], p.tests, p, False) for p in left],
+                              run_batch, timeout, memory_mb))
+        left = [p for p in left if not failed_tests(misses[p.id][k], p)]
     cfg = GameConfig(timeout=timeout, memory_mb=memory_mb)
     cases = []
     for kind in (True, False):
@@ -611,9 +625,7 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
             easy = copy.deepcopy(easy_tests(p.tests, max_tests))
             wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
             for code in misses[p.id]:
-                res = result_of(first, code, p.tests, p)
-                failed = [t for t, ok in zip(p.tests, passed_and_mismatches(
-                    res, p.tests, p.fn_name)[0]) if not ok]
+                failed = failed_tests(code, p)
                 if failed:
                     wrong = code
                     if failed[0] not in easy:
@@ -633,7 +645,8 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
                 cases.append((state, code, p.solutions[0], right))
     jobs = [j for state, code, _, _ in cases
             for j in coder_jobs(state.problem, state.tests, [code], gt_every_test(cfg.reward))]
-    results = run_jobs(jobs, run_batch, timeout, memory_mb)
+    results = {**first, **run_jobs([j for j in jobs if job_key(*j) not in first], run_batch,
+                                   timeout, memory_mb)}
     out = []
     for state, code, right_code, right_tests in cases:
         ((branch, _),) = score_coders(state, [code], results, cfg)

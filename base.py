@@ -262,9 +262,16 @@ def train(args) -> None:
     pairs = load_corpus(args.out, args.corpus_seed)
     path = initial_model(args, corpus_texts(pairs))
     tokenizer = load_tokenizer(path)
-    examples = corpus_examples(tokenizer, pairs)
+    # Each example is tokenized when a step first draws it: a short run or a resume does not
+    # wait for the whole corpus (~20 s) to be tokenized.
+    examples: dict[int, actor.Sample] = {}
+
+    def example(i: int) -> actor.Sample:
+        if i not in examples:
+            examples[i] = corpus_examples(tokenizer, [pairs[i]])[0]
+        return examples[i]
     valid = validation_problems(args.corpus_seed)
-    say(d, f"corpus {len(examples)} examples {kind_counts(pairs)}, digest "
+    say(d, f"corpus {len(pairs)} examples {kind_counts(pairs)}, digest "
            f"{corpus_digest(pairs)[:16]}; "
            f"validation {len(valid)} rl problems; {time.time() - t0:.0f} s")
     log = metrics.MetricsLog(args.out, d.main, (), vars(args), "base")
@@ -289,7 +296,7 @@ def train(args) -> None:
     bar = metrics.progress(range(first, args.steps), "base", args.steps, first, enabled=d.main)
     for step in bar:
         rng = random.Random(f"{args.seed}-{step}")
-        batch = [examples[rng.randrange(len(examples))] for _ in range(args.batch)]
+        batch = [example(rng.randrange(len(pairs))) for _ in range(args.batch)]
         st = actor.update(policy, optimizer, batch[d.rank::d.world], actor.sft_loss,
                           micro_batch=args.micro_batch, agg="token-mean", max_len=None,
                           pad_id=tokenizer.pad_token_id, device=d.device,

@@ -24,6 +24,7 @@ one line naming the file, not vLLM's and then transformers' tracebacks.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -186,9 +187,15 @@ def _tiny_model_path(seed: int) -> str:
     key = hashlib.sha256(json.dumps([texts, TINY, seed]).encode()).hexdigest()[:12]
     path = os.path.join(CACHE_DIR, f"tiny-{key}")
     if not os.path.exists(os.path.join(path, "config.json")):
-        # Only one process builds; the others wait for the finished directory.
+        # Only one process builds; the others wait for the finished directory: the other ranks
+        # at the barrier, processes started side by side (two runs, the test suite's workers)
+        # at the lock, after which they find it built.
         if not dist.is_initialized() or dist.get_rank() == 0:
-            build_tiny_model(path, texts, seed=seed)
+            os.makedirs(CACHE_DIR, exist_ok=True)
+            with open(path + ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not os.path.exists(os.path.join(path, "config.json")):
+                    build_tiny_model(path, texts, seed=seed)
         if dist.is_initialized():
             dist.barrier()
     return path

@@ -91,7 +91,15 @@ case "$MODE" in
   test)
     # The linter first (settings in ruff.toml): a lint error fails the test command.
     .venv/bin/ruff check .
-    exec .venv/bin/python -m pytest -q tests "$@" ;;
+    # Two pytest-xdist workers, each taking whole test files (a module's fixtures are made
+    # once), in the order tests/conftest.py gives them (the longest first): one process leaves
+    # a core idle while it waits on process start-ups and subprocesses. `-n 0` (the last -n
+    # wins) or `-p no:xdist` after `test` runs it in this one process.
+    XDIST=(-n 2 --dist loadfile --no-loadscope-reorder)
+    for arg in "$@"; do
+      [[ "$arg" == "no:xdist" || "$arg" == "-pno:xdist" ]] && XDIST=()
+    done
+    exec .venv/bin/python -m pytest -q "${XDIST[@]}" tests "$@" ;;
   main)
     if [ "$NGPU" -gt 0 ]; then
       exec .venv/bin/torchrun --nproc_per_node="$NPROC" ${TORCHRUN_ARGS:-} grpo.py --preset gpu "$@"

@@ -54,6 +54,7 @@ families, so any prefix is a mix. Deterministic: the same seed gives the same ro
 from __future__ import annotations
 
 import ast
+import fcntl
 import hashlib
 import json
 import os
@@ -649,7 +650,8 @@ def _kept_in_cache_dir(make):
     takes ~10 s of a free core (over a minute on a loaded one), and the test suite
     (tests/conftest.py sets the folder for its session) starts dozens of trainers that load
     it. The file is named by the function, the arguments and this file's sha256, so a
-    changed generator never reads an older world."""
+    changed generator never reads an older world. One process makes it: others that want it
+    meanwhile (the suite's two workers start together) wait on a lock and read the file."""
     @wraps(make)
     def cached(*key) -> str:
         folder = os.environ.get("TASKS_CACHE_DIR")
@@ -657,15 +659,18 @@ def _kept_in_cache_dir(make):
             return make(*key)
         name = "-".join(map(str, (make.__name__, *key, _SOURCE_SHA256[:16])))
         path = os.path.join(folder, name + ".json")
-        if os.path.exists(path):
-            with open(path) as f:
-                return f.read()
-        text = make(*key)
-        os.makedirs(folder, exist_ok=True)
-        with open(f"{path}.{os.getpid()}", "w") as f:    # whole or absent: processes race
-            f.write(text)
-        os.replace(f"{path}.{os.getpid()}", path)
-        return text
+        if not os.path.exists(path):
+            os.makedirs(folder, exist_ok=True)
+            with open(path + ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not os.path.exists(path):
+                    text = make(*key)
+                    with open(f"{path}.{os.getpid()}", "w") as f:    # whole or absent
+                        f.write(text)
+                    os.replace(f"{path}.{os.getpid()}", path)
+                    return text
+        with open(path) as f:
+            return f.read()
     return cached
 
 

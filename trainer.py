@@ -97,8 +97,9 @@ def bound_native_memory() -> None:
 
 def release_freed_memory() -> bool:
     """Hands the heap's free pages back to the system (glibc's malloc_trim): whether any
-    went back (False without glibc: macOS, musl). A step frees what its generation and update allocated, but glibc keeps most of it for
-    later: 150-250 MB a step on the CPU default, which the next step's peak then sits on."""
+    went back (False without glibc: macOS, musl). A step frees what its generation and
+    update allocated, but glibc keeps most of it for later: 150-250 MB a step on the CPU
+    default, which the next step's peak then sits on."""
     try:
         import ctypes
         return bool(ctypes.CDLL(None).malloc_trim(0))

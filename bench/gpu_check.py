@@ -797,7 +797,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory for gpu_check.json and gpu_check.md")
     p.add_argument("--work-dir", default=None,
                    help="where the big sizes' random weights are saved for the engine, deleted "
-                        "after each size (default <tmp>/gpu_check_models, outside --out)")
+                        "after each size (default: a new folder of this run's own in the "
+                        "temporary directory, removed at the end; outside --out)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="peak bf16 dense TFLOPS for MFU; default from the device-name table "
                         "(H200 989), none on the CPU (MFU null)")
@@ -851,7 +852,6 @@ def parse_args(argv=None):
     bad = [e for e in args.engines.split(",") if e not in ("hf", "vllm")]
     if bad:
         raise SystemExit(f"--engines: unknown {bad}; choose hf and/or vllm")
-    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "gpu_check_models")
     return args
 
 
@@ -887,6 +887,11 @@ def main(argv=None) -> dict:
               "sizes": []}
     measured: dict = {}
     chosen = args.sizes.split(",")
+    # The run's own folder unless --work-dir names one: two checks on one machine (or two test
+    # sessions) would otherwise save, load and delete each other's weights under one name.
+    own_work_dir = args.work_dir is None
+    if own_work_dir:
+        args.work_dir = tempfile.mkdtemp(prefix="gpu_check_models-")
 
     def save():
         write_report(report, args.out)
@@ -918,6 +923,8 @@ def main(argv=None) -> dict:
                 report["sizes"].append({"size": size, "status": "skipped", "reason": reason})
     finally:
         write_report(report, args.out)
+        if own_work_dir:
+            shutil.rmtree(args.work_dir, ignore_errors=True)
         if torch.distributed.is_initialized():     # one rank: nobody to wait for
             torch.distributed.destroy_process_group()
     say(f"wrote {os.path.join(args.out, 'gpu_check.json')} and gpu_check.md")

@@ -21,16 +21,20 @@ SMOKE_SIZES = ("tiny", "qwen3-mini")
 BUDGET_SKIPPED = "qwen2.5-0.5b"
 
 
-def run_check(out_dir, *flags, timeout=400):
+def run_check(out_dir, tmp_dir, *flags, timeout=400):
+    """gpu_check.py --cpu-smoke with tmp_dir as its temporary directory, which it must leave
+    without the folder it saved the big sizes' weights in (a run's own: two runs at once on
+    one machine must not load or delete each other's)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MASTER_", "VLLM_")) and k not in
            ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES")}
-    env["OMP_NUM_THREADS"] = "1"
+    env.update(OMP_NUM_THREADS="1", TMPDIR=str(tmp_dir))
     cmd = [sys.executable, os.path.join(ROOT, "bench", "gpu_check.py"), "--cpu-smoke",
            "--out", str(out_dir), *flags]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert not [n for n in os.listdir(tmp_dir) if n.startswith("gpu_check_models")]
     with open(os.path.join(out_dir, "gpu_check.json")) as f:
         report = json.load(f)
     with open(os.path.join(out_dir, "gpu_check.md")) as f:
@@ -42,7 +46,8 @@ def run_check(out_dir, *flags, timeout=400):
 def smoke(tmp_path_factory):
     # A generous budget: on a loaded machine the smoke run must not skip a small size; the
     # 0.5B (expected to take minutes on the CPU) must be skipped for the budget, not run.
-    return run_check(tmp_path_factory.mktemp("smoke"), "--peak-tflops", "0.5",
+    return run_check(tmp_path_factory.mktemp("smoke"), tmp_path_factory.mktemp("smoke-tmp"),
+                     "--peak-tflops", "0.5",
                      "--budget", "200", "--sizes", ",".join(SMOKE_SIZES + (BUDGET_SKIPPED,)))
 
 

@@ -285,13 +285,35 @@ def test_a_cache_dir_hands_the_rows_to_other_processes(tmp_path, monkeypatch):
     below_lru = tasks._generate_length.__wrapped__
     monkeypatch.setenv("TASKS_CACHE_DIR", str(tmp_path / "cache"))
     text = below_lru(0)
-    (file,) = (tmp_path / "cache").iterdir()
+    (file,) = (tmp_path / "cache").glob("*.json")
     assert file.read_text() == text == inspect.unwrap(tasks._generate_length)(0)
     assert file.name.startswith("_generate_length-0-")
     file.write_text('{"read": "back"}')
     assert below_lru(0) == '{"read": "back"}'
     monkeypatch.delenv("TASKS_CACHE_DIR")
     assert below_lru(0) == text
+
+
+def test_callers_at_once_make_a_cached_world_once(tmp_path, monkeypatch):
+    """Two callers that want the same uncached world at once (the suite's workers starting
+    together): one makes it, the other waits for the file and reads it."""
+    import threading
+    import time
+    made = []
+
+    def make(seed):
+        made.append(seed)
+        time.sleep(0.5)                 # long enough for the other caller to arrive meanwhile
+        return f'{{"seed": {seed}}}'
+    cached = tasks._kept_in_cache_dir(make)
+    monkeypatch.setenv("TASKS_CACHE_DIR", str(tmp_path / "cache"))
+    got = []
+    callers = [threading.Thread(target=lambda: got.append(cached(3))) for _ in range(2)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert made == [3] and got == ['{"seed": 3}'] * 2
 
 
 # ---------------------------------------------------------------------------- the base world

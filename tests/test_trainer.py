@@ -709,3 +709,33 @@ def test_release_freed_memory_gives_the_heaps_free_pages_back():
     before = rss_mb()
     assert trainer.release_freed_memory() is True
     assert before - rss_mb() >= 100 and len(last) == 2000
+
+
+def test_processes_at_once_build_the_tiny_model_once(tmp_path, monkeypatch):
+    """`--model tiny` in two processes started together (two runs, the suite's workers) on a
+    fresh clone: one builds the cached model, the other waits for it, and both get the
+    finished folder (no second build renaming the first one's folder away under a reader)."""
+    import threading
+    import time
+    built = []
+
+    def slow_build(path, texts, seed=0):
+        built.append(path)
+        time.sleep(0.5)                 # long enough for the other caller to arrive meanwhile
+        os.makedirs(path)
+        with open(os.path.join(path, "config.json"), "w") as f:
+            f.write("{}")
+    monkeypatch.setattr(model, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(model, "tiny_corpus", lambda: ["print(1)\n"])
+    monkeypatch.setattr(model, "build_tiny_model", slow_build)
+    # Two plain processes, not ranks (an in-process engine of an earlier module may have left
+    # this process a world of 1, whose barrier two threads must not share).
+    monkeypatch.setattr(model.dist, "is_initialized", lambda: False)
+    got = []
+    callers = [threading.Thread(target=lambda: got.append(model.resolve_model("tiny")))
+               for _ in range(2)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert len(built) == 1 and got == built * 2
