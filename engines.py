@@ -416,7 +416,6 @@ class VLLMEngine:
             torch.set_num_threads = set_threads
             torch.set_num_threads(threads)
         OPEN_ENGINES.add(self)      # only a started engine has anything to shut down
-        self.eager_cpu = device.type == "cpu"
         self.tokenizer = self.llm.get_tokenizer()
         self.tp_group = None
         if self.tp > 1:
@@ -429,10 +428,10 @@ class VLLMEngine:
         """A context for the engine's model and sampler calls. On the CPU it turns
         torch.compile off: vLLM's sampler compiles one small function (the sampled tokens'
         ranks, `(logprobs >= chosen).sum(-1)`) with inductor, which builds a C++ kernel and a
-        150 MB precompiled header in every new process: ~10 s and a compiler of ~0.5 GB
+        150 MB precompiled header in every new process: ~20 s and a compiler of ~0.5 GB
         beside the trainer at the first step, for a sum over a [sequences, vocab] tensor that
         eager runs in microseconds. On CUDA vLLM's compiled paths stay as they are."""
-        if not self.eager_cpu:
+        if self.device.type != "cpu":
             return contextlib.nullcontext()
         import torch._dynamo
         return torch._dynamo.config.patch(disable=True)

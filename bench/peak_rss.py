@@ -98,10 +98,11 @@ def sample(root: int, proc: str = "/proc") -> tuple[tuple[int, int, int, int], d
             continue
     rss_sum = pss_sum = rss_max = anon_sum = 0
     per = {}
-    for pid, (rss, pss, anon, private) in read.items():
+    for pid, figures in read.items():
         parent = read.get(parents.get(pid)) if pid != root else None
-        if parent and same_memory((rss, pss, anon, private), parent):
+        if parent and same_memory(figures, parent):
             continue
+        rss, pss, anon, _ = figures
         rss_sum, pss_sum, rss_max = rss_sum + rss, pss_sum + pss, max(rss_max, rss)
         anon_sum += anon
         per[pid] = pss
