@@ -32,9 +32,8 @@ import torch
 import torch.distributed as dist
 
 import data
-from losses import aggregate, local_denominator
-from metrics import Timer, progress
-from model import (
+from infra.metrics import Timer, progress
+from infra.model import (
     Dist,
     Forward,
     PolicyLogprobs,
@@ -44,6 +43,7 @@ from model import (
     response_mask,
     warmup_cosine,
 )
+from losses import aggregate, local_denominator
 from rollouts import prompt_text, reduce_sums
 
 # ----------------------------------------------------------------------------- loss normalisers

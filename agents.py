@@ -59,14 +59,14 @@ import torch
 
 import actor
 import data
-import flags
 import grpo
 import losses
 import rollouts
 import sandbox
 import trainer
-from metrics import Timer
-from model import UserError, all_reduce_sum
+from infra import flags
+from infra.metrics import Timer
+from infra.model import UserError, all_reduce_sum
 from tester_judge import (
     coder_jobs,
     format_tests,
@@ -1071,7 +1071,7 @@ def build_parser():
         "AT-GRPO: a tester and a coder refine tests and program over turns; GRPO "
         "per (problem, turn, agent). CPU default: the shipped base on the built-in problems.",
     )
-    flags.add_common_flags(p, "agents")
+    flags.add_common_flags(p, "agents", aggregations=losses.AGGREGATIONS)
     p.set_defaults(reward="fraction")  # the seed's global term: the ground-truth pass rate
     g = p.add_argument_group("AT-GRPO (--group-size is K, the candidates per agent per turn)")
     g.add_argument("--policy", choices=["shared", "per-role"], default="per-role",

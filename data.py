@@ -53,7 +53,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import date
 
-import tasks
+from infra.errors import DataError  # noqa: F401  (data.DataError: raised by the loaders)
+from world import tasks
 
 SOURCES = ("apps", "apps_plus", "code_contests", "livecodebench", "humaneval", "builtin", "tasks",
            "prepared")
@@ -70,10 +71,6 @@ class Problem:
     solutions: list[str]
     difficulty: str
     metadata: dict = field(default_factory=dict)
-
-
-class DataError(ValueError):
-    """An error the user can fix (bad path, unknown name, offline hub); one clear sentence."""
 
 
 class BadRow(ValueError):

@@ -51,13 +51,13 @@ import argparse
 import torch
 
 import actor
-import flags
 import losses
 import rollouts
 import trainer
 from actor import Sample
+from infra import flags
+from infra.model import Forward, reference_like
 from losses import dynamic_sampling_keep, group_advantages
-from model import Forward, reference_like
 
 # ----------------------------------------------------------------------------- rollouts
 
@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "base model (models/base), GRPO on tasks:rl; prints held-out pass@1 before "
                    "and after RL. Launch on GPUs with torchrun --nproc_per_node N grpo.py "
                    "--preset gpu.")
-    flags.add_common_flags(p, "grpo")
+    flags.add_common_flags(p, "grpo", aggregations=losses.AGGREGATIONS)
     g = p.add_argument_group("GRPO")
     flags.add_adv_scale_flag(g)
     g.add_argument("--adv-eps", type=flags.POSITIVE, default=1e-6,
@@ -223,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra sampling rounds for --dynamic-sampling")
     g.add_argument("--overlong-filter", action="store_true",
                    help="mask the loss of responses cut at --max-new-tokens (DAPO)")
-    flags.add_curriculum_flags(p)
+    trainer.add_curriculum_flags(p)
     return p
 
 

@@ -77,13 +77,13 @@ import json
 import torch
 
 import actor
-import flags
 import losses
 import rollouts
 import trainer
 from actor import Sample
+from infra import flags
+from infra.model import Forward, critic_like, reference_like
 from losses import gae, kl_in_reward, whiten
-from model import Forward, critic_like, reference_like
 from sandbox import executable_lines
 
 # ----------------------------------------------------------------------------- rewards
@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "optional FGO (policy loss only on code the tests executed). CPU "
                       "default: the shipped base model on tasks:rl; held-out pass@1 before and "
                       "after RL.")
-    flags.add_common_flags(p, "ppo")
+    flags.add_common_flags(p, "ppo", aggregations=losses.AGGREGATIONS)
     g = p.add_argument_group("PPO (StepCoder)")
     g.add_argument("--fgo", action="store_true",
                    help="FGO: mask the policy loss of code lines no unit test executed")
@@ -514,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON overriding StepCoder's rewards, e.g. '{\"wrong_answer\": -0.5}' "
                         "(keys: pass, wrong_answer, runtime_error, timeout, memory_limit, "
                         "output_limit, compile_error, no_code)")
-    flags.add_curriculum_flags(p)
+    trainer.add_curriculum_flags(p)
     return p
 
 

@@ -17,8 +17,8 @@ import torch.distributed as dist
 import cccs
 import data
 import sandbox
-from metrics import Timer
-from model import Dist, all_reduce_sum
+from infra.metrics import Timer
+from infra.model import Dist, all_reduce_sum
 
 # ----------------------------------------------------------------------------- rollouts, rewards
 

@@ -55,11 +55,11 @@ from transformers import AutoConfig
 import cccs
 import data
 import drive
-import flags
 from actor import Sample, Scores, score, sft, sft_examples, sync_weights
-from engines import make_engine
-from metrics import MetricsLog, Timer, progress, report_to_list
-from model import (
+from infra import flags
+from infra.engines import make_engine
+from infra.metrics import MetricsLog, Timer, progress, report_to_list
+from infra.model import (
     Dist,
     PolicyLogprobs,
     UserError,
@@ -78,6 +78,7 @@ from model import (
     warmup_cosine,
 )
 from rollouts import evaluate, family_labels, prompt_text, standard_error
+from world import tiny
 
 # ----------------------------------------------------------------------------- set-up
 
@@ -196,12 +197,13 @@ def train_eval_set(train: list, evals: list, n: int) -> list:
 
 
 def model_files(args, d: Dist):
-    """The model's path (resolve_model) and its tokenizer; on CPU, --cpu-threads set first."""
+    """The model's path (tiny.model_path or resolve_model) and its tokenizer; on CPU,
+    --cpu-threads set first."""
     if d.device.type == "cpu" and args.cpu_threads > 0:
         # 0 leaves torch's own choice. Under load, tiny models are overhead-bound and extra
         # threads only fight the other processes (the sandbox's workers, a second training).
         torch.set_num_threads(args.cpu_threads)
-    path = resolve_model(args.model, seed=args.model_seed)
+    path = tiny.model_path(args.model_seed) if args.model == "tiny" else resolve_model(args.model)
     return path, load_tokenizer(path)
 
 
@@ -373,6 +375,39 @@ class Curriculum:
             self.hard_focus.load_state_dict(state["hard_focus"])
         if state.get("tracker"):
             self.tracker.load_state_dict(state["tracker"])
+
+
+def hard_focus_spec(text: str) -> str:
+    """--hard-focus checked at parse time (drive.parse_hard_focus), kept as the string."""
+    if text:
+        try:
+            drive.parse_hard_focus(text)
+        except ValueError as e:
+            # argparse names the flag itself
+            raise argparse.ArgumentTypeError(str(e).removeprefix("--hard-focus: ")) from None
+    return text
+
+
+
+def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
+    """Which prompts the policy sees: StepCoder's CCCS (cccs.py), DRIVE's hard focus and
+    offline filter (drive.py)."""
+    g = p.add_argument_group("curricula (cccs.py, drive.py)")
+    g.add_argument("--curriculum", choices=["none", "cccs"], default="none",
+                   help="cccs: StepCoder's curriculum of code completion subtasks")
+    g.add_argument("--cccs-threshold", type=flags.SHARE, default=0.8,
+                   help="moving-average pass rate at which a problem moves to its next stage")
+    g.add_argument("--cccs-average", choices=["window", "ema"], default="window",
+                   help="moving average of the pass rate: last --cccs-span updates, or EMA")
+    g.add_argument("--cccs-span", type=flags.POSITIVE_INT, default=4,
+                   help="window length (or EMA span) of that average")
+    g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
+    g.add_argument("--hard-focus", type=hard_focus_spec, default="",
+                   help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
+                        "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
+    g.add_argument("--offline-filter", action="store_true",
+                   help="before RL, drop train problems every sample solves or none does "
+                        "(Skywork/AceReason; DRIVE's data curation)")
 
 
 def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,

@@ -18,8 +18,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import data  # noqa: E402
-import engines  # noqa: E402
-import model  # noqa: E402
+from infra import (
+    engines,  # noqa: E402
+    model,  # noqa: E402
+)
 
 
 def main():

@@ -30,7 +30,7 @@ def rss_mib() -> float:
 def child(args):
     import torch
     sys.path.insert(0, ROOT)
-    import model
+    from infra import model
     torch.manual_seed(0)
     h = torch.randn(args.batch, args.seq, args.hidden, dtype=torch.bfloat16)
     w = (torch.randn(args.vocab, args.hidden) * 0.02).to(torch.bfloat16)

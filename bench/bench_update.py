@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 import actor  # noqa: E402
 import data  # noqa: E402
-import model  # noqa: E402
+from infra import model  # noqa: E402
 
 
 def main(argv=None) -> None:

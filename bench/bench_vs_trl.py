@@ -73,13 +73,13 @@ import peak_rss  # noqa: E402  (a process tree's peak memory)
 from ablate import mean_std  # noqa: E402  (the grid's mean and sample std)
 from compare import over_seeds, paired  # noqa: E402  (paired held-out differences)
 
-import flags  # noqa: E402
 import grpo  # noqa: E402
 import rollouts  # noqa: E402
 import trainer  # noqa: E402
-from engines import make_engine  # noqa: E402
-from metrics import Timer  # noqa: E402
-from model import Dist, PolicyLogprobs, load_causal_lm, load_tokenizer  # noqa: E402
+from infra import flags  # noqa: E402
+from infra.engines import make_engine  # noqa: E402
+from infra.metrics import Timer  # noqa: E402
+from infra.model import Dist, PolicyLogprobs, load_causal_lm, load_tokenizer  # noqa: E402
 
 INSTALL_HINT = ("bench_vs_trl.py: TRL is not installed; it is an optional benchmark-only "
                 "dependency: .venv/bin/pip install -r requirements-bench.txt")
@@ -280,7 +280,7 @@ def resolved_engine(kind: str) -> str:
     vLLM that then fails to start falls back to hf with a line in the run's output)."""
     if kind != "auto":
         return kind
-    from engines import vllm_supports
+    from infra.engines import vllm_supports
     return "vllm" if vllm_supports(torch.device("cpu")) else "hf"
 
 

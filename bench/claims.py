@@ -47,7 +47,7 @@ from grids import STEPCODER_FAMILIES  # noqa: E402
 
 import data  # noqa: E402
 import rollouts  # noqa: E402
-from tasks import CCCS_FAMILY  # noqa: E402
+from world.tasks import CCCS_FAMILY  # noqa: E402
 
 STEPCODER_BRANCHY = tuple(STEPCODER_FAMILIES.split("+"))
 

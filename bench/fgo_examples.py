@@ -14,8 +14,8 @@ import torch  # noqa: E402
 import data  # noqa: E402
 import ppo_fgo  # noqa: E402
 import rollouts  # noqa: E402
-from engines import make_engine  # noqa: E402
-from model import load_tokenizer  # noqa: E402
+from infra.engines import make_engine  # noqa: E402
+from infra.model import load_tokenizer  # noqa: E402
 
 
 def main():

@@ -275,7 +275,7 @@ class Skip(Exception):
 def start_engine(kind: str, path: str, dev: Device, args):
     """The generation engine of `kind` ("hf" or "vllm") through engines' public API.
     Raises Skip when vLLM has no build for this device (engines.make_engine's SystemExit)."""
-    import engines
+    from infra import engines
     if kind == "hf":
         return engines.HFEngine(path, dev.device, dtype=dev.gen_dtype,
                                 batch_size=args.prompts * args.group)
@@ -317,7 +317,7 @@ def logprob_check(hidden: int, vocab: int, dev: Device, args) -> dict:
     """Chunked vs plain token log-probs in bf16 (forward + backward) at (hidden, vocab)."""
     import torch
 
-    import model
+    from infra import model
     torch.manual_seed(args.seed)
     B, T = args.lp_batch, args.lp_seq
     h = torch.randn(B, T, hidden, device=dev.device, dtype=torch.bfloat16)
@@ -496,7 +496,7 @@ def grpo_steps(kind: str, path: str, policy, optimizer, tokenizer, problems, n_p
 
     import data
     import grpo
-    import model
+    from infra import model
     t = dev.now()
     engine = start_engine(kind, path, dev, args)
     out = {"status": "ok", "engine": kind, "engine_start_s": dev.now() - t, "steps": []}
@@ -616,7 +616,7 @@ def run_size(res: dict, name: str, tiny_path: str, tokenizer, problems, dev: Dev
     """Fill `res` (already in the report) with size `name`'s phases; save() after each."""
     import torch
 
-    import model
+    from infra import model
     res.update(size=name, status="running", arch=SIZES[name]["arch"])   # until the end
     model.init_distributed()       # again: a closed vLLM engine takes the process group along
     t_size = time.perf_counter()
@@ -863,7 +863,7 @@ def main(argv=None) -> dict:
     import transformers
 
     import data
-    import model
+    from infra import model
     if not args.cpu_smoke and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: `--cpu-smoke` runs the same path on the CPU")
     d = model.init_distributed()

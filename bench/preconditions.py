@@ -29,15 +29,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import base  # noqa: E402
 import cccs  # noqa: E402
 import data  # noqa: E402
-import flags  # noqa: E402
 import rollouts  # noqa: E402
 import sandbox  # noqa: E402
-import tasks  # noqa: E402
-from engines import make_engine  # noqa: E402
-from model import init_distributed, load_tokenizer, resolve_model  # noqa: E402
+from infra import flags  # noqa: E402
+from infra.engines import make_engine  # noqa: E402
+from infra.model import init_distributed, load_tokenizer, resolve_model  # noqa: E402
+from world import (
+    base,  # noqa: E402
+    tasks,  # noqa: E402
+)
 
 
 def by_family(problems, values: dict) -> dict[str, float]:

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cccs  # noqa: E402
 import data  # noqa: E402
 import sandbox  # noqa: E402
-import tasks  # noqa: E402
+from world import tasks  # noqa: E402
 
 
 def probe(model, tok, k: int, problems: int, samples: int, rng: random.Random) -> dict:

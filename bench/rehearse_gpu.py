@@ -81,7 +81,7 @@ def build_model(out_dir: str, seed: int = 0) -> str:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    import model
+    from infra import model
     tok = model.load_tokenizer(model.resolve_model("tiny"))
     tok.add_tokens(TURN_MARKERS, special_tokens=True)
     tok.eos_token, tok.pad_token = "<|im_end|>", model.EOS     # as Qwen3's tokenizer

@@ -13,7 +13,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import actor  # noqa: E402
 import grpo  # noqa: E402
-import model  # noqa: E402
+from infra import model  # noqa: E402
 
 
 def run(d, path, agg, micro, epochs, mini):

@@ -560,7 +560,7 @@ def test_problem_without_reference_plays_but_no_test_is_valid():
 def test_train_problems_without_a_reference_are_dropped_and_none_left_is_a_user_error():
     """The tester's reward needs a reference solution: RL keeps the problems that have one;
     none left ends the run with one line naming --train-data (model.UserError, exit 2)."""
-    from model import UserError
+    from infra.model import UserError
     no_ref = make_problem("lcb")
     no_ref.solutions = []
     assert [p.id for p in agents.with_reference([no_ref, make_problem("p0")], "x")] == ["p0"]
@@ -763,7 +763,7 @@ def test_prompt_order_epoch_plays_every_problem_once_an_epoch():
 
     import torch
 
-    from model import Dist
+    from infra.model import Dist
     problems = [make_problem(f"p{i}") for i in range(10)]
     d = Dist(0, 1, 0, torch.device("cpu"))
     args = agents.parse_args(["--prompt-order", "epoch"])
@@ -785,7 +785,7 @@ def test_ranks_play_disjoint_slices_of_one_global_batch():
     problems = [make_problem(f"p{i}") for i in range(10)]
     import torch
 
-    from model import Dist
+    from infra.model import Dist
 
     def on(rank, world):
         return Dist(rank, world, rank, torch.device("cpu"))
@@ -814,7 +814,7 @@ def test_per_role_resume_reproduces_an_uninterrupted_run(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    from model import close_distributed
+    from infra.model import close_distributed
 
     a, b = tmp_path / "a", tmp_path / "b"
     common = TINY + ["--policy", "per-role", "--eval-n", "0", "--save-every", "1"]
@@ -851,7 +851,7 @@ def test_mini_batches_give_several_updates_per_episode_batch(tmp_path):
     """--mini-batches 2: each model takes two optimizer steps on its samples, the second
     against the old log-probs of the policy that played (ratio logged); --tis-cap is refused
     (agents.py keeps no sampler log-probs), not silently ignored."""
-    from model import close_distributed
+    from infra.model import close_distributed
 
     try:
         agents.train(agents.parse_args(TINY + ["--policy", "shared", "--eval-n", "0",
@@ -874,7 +874,7 @@ class ScriptedEngine:
         self.policy, self.calls = policy, 0
 
     def generate(self, prompts, n=1, **sampling):
-        from engines import Completion
+        from infra.engines import Completion
         self.calls += 1
         return [[Completion(self.policy(p), [1], "stop")] for p in prompts]
 
@@ -889,8 +889,8 @@ def test_eval_rows_carry_the_evaluation_seconds_split_into_generation_and_sandbo
 
     import torch
 
-    from metrics import Timer
-    from model import Dist
+    from infra.metrics import Timer
+    from infra.model import Dist
 
     engine = ScriptedEngine(lambda prompt: GOOD_TESTS if "Test Input" in prompt else code(REF))
     m = SimpleNamespace(engine=engine, tokenizer=CharTokenizer())

@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import base
 import cccs
-import model
+from infra import model
+from world import base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = model.BASE_DIR
@@ -90,7 +90,7 @@ def test_corpus_holds_no_rl_or_eval_instance_and_the_cccs_family_only_at_its_las
     the rl or eval splits. The CCCS family appears only as completions from its last split
     point; the RL-only family not at all."""
     import data
-    import tasks
+    from world import tasks
     world = tasks.generate_base(0)
     corpus = {r["question"]: r for r in world["corpus"]}
     builtin = {p.question.strip() for p in data.builtin_problems()}
@@ -118,7 +118,7 @@ def test_corpus_repair_turns_are_right_by_the_reference():
     import agents
     import data
     import sandbox
-    import tasks
+    from world import tasks
     rows = tasks.generate_base(0)["corpus"][1::base.REPAIR_EVERY][:40]
     problems = [data.Problem(**r) for r in rows]
     repairs = agents.repair_states(problems, base.ROLE_MAX_TESTS)
@@ -170,7 +170,7 @@ def _train(out, *extra):
         os.makedirs(out, exist_ok=True)
         with open(corpus, "w") as f:
             json.dump(base.corpus_pairs(0), f)
-    cmd = [sys.executable, "base.py", "--out", out, "--layers", "1", "--hidden", "32",
+    cmd = [sys.executable, "-m", "world.base", "--out", out, "--layers", "1", "--hidden", "32",
            "--intermediate", "64", "--heads", "2", "--kv-heads", "1", "--vocab", "300",
            "--eval-every", "2", "--eval-n", "1", "--max-new-tokens", "4", "--engine", "hf",
            "--cpu-threads", "1", "--batch", "8", *extra]

@@ -314,7 +314,7 @@ def test_as_a_plain_process(script, flags, want, tmp_path):
 
 def test_a_real_bug_keeps_its_traceback(tmp_path):
     """Only the errors a user can fix are shortened: a crash inside the code is not."""
-    import flags
+    from infra import flags
     def buggy(args):
         raise ZeroDivisionError("a bug")
     with pytest.raises(ZeroDivisionError):
@@ -341,7 +341,7 @@ def test_only_the_main_rank_prints_the_error(tmp_path):
 def test_weight_files_are_checked_by_their_header_and_size(tmp_path):
     """model.weight_problem: whole files pass; a cut file, a missing shard, a Git LFS pointer
     and a bad index are each named with the file and the reason."""
-    import model
+    from infra import model
     whole, sharded = _model_dir(str(tmp_path), "whole"), _model_dir(str(tmp_path), "sh", 3)
     assert model.weight_problem(whole) is None and model.weight_problem(sharded) is None
     _cut(os.path.join(sharded, "model-00003-of-00003.safetensors"))
@@ -362,7 +362,7 @@ def test_weight_files_are_checked_by_their_header_and_size(tmp_path):
 
 def test_a_resume_names_a_cut_optimizer_file(tmp_path):
     """The checkpoint's rank files are checked too (a torch.save zip whose end is missing)."""
-    import model
+    from infra import model
     ckpt = _model_dir(str(tmp_path), "step_1")
     torch.save({"optimizer": {}}, os.path.join(ckpt, "rank0.pt"))
     model.check_checkpoint(ckpt, rank=0)                 # whole: no error

@@ -1,6 +1,6 @@
 """Every entry point parses with every preset, and every flag it accepts is read by its code.
 
-The flags of an entry point are flags.add_common_flags + flags.add_curriculum_flags (read
+The flags of an entry point are flags.add_common_flags + trainer.add_curriculum_flags (read
 by the shared modules, SHARED) plus the method's own group (read by the method's file). A flag
 that no code reads is an ablation that silently changes nothing; a method flag read by a shared
 module would be a hidden dependency of the shared code on one method.
@@ -14,9 +14,11 @@ import os
 import pytest
 
 import agents
-import flags
 import grpo
+import losses
 import ppo_fgo
+import trainer
+from infra import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_POINTS = {"grpo.py": grpo, "ppo_fgo.py": ppo_fgo, "agents.py": agents}
@@ -29,8 +31,8 @@ def dests(parser: argparse.ArgumentParser) -> set[str]:
 
 def common_dests() -> set[str]:
     p = argparse.ArgumentParser()
-    flags.add_common_flags(p, "x")
-    flags.add_curriculum_flags(p)
+    flags.add_common_flags(p, "x", aggregations=losses.AGGREGATIONS)
+    trainer.add_curriculum_flags(p)
     return dests(p)
 
 

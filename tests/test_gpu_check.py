@@ -117,7 +117,7 @@ def quiet_device():
 
 
 def test_missing_vllm_is_a_skip_not_a_crash(monkeypatch):
-    import engines
+    from infra import engines
 
     def no_vllm(*a, **kw):                    # what engines.make_engine does without vLLM
         raise SystemExit("--engine vllm: no vLLM build for cuda imports here")

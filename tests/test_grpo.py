@@ -14,8 +14,9 @@ sys.path.insert(0, ROOT)
 import actor  # noqa: E402
 import grpo  # noqa: E402
 import losses  # noqa: E402
-import model  # noqa: E402
 import rollouts  # noqa: E402
+from infra import model  # noqa: E402
+from world import tiny  # noqa: E402
 
 
 def test_group_advantages_by_hand():
@@ -175,7 +176,7 @@ def test_token_mask_applies_to_response_tokens_only():
 
 def test_policy_logprobs_module_matches_model_logits(tmp_path):
     texts = ["print(1)\n", "def f(x):\n    return x\n"] * 5
-    path = model.build_tiny_model(str(tmp_path / "m"), texts,
+    path = tiny.build_tiny_model(str(tmp_path / "m"), texts,
                                   seed=0, hidden_size=32, intermediate_size=64,
                                   num_hidden_layers=1, num_attention_heads=2,
                                   num_key_value_heads=1, vocab_size=300)
@@ -221,7 +222,7 @@ def _torchrun(nproc, *args, timeout=600):
 @pytest.fixture(scope="module")
 def small_model(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny")
-    return model.build_tiny_model(str(d / "m"), ["print(1)\n", "def f(x):\n    return x\n"] * 5,
+    return tiny.build_tiny_model(str(d / "m"), ["print(1)\n", "def f(x):\n    return x\n"] * 5,
                                   seed=0, hidden_size=32, intermediate_size=64,
                                   num_hidden_layers=2, num_attention_heads=2,
                                   num_key_value_heads=1, vocab_size=300)
@@ -460,7 +461,7 @@ class ScriptedEngine:
         self.texts = [right, wrong]
 
     def generate(self, prompts, n, **kw):
-        from engines import Completion
+        from infra.engines import Completion
         return [[Completion(f"```python\n{self.texts[j % 2]}\n```", [5, 6, 7], "stop")
                  for j in range(n)] for _ in prompts]
 
@@ -509,9 +510,9 @@ def test_overlap_reward_gives_the_serial_steps_samples_and_metrics():
     import random
 
     import data
-    import engines
     import rollouts
-    import tasks
+    from infra import engines
+    from world import tasks
     families = [tasks.arith, tasks.strings, tasks.aggregate, tasks.classify]
     problems = [data.Problem(**tasks._row(family(random.Random(i)), "rl", i))
                 for i, family in enumerate(families)]

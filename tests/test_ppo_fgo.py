@@ -10,8 +10,8 @@ import torch
 import actor
 import ppo_fgo
 import trainer
+from infra.model import ValueModel
 from losses import gae, kl_in_reward, value_loss, whiten
-from model import ValueModel
 from ppo_fgo import fgo_line_mask, fgo_token_mask, stepcoder_reward, token_char_spans
 from sandbox import executable_lines
 
@@ -272,7 +272,7 @@ def test_fgo_masks_nothing_when_a_passing_program_reports_no_coverage(bpe_tokeni
     coverage and mask nothing, not mask every line as unexecuted."""
     from types import SimpleNamespace
 
-    from engines import Completion
+    from infra.engines import Completion
     program = ("import os, sys\nx = int(input())\nif x >= 0:\n    print(1)\nelse:\n"
                "    print(-1)\nsys.stdout.flush()\nos._exit(0)\n")
     text = "```python\n" + program + "```"
@@ -326,7 +326,7 @@ class FakeEngine:
     """Returns fixed completions (the i-th prompt's n completions = texts[i*n:(i+1)*n])."""
 
     def __init__(self, tok, responses):
-        from engines import Completion
+        from infra.engines import Completion
         self.name, self.prompts = "fake", []
         ids = [tok.encode(r, add_special_tokens=False) + [tok.eos_token_id] for r in responses]
         self.comps = [Completion(tok.decode(i, skip_special_tokens=True), i, "stop") for i in ids]
@@ -360,7 +360,7 @@ SAMPLING = dict(group_size=2, temperature=1.0, top_p=1.0, max_new_tokens=64, max
 def ppo_rollout(engine, tok, problems, rng, curriculum=None, step=0, fgo=True,
                 epoch_order=None):
     """ppo_fgo.ppo_rollout of one prompt a step on one rank, StepCoder's own table."""
-    from model import Dist
+    from infra.model import Dist
     return ppo_fgo.ppo_rollout(engine, tok, problems, rng, Dist(0, 1, 0, torch.device("cpu")),
                                SAMPLING, prompts_per_step=1, fgo=fgo, reward_table=None,
                                tis_cap=0.0, epoch_order=epoch_order, curriculum=curriculum,
@@ -469,7 +469,7 @@ def test_ppo_advantages_assembly_by_hand():
 
 def test_score_samples_align_with_unpadded_forwards(tiny_lm):
     from actor import Sample
-    from model import PolicyLogprobs
+    from infra.model import PolicyLogprobs
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, chunk_size=4)
     critic = ValueModel(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)
@@ -495,7 +495,7 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
     forward; the head never shows in the exported (HF / engine) weights; actor.forward gives
     the PPO loss its (logp, entropy, values) and the value loss trains head and body."""
     from actor import Sample
-    from model import PolicyLogprobs, iter_full_params
+    from infra.model import PolicyLogprobs, iter_full_params
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, chunk_size=4, value_head=True)
     assert torch.all(policy.value_head.weight == 0) and policy.value_head.bias.item() == 0
@@ -545,7 +545,7 @@ def test_shared_value_head_values_exports_and_gradients(tiny_lm):
 
 
 def test_shared_critic_optimizer_groups_and_schedule(tiny_lm):
-    from model import PolicyLogprobs
+    from infra.model import PolicyLogprobs
     policy = PolicyLogprobs(tiny_lm(0), 4, value_head=True)
     schedule = dict(lr=1e-3, weight_decay=0.0, warmup_steps=2, steps=4, min_lr_ratio=0.1)
     opt, sched = trainer.policy_optimizer(policy, **schedule, head_lr=5e-2)

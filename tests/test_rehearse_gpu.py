@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import rehearse_gpu  # noqa: E402
 
 import grpo  # noqa: E402
-import model  # noqa: E402
+from infra import model  # noqa: E402
 
 
 def test_the_overrides_are_the_whole_distance_to_the_gpu_preset(tmp_path):

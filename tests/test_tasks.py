@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import cccs  # noqa: E402
 import data  # noqa: E402
-import tasks  # noqa: E402
+from world import tasks  # noqa: E402
 
 
 @pytest.fixture(scope="module")

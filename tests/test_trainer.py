@@ -13,16 +13,15 @@ import pytest
 import torch
 
 import actor
-import flags
 import grpo
 import losses
-import metrics
-import model
 import rollouts
 import trainer
 
 # ----------------------------------------------------------------------------- curricula
 from data import Problem
+from infra import flags, metrics, model
+from world import tiny  # noqa: E402
 
 # stages start at lines 4, 2, then the final stage
 TWO_IFS = "x = int(input())\nif x > 0:\n    print(1)\nif x < 0:\n    print(-1)\n"
@@ -237,7 +236,7 @@ def test_progress_lines_in_a_log_file_are_plain_and_throttled():
 # ----------------------------------------------------------------------------- update, score
 
 def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_lm):
-    from model import PolicyLogprobs, ValueModel
+    from infra.model import PolicyLogprobs, ValueModel
     lm = tiny_lm(0)
     policy = PolicyLogprobs(lm, 4)
     critic = ValueModel(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)
@@ -272,7 +271,7 @@ def test_update_trains_a_separate_critic_with_the_values_it_gives_the_loss(tiny_
 
 
 def test_score_reference_only_and_with_scores_returns_new_samples(tiny_lm):
-    from model import PolicyLogprobs
+    from infra.model import PolicyLogprobs
     ref = PolicyLogprobs(tiny_lm(1), 4)
     samples = [actor.Sample([3, 4], [5, 6]), actor.Sample([3], [7])]
     scores = actor.score(samples, micro_batch=8, pad_id=0, device="cpu", ref=ref)
@@ -314,7 +313,7 @@ def test_run_sh_counts_gpus_robustly(tmp_path, smi, gpus):
 
 
 def test_sampler_logprobs_travel_on_samples_and_tis_needs_them():
-    from engines import Completion
+    from infra.engines import Completion
     with_lp = Completion("x", [5, 6], "stop", [-0.5, -1.0])
     without = Completion("x", [5, 6], "stop")
     assert actor.sampler_extras(with_lp, tis_cap=0.0) == {"sampler_logp": [-0.5, -1.0]}
@@ -361,7 +360,7 @@ def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
 def test_max_problems_cuts_the_train_set_and_max_eval_problems_the_eval_set():
     def sets(*argv):
         args = flags.new_parser("t", "t")
-        flags.add_common_flags(args, "grpo")
+        flags.add_common_flags(args, "grpo", aggregations=losses.AGGREGATIONS)
         return trainer.load_problem_sets(args.parse_args(list(argv)))
     full_train, full_eval = sets()
     assert (len(full_train), len(full_eval)) == (3614, 1338)     # tasks:rl, tasks:eval
@@ -484,7 +483,7 @@ def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch
     """generate_and_score and evaluate add the engine's seconds to the timer's "generate" and
     the sandbox's (the rewards, and under --max-train-tests the false-pass check) to "reward";
     a fake clock that the engine moves by 3 s a call and the sandbox by 5 s a batch."""
-    from engines import Completion
+    from infra.engines import Completion
     now = [0.0]
 
     class Engine:
@@ -530,8 +529,8 @@ def test_rewards_scored_while_generating_equal_the_serial_rollouts():
     import random
 
     import data
-    import engines
-    import tasks
+    from infra import engines
+    from world import tasks
     families = [tasks.arith, tasks.strings, tasks.aggregate, tasks.classify]
     problems = [data.Problem(**tasks._row(family(random.Random(i)), "rl", i))
                 for i, family in enumerate(families)]
@@ -725,14 +724,14 @@ def test_processes_at_once_build_the_tiny_model_once(tmp_path, monkeypatch):
         os.makedirs(path)
         with open(os.path.join(path, "config.json"), "w") as f:
             f.write("{}")
-    monkeypatch.setattr(model, "CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(model, "tiny_corpus", lambda: ["print(1)\n"])
-    monkeypatch.setattr(model, "build_tiny_model", slow_build)
+    monkeypatch.setattr(tiny, "CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tiny, "tiny_corpus", lambda: ["print(1)\n"])
+    monkeypatch.setattr(tiny, "build_tiny_model", slow_build)
     # Two plain processes, not ranks (an in-process engine of an earlier module may have left
     # this process a world of 1, whose barrier two threads must not share).
     monkeypatch.setattr(model.dist, "is_initialized", lambda: False)
     got = []
-    callers = [threading.Thread(target=lambda: got.append(model.resolve_model("tiny")))
+    callers = [threading.Thread(target=lambda: got.append(tiny.model_path()))
                for _ in range(2)]
     for t in callers:
         t.start()

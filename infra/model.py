@@ -1,4 +1,4 @@
-"""Shared training machinery: models, the tiny offline model, FSDP2, token log-probs, checkpoints.
+"""Shared training machinery: model loading, FSDP2, token log-probs, the value head, checkpoints.
 
 Written once and imported by grpo.py, ppo_fgo.py and agents.py.
 
@@ -13,19 +13,12 @@ from token values, so the EOS token is trained even when pad == eos.
 Sequence layout used everywhere: each row is prompt + response, right-padded to a common
 length L. Position t of the log-prob tensor ([B, L-1]) scores token t+1.
 
-The tiny model (`--model tiny`): a Qwen2-architecture decoder with a byte-level BPE tokenizer
-trained on the built-in problem set, built offline and deterministically from a seed and
-cached under .cache/. It lets the whole pipeline (FSDP, vLLM, sandbox rewards) run on a
-2-core CPU machine in minutes.
-
 Weight files are checked before anything loads them (check_weights: each safetensors file's
 header, and its size against the header's offsets), so a cut-off download or checkpoint is
 one line naming the file, not vLLM's and then transformers' tracebacks.
 """
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import math
 import os
@@ -40,7 +33,6 @@ import torch.nn as nn
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
 from safetensors.torch import load_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -52,92 +44,31 @@ from transformers import (
     AutoModel,
     AutoModelForCausalLM,
     AutoTokenizer,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
 )
 
-import data
+from infra.errors import UserError
 
-CACHE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".cache")
-EOS = "<|endoftext|>"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The shipped CPU base model (base.py makes it; models/base/README.md is its card).
-BASE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", "base")
+BASE_DIR = os.path.join(ROOT, "models", "base")
 
 
-class UserError(SystemExit):
-    """A mistake the user can fix (a bad path, an unreachable hub id, a checkpoint from another
-    number of ranks). The message says what to do; flags.entry_point prints it as one
-    line and exits 2. A SystemExit, so that no `except Exception` swallows it."""
-
-# ----------------------------------------------------------------------------- tiny model
-
-TINY = dict(hidden_size=192, intermediate_size=512, num_hidden_layers=3,
-            num_attention_heads=4, num_key_value_heads=2, vocab_size=1024)
-
-
-def build_tiny_model(out_dir: str, texts: list[str], seed: int = 0, **sizes) -> str:
-    """Train a byte-level BPE tokenizer on `texts`, build a Qwen2 model from `seed`, save both.
-
-    Deterministic: same texts, seed and sizes give the same files. Returns out_dir.
-    """
-    cfg = {**TINY, **sizes}
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=cfg["vocab_size"], special_tokens=[EOS],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    bpe.train_from_iterator(texts, trainer=trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=EOS, pad_token=EOS)
-
-    torch.manual_seed(seed)
-    config = Qwen2Config(
-        vocab_size=len(tok), hidden_size=cfg["hidden_size"],
-        intermediate_size=cfg["intermediate_size"], num_hidden_layers=cfg["num_hidden_layers"],
-        num_attention_heads=cfg["num_attention_heads"],
-        num_key_value_heads=cfg["num_key_value_heads"], max_position_embeddings=1024,
-        tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.eos_token_id)
-    model = Qwen2ForCausalLM(config).to(torch.float32)
-    tmp = out_dir + f".tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    _replace_dir(tmp, out_dir)
-    return out_dir
-
-
-def tiny_corpus() -> list[str]:
-    """Texts the tiny tokenizer is trained on: the prompts and reference answers of the
-    built-in problems and of the procedural train split (tasks.py). With the built-in ones
-    alone the procedural answers took up to 123 tokens (> the CPU --max-new-tokens 96); with
-    both, up to 111 and prompts ~15% shorter. Never the test or heldout splits."""
-    texts = []
-    for p in data.builtin_problems() + data.task_problems("train"):
-        texts.append(data.render_prompt(None, data.coder_messages(p)))
-        texts += [data.format_answer(s) for s in p.solutions]
-    return texts
-
-
-def resolve_model(name: str, seed: int = 0) -> str:
+def resolve_model(name: str) -> str:
     """Map a --model value to something from_pretrained loads.
 
-    "tiny" builds (once) the offline tiny model; "base" is the shipped CPU base model
+    "base" is the shipped CPU base model
     (models/base, made by base.py); an existing directory must hold a
     config.json; a value that looks like a path (./x, /x, ~/x, x/y/z) but does not exist is a
     user error, not a hub id; a hub id ("org/name") is checked against the hub or, offline,
     against the local cache, so an unreachable hub fails here with advice, not deep inside
     transformers.
     """
-    if name == "tiny":
-        return _tiny_model_path(seed)
     if name == "base":
         if not os.path.exists(os.path.join(BASE_DIR, "config.json")):
             raise UserError(f"--model base: {BASE_DIR} holds no model; this clone lacks the "
                             "shipped base (git checkout -- models/base), or make one with "
-                            "python base.py")
-        check_weights(BASE_DIR, "--model base", "git checkout -- models/base, or python base.py")
+                            "python -m world.base")
+        check_weights(BASE_DIR, "--model base", "git checkout -- models/base, or python -m world.base")
         return BASE_DIR
     path = os.path.expanduser(name)
     if os.path.isdir(path):
@@ -179,26 +110,6 @@ def _check_hub_model(repo_id: str) -> None:
                         f"({type(e).__name__}) and it is not in the local cache; download it "
                         "where there is network and pass its directory (--model /path/to/dir), "
                         "or set HF_HUB_OFFLINE=1 to use a cached copy") from None
-
-
-def _tiny_model_path(seed: int) -> str:
-    """Build the offline tiny model once per corpus/size/seed; return its directory."""
-    texts = tiny_corpus()
-    key = hashlib.sha256(json.dumps([texts, TINY, seed]).encode()).hexdigest()[:12]
-    path = os.path.join(CACHE_DIR, f"tiny-{key}")
-    if not os.path.exists(os.path.join(path, "config.json")):
-        # Only one process builds; the others wait for the finished directory: the other ranks
-        # at the barrier, processes started side by side (two runs, the test suite's workers)
-        # at the lock, after which they find it built.
-        if not dist.is_initialized() or dist.get_rank() == 0:
-            os.makedirs(CACHE_DIR, exist_ok=True)
-            with open(path + ".lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not os.path.exists(os.path.join(path, "config.json")):
-                    build_tiny_model(path, texts, seed=seed)
-        if dist.is_initialized():
-            dist.barrier()
-    return path
 
 
 # ----------------------------------------------------------------------------- weight files
@@ -596,7 +507,7 @@ def critic_like(policy: PolicyLogprobs, path: str, device: torch.device,
 
 # ----------------------------------------------------------------------------- checkpoints
 
-def _replace_dir(tmp: str, final: str) -> None:
+def replace_dir(tmp: str, final: str) -> None:
     """Atomically publish tmp as final (a crash never leaves a half-written `final`)."""
     old = final + ".old"
     shutil.rmtree(old, ignore_errors=True)
@@ -647,7 +558,7 @@ def save_checkpoint(out_dir: str, step: int, module: PolicyLogprobs, tokenizer, 
     if dist.is_initialized():
         dist.barrier()
     if d.main:
-        _replace_dir(tmp, final)
+        replace_dir(tmp, final)
         with open(os.path.join(out_dir, "latest.tmp"), "w") as f:
             f.write(f"step_{step}")
         os.replace(os.path.join(out_dir, "latest.tmp"), os.path.join(out_dir, "latest"))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from tqdm import tqdm
 
-from model import UserError
+from infra.model import UserError
 
 
 class Timer:

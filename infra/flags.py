@@ -11,12 +11,10 @@ from collections.abc import Mapping
 
 from transformers.utils import logging as hf_logging
 
-import data
-import drive
-from engines import close_open_engines
-from losses import AGGREGATIONS
-from metrics import report_to_list
-from model import UserError, close_distributed, latest_checkpoint, read_trainer_state
+from infra.engines import close_open_engines
+from infra.errors import DataError, UserError
+from infra.metrics import report_to_list
+from infra.model import close_distributed, latest_checkpoint, read_trainer_state
 
 # Settings every method shares; each method's PRESETS add to these (merge_presets).
 TINY_SFT_STEPS = 450   # the tiny model copies a statement's values only after 300-400 steps
@@ -117,17 +115,6 @@ NON_NEGATIVE = number(float, 0)              # >= 0
 SHARE = number(float, 0, 1)                  # [0, 1]
 
 
-def hard_focus_spec(text: str) -> str:
-    """--hard-focus checked at parse time (drive.parse_hard_focus), kept as the string."""
-    if text:
-        try:
-            drive.parse_hard_focus(text)
-        except ValueError as e:
-            # argparse names the flag itself
-            raise argparse.ArgumentTypeError(str(e).removeprefix("--hard-focus: ")) from None
-    return text
-
-
 def check_common_flags(parser: argparse.ArgumentParser, args) -> None:
     """Flag combinations that cannot work, caught before anything is loaded."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -159,9 +146,10 @@ def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
 
 
-def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
+def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tuple) -> None:
     """The flags every trainer reads: model, data, engine, rollouts, update, warm start,
-    evaluation, sandbox, run. `name` sets the default --out (runs/<name>)."""
+    evaluation, sandbox, run. `name` sets the default --out (runs/<name>); aggregations are
+    --agg's choices (losses.AGGREGATIONS)."""
     p.add_argument("--preset", choices=sorted(COMMON_PRESETS), default="cpu",
                    help="defaults for a setting; explicit flags override them")
     g = p.add_argument_group("model and data")
@@ -231,7 +219,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
                    help="binary: 1 when every test passes; fraction: share of tests passed "
                         "(PPO: what the curricula see; its reward is StepCoder's table)")
     g = p.add_argument_group("update")
-    g.add_argument("--agg", choices=AGGREGATIONS, default="token-mean",
+    g.add_argument("--agg", choices=aggregations, default="token-mean",
                    help="loss aggregation: token-mean (DAPO), seq-mean-token-mean (GRPO), "
                         "seq-mean-token-sum-norm (Dr. GRPO)")
     g.add_argument("--eps-low", type=number(float, 0, 1, hi_open=True), default=0.2,
@@ -326,27 +314,6 @@ def add_adv_scale_flag(g) -> None:
                    help="advantage normalisation: group std (GRPO), batch std, none (Dr. GRPO)")
 
 
-def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
-    """Which prompts the policy sees: StepCoder's CCCS (cccs.py), DRIVE's hard focus and
-    offline filter (drive.py)."""
-    g = p.add_argument_group("curricula (cccs.py, drive.py)")
-    g.add_argument("--curriculum", choices=["none", "cccs"], default="none",
-                   help="cccs: StepCoder's curriculum of code completion subtasks")
-    g.add_argument("--cccs-threshold", type=SHARE, default=0.8,
-                   help="moving-average pass rate at which a problem moves to its next stage")
-    g.add_argument("--cccs-average", choices=["window", "ema"], default="window",
-                   help="moving average of the pass rate: last --cccs-span updates, or EMA")
-    g.add_argument("--cccs-span", type=POSITIVE_INT, default=4,
-                   help="window length (or EMA span) of that average")
-    g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
-    g.add_argument("--hard-focus", type=hard_focus_spec, default="",
-                   help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
-                        "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
-    g.add_argument("--offline-filter", action="store_true",
-                   help="before RL, drop train problems every sample solves or none does "
-                        "(Skywork/AceReason; DRIVE's data curation)")
-
-
 # ----------------------------------------------------------------------------- flags -> keywords
 # What the shared helpers take, by name, from the common flags: the helpers' signatures say
 # what they read, and a method's step passes these down.
@@ -402,7 +369,7 @@ def entry_point():
     """The body of every trainer's main(): `with flags.entry_point(): train(parse_args(argv))`
     quiets the libraries' own progress output, and leaves the process group at the end.
 
-    A mistake the user can fix (data.DataError, model.UserError or any SystemExit with a
+    A mistake the user can fix (DataError, UserError or any SystemExit with a
     message; argparse's through FlagParser) ends as one line on the main rank's stderr and
     exit status 2; anything else is a bug and keeps its traceback."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")   # keep our progress lines readable
@@ -412,7 +379,7 @@ def entry_point():
     try:
         yield
         finished = True
-    except data.DataError as e:
+    except DataError as e:
         user_error = str(e)
     except SystemExit as e:
         if not isinstance(e.code, str):   # argparse's exits (--help, FlagParser.error)

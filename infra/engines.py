@@ -45,7 +45,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from model import init_distributed, load_causal_lm, load_tokenizer
+from infra.model import init_distributed, load_causal_lm, load_tokenizer
 
 
 @dataclass
