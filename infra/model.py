@@ -68,7 +68,8 @@ def resolve_model(name: str) -> str:
             raise UserError(f"--model base: {BASE_DIR} holds no model; this clone lacks the "
                             "shipped base (git checkout -- models/base), or make one with "
                             "python -m world.base")
-        check_weights(BASE_DIR, "--model base", "git checkout -- models/base, or python -m world.base")
+        check_weights(BASE_DIR, "--model base",
+                      "git checkout -- models/base, or python -m world.base")
         return BASE_DIR
     path = os.path.expanduser(name)
     if os.path.isdir(path):

@@ -379,9 +379,9 @@ def say(d, msg: str) -> None:
 # ----------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
-    p = flags.new_parser("python -m world.base", "Train the CPU base model on the generator's corpus "
-                                    "(resumable), or --export the chosen checkpoint with "
-                                    "its model card.")
+    p = flags.new_parser("python -m world.base",
+                         "Train the CPU base model on the generator's corpus (resumable), or "
+                         "--export the chosen checkpoint with its model card.")
     p.add_argument("--out", default="runs/base", help="checkpoints, metrics.jsonl")
     p.add_argument("--resume", action="store_true", help="continue from <out>/latest")
     p.add_argument("--validate", action="store_true",
@@ -451,8 +451,8 @@ def export(args) -> None:
     card) and SHA256SUMS."""
     ckpt = latest_checkpoint(args.out)
     if ckpt is None:
-        raise SystemExit(f"--export: no checkpoint in {args.out}; train first (python -m world.base "
-                         f"--out {args.out})")
+        raise SystemExit(f"--export: no checkpoint in {args.out}; train first "
+                         f"(python -m world.base --out {args.out})")
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
     state["evals"] = validated(args.out)
     row, ok = stopping_point(state["evals"])
