@@ -53,7 +53,6 @@ import torch.distributed as dist
 from transformers import AutoConfig
 
 import cccs
-import data
 import drive
 from actor import Sample, Scores, score, sft, sft_examples, sync_weights
 from infra import flags
@@ -78,7 +77,7 @@ from infra.model import (
     warmup_cosine,
 )
 from rollouts import evaluate, family_labels, prompt_text, standard_error
-from world import tiny
+from world import sources, tiny
 
 # ----------------------------------------------------------------------------- set-up
 
@@ -114,7 +113,7 @@ def load_problem_sets(args):
         out = []
         for part in spec.split(","):
             name, _, path = part.partition(":")
-            out += data.load_problems(name, split=split, path=path or None)
+            out += sources.load_problems(name, split=split, path=path or None)
         return out
     train = load(args.train_data, "train")
     evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
@@ -137,7 +136,7 @@ def check_problem_sets(args, train: list, evals: list) -> None:
     """UserError when no train problem (or, with evaluation, no eval problem) is left."""
     if not train:
         raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
-                        "the file's format: data.py's docstring lists the fields per source; "
+                        "the file's format: world/sources.py's docstring lists the fields per source; "
                         "the [data] lines above count what was dropped and why)")
     if not evals and args.eval_n > 0:
         raise UserError(f"--eval-data {args.eval_data}: gave no problems with tests (check the "
@@ -163,7 +162,7 @@ def prompt_budget(config, *, max_model_len: int | None, max_new_tokens: int) -> 
 
 def fitting_prompts(problems: list, tokenizer, budget: int | None, what: str) -> list:
     """The problems whose coder prompt takes at most `budget` tokens; the others are counted
-    in one line on stderr, as data.load_problems counts its bad rows. Fed whole, a 10 MB
+    in one line on stderr, as sources.load_problems counts its bad rows. Fed whole, a 10 MB
     statement asks a 1,024-position model for an 8 GB attention matrix.
     A prompt of fewer UTF-8 bytes than the budget fits (a token covers at least one byte;
     one position spared for a BOS token); one of more than MAX_BYTES_PER_TOKEN bytes a
@@ -522,7 +521,7 @@ def claim_out_dir(out: str, *, resume: bool, overwrite: bool, main: bool) -> Non
     earlier run there that this one would overwrite (its checkpoints, summary, and rows
     appended to its metrics.jsonl), unless `resume` continues it from a checkpoint or
     `overwrite` replaces it, whose files the main rank (main) then removes."""
-    problem = data.output_dir_problem(out)
+    problem = sources.output_dir_problem(out)
     if problem:
         raise UserError(problem)
     found = earlier_run(out)

@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import actor  # noqa: E402
-import data  # noqa: E402
 from infra import model  # noqa: E402
+from world import sources
 
 
 def main(argv=None) -> None:
@@ -36,7 +36,7 @@ def main(argv=None) -> None:
     path = model.resolve_model("tiny")
     tok = model.load_tokenizer(path)
     policy = model.PolicyLogprobs(model.load_causal_lm(path, torch.device("cpu")))
-    problems = data.task_problems("train")
+    problems = sources.task_problems("train")
     examples = actor.sft_examples(tok, problems[:a.problems] if a.problems else problems)
     opt = torch.optim.SGD(policy.parameters(), lr=0.0)
     sizes = [int(x) for x in a.sizes.split(",")]

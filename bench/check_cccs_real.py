@@ -4,7 +4,7 @@ check that every stage's prefix + canonical remainder is the original program an
     .venv/bin/python bench/check_cccs_real.py [--path $RL4CODE_DATA/apps_plus_valid_500.json]
                                               [--no-sandbox] [--workers 2]
 
-Problems come from data.load_problems("apps_plus"), the trainer's view: solutions[0] is the
+Problems come from sources.load_problems("apps_plus"), the trainer's view: solutions[0] is the
 runnable program, with the NAME() call appended for stdin problems. Every stage's program is
 built the way the trainer builds it (rewarded_program of a fenced answer holding the canonical
 remainder) and judged by sandbox.run_batch.

@@ -19,6 +19,7 @@ from collections import Counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import data  # noqa: E402
+from world import sources
 
 
 def pass_rates(problems, workers, timeout):
@@ -78,7 +79,7 @@ def main():
     for name, f in files:
         stats = Counter()
         start = time.time()
-        ps = data.load_problems(name, path=os.path.join(d, f), stats=stats)
+        ps = sources.load_problems(name, path=os.path.join(d, f), stats=stats)
         kinds = Counter("stdio" if p.fn_name is None else "call" for p in ps)
         tests = sum(len(p.tests) for p in ps)
         print(
@@ -110,7 +111,7 @@ def main():
     results, secs = pass_rates(builtin, args.workers, args.timeout)
     report("built-in canonical solutions", builtin, results, secs)
     for split in ("train", "test", "heldout"):
-        problems = data.load_problems("tasks", split=split)
+        problems = sources.load_problems("tasks", split=split)
         results, secs = pass_rates(problems, args.workers, args.timeout)
         report(f"tasks {split} references", problems, results, secs)
 

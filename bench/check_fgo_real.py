@@ -27,6 +27,7 @@ import data  # noqa: E402
 import sandbox  # noqa: E402
 from ppo_fgo import fgo_line_mask  # noqa: E402
 from sandbox import executable_lines  # noqa: E402
+from world import sources
 
 
 def line_share(executed, runnable) -> float:
@@ -58,7 +59,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=4.0, help="seconds per test")
     args = ap.parse_args()
 
-    problems = data.load_problems("apps_plus", path=args.path, need_solution=True)
+    problems = sources.load_problems("apps_plus", path=args.path, need_solution=True)
     problems = problems[:args.limit] if args.limit else problems
     jobs = [data.sandbox_job(p, p.solutions[0], timeout=args.timeout, memory_mb=1024,
                              coverage=True) for p in problems]

