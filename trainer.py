@@ -136,7 +136,8 @@ def check_problem_sets(args, train: list, evals: list) -> None:
     """UserError when no train problem (or, with evaluation, no eval problem) is left."""
     if not train:
         raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
-                        "the file's format: world/sources.py's docstring lists the fields per source; "
+                        "the file's format: world/sources.py's docstring lists the fields per "
+                        "source; "
                         "the [data] lines above count what was dropped and why)")
     if not evals and args.eval_n > 0:
         raise UserError(f"--eval-data {args.eval_data}: gave no problems with tests (check the "

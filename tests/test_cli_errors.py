@@ -3,8 +3,8 @@
 Each row runs an entry point as a user would (a subprocess, the repository as working
 directory, no network: HF_HUB_OFFLINE=1 so a hub id fails at once instead of after retries)
 and checks the four promises: exit status 2, no "Traceback" on stderr, at most two lines on
-stderr, and a message that names the bad value. The sandbox CLI and `python -m world.sources prepare` have
-their own tables in test_sandbox.py and test_data.py.
+stderr, and a message that names the bad value. The sandbox CLI and
+`python -m world.sources prepare` have their own tables in test_sandbox.py and test_data.py.
 """
 from __future__ import annotations
 

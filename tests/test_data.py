@@ -1,5 +1,6 @@
-"""Tests for data.py and world/sources.py: every loader on small native-format files written here, the bad-row
-counting, prompts and code extraction, prepare's filters, and the built-in set in the sandbox."""
+"""Tests for data.py and world/sources.py: every loader on small native-format files written
+here, the bad-row counting, prompts and code extraction, prepare's filters, and the built-in
+set in the sandbox."""
 
 import base64
 import json
@@ -589,7 +590,8 @@ def test_tasks_and_builtin_keep_their_verdicts(tmp_path):
 
 
 def _prepared_row(**fields) -> dict:
-    """A row of `python -m world.sources prepare`'s format: a call-based problem, with `fields` replaced."""
+    """A row of `python -m world.sources prepare`'s format: a call-based problem, with `fields`
+    replaced."""
     row = dict(id="p/0", source="apps", question="Add two numbers.", starter_code="",
                fn_name="add", tests=[{"input": [1, 2], "output": 3}],
                solutions=["def add(a, b):\n    return a + b"], difficulty="easy", metadata={})
@@ -745,8 +747,8 @@ def test_prepare_check_solutions_drops_failing_references(tmp_path, capsys):
 
 
 def data_args(tmp_path, *extra):
-    """`python -m world.sources prepare` of the APPS files in tmp_path into tmp_path/out, as its parser reads
-    them, with `extra` flags."""
+    """`python -m world.sources prepare` of the APPS files in tmp_path into tmp_path/out, as its
+    parser reads them, with `extra` flags."""
     return sources.build_parser().parse_args(["prepare", "--out", str(tmp_path / "out"),
                                            "--sources", "apps", "--local-dir", str(tmp_path),
                                            *extra])
@@ -796,7 +798,8 @@ def test_an_out_dir_on_a_read_only_file_system_is_named(tmp_path):
 
 
 def prepare_cli_cases(tmp_path):
-    """(argv after `python -m world.sources`, a string the one-line error must name) for a user's usual mistakes."""
+    """(argv after `python -m world.sources`, a string the one-line error must name) for a user's
+    usual mistakes."""
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
     empty = tmp_path / "empty"

@@ -834,7 +834,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
-    """`python -m world.sources prepare ...`; a mistake the user can fix is one line and exit status 2."""
+    """`python -m world.sources prepare ...`; a mistake the user can fix is one line and exit
+    status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.local_dir is not None and not os.path.isdir(args.local_dir):
