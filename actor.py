@@ -40,11 +40,12 @@ from infra.model import (
     UserError,
     all_reduce_sum,
     iter_full_params,
+    reduce_sums,
     response_mask,
     warmup_cosine,
 )
 from losses import aggregate, local_denominator
-from rollouts import prompt_text, reduce_sums
+from rollouts import prompt_text
 
 # ----------------------------------------------------------------------------- loss normalisers
 

@@ -65,8 +65,9 @@ import rollouts
 import sandbox
 import trainer
 from infra import flags
+from infra.bookkeeping import policy_optimizer
 from infra.metrics import Timer
-from infra.model import UserError, all_reduce_sum
+from infra.model import UserError, all_reduce_sum, reduce_sums
 from tester_judge import (
     coder_jobs,
     format_tests,
@@ -777,7 +778,7 @@ def make_optimizers(team, r):
     and optimizer (checkpointed beside the tester's)."""
     r.state["policy"] = r.args.policy
     for m, _ in distinct(team):
-        m.optimizer, m.scheduler = trainer.policy_optimizer(m.policy, **flags.optimizer(r.args))
+        m.optimizer, m.scheduler = policy_optimizer(m.policy, **flags.optimizer(r.args))
     r.optimizer, r.scheduler = team["tester"].optimizer, team["tester"].scheduler
     if team["coder"] is not team["tester"]:
         r.extras["coder"] = (team["coder"].policy, team["coder"].optimizer)
@@ -852,7 +853,7 @@ def play_episodes(team, problems, rng, d, timer, cfg, *, prompts_per_step, epoch
     _, cands, stats = run_episodes(batch, gens["coder"], gens["tester"],
                                    timer.wrap("reward", sandbox_runner(workers)), cfg=cfg)
     # summarize recomputes the means and rates from the sums, so the ranks sum all of them.
-    return cands, summarize(rollouts.reduce_sums(stats))
+    return cands, summarize(reduce_sums(stats))
 
 
 def update_model(m, roles, cands, adv, loss, timer, *, off_policy, **update_kw):

@@ -56,7 +56,8 @@ import rollouts
 import trainer
 from actor import Sample
 from infra import flags
-from infra.model import Forward, reference_like
+from infra.bookkeeping import policy_optimizer
+from infra.model import Forward, reduce_sums, reference_like
 from losses import dynamic_sampling_keep, group_advantages
 
 # ----------------------------------------------------------------------------- rollouts
@@ -118,7 +119,7 @@ def rollout_step(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts
 
 
 def rollout_log(sums: dict) -> dict:
-    """The step's rollout metrics from sums over ranks (rollouts.reduce_sums)."""
+    """The step's rollout metrics from sums over ranks (model.reduce_sums)."""
     return {**rollouts.rollout_means(sums),
             "groups_kept_frac": sums["groups_kept"] / max(sums["groups_seen"], 1)}
 
@@ -158,7 +159,7 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
         overlong_filter=args.overlong_filter, tis_cap=args.tis_cap,
         epoch_order=rollouts.epoch_order(args.prompt_order, args.seed, step),
         curriculum=r.curriculum, step=step, timer=r.timer)
-    rollout = rollout_log(rollouts.reduce_sums(sums))
+    rollout = rollout_log(reduce_sums(sums))
     r.engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
     # --- old log-probs (several updates per batch), reference log-probs (beta > 0) -------------
     old = flags.off_policy(args)
@@ -185,7 +186,7 @@ def train(args) -> dict:
     if r.summary is not None:              # --eval-only: evaluated, finished
         return r.summary
     # The optimizer trains the warm-started policy, and a resume restores its state into it.
-    r.optimizer, r.scheduler = trainer.policy_optimizer(r.policy, **flags.optimizer(args))
+    r.optimizer, r.scheduler = policy_optimizer(r.policy, **flags.optimizer(args))
     if args.beta > 0:                      # the frozen reference of the KL term
         r.ref = reference_like(r.policy, r.model_path, r.d.device)
     trainer.first_step(r, ckpt)            # step-0 checkpoint, or the resumed state

@@ -82,7 +82,8 @@ import rollouts
 import trainer
 from actor import Sample
 from infra import flags
-from infra.model import Forward, critic_like, reference_like
+from infra.bookkeeping import policy_optimizer
+from infra.model import Forward, critic_like, reduce_sums, reference_like
 from losses import gae, kl_in_reward, whiten
 from sandbox import executable_lines
 
@@ -353,7 +354,7 @@ def ppo_advantages(samples: list[Sample], scores: actor.Scores, *, kl_coef: floa
 
 
 def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
-    """The step's rollout metrics from sums over ranks (rollouts.reduce_sums)."""
+    """The step's rollout metrics from sums over ranks (model.reduce_sums)."""
     n = max(st["samples"], 1)
     tok = max(adv_st["tok"], 1)
     ret_mean = adv_st["ret_sum"] / tok
@@ -448,7 +449,7 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
                                   forward_fn=forward_with_values(r.policy, r.critic,
                                                                  args.temperature, True),
                                   **r.update_settings())
-    return {**rollout_log(rollouts.reduce_sums(sums), rollouts.reduce_sums(adv_sums), args.fgo),
+    return {**rollout_log(reduce_sums(sums), reduce_sums(adv_sums), args.fgo),
             **stats}
 
 
@@ -460,7 +461,7 @@ def train(args) -> dict:
         return r.summary
     # Critic, reference and optimizers from the warm-started policy; a resume restores them.
     make_critic(r)
-    r.optimizer, r.scheduler = trainer.policy_optimizer(r.policy, **flags.optimizer(args),
+    r.optimizer, r.scheduler = policy_optimizer(r.policy, **flags.optimizer(args),
                                                         head_lr=args.critic_lr)
     trainer.first_step(r, ckpt)            # step-0 checkpoint, or the resumed state
     for step in trainer.rl_steps(r):

@@ -77,6 +77,7 @@ import grpo  # noqa: E402
 import rollouts  # noqa: E402
 import trainer  # noqa: E402
 from infra import flags  # noqa: E402
+from infra.bookkeeping import policy_optimizer  # noqa: E402
 from infra.engines import make_engine  # noqa: E402
 from infra.metrics import Timer  # noqa: E402
 from infra.model import Dist, PolicyLogprobs, load_causal_lm, load_tokenizer  # noqa: E402
@@ -319,7 +320,7 @@ def run_trl(a: argparse.Namespace, model: str, out: str) -> dict:
     tokenizer = load_tokenizer(model)
     train_problems, _ = trainer.load_problem_sets(args)
     lm = load_causal_lm(model, torch.device("cpu"))                       # fp32
-    optimizer, scheduler = trainer.policy_optimizer(PolicyLogprobs(lm),
+    optimizer, scheduler = policy_optimizer(PolicyLogprobs(lm),
                                                      **flags.optimizer(args))
     dataset = Dataset.from_dict({
         "prompt": [rollouts.prompt_text(tokenizer, p) for p in train_problems],

@@ -10,7 +10,7 @@ b_i (arm B):
 
     d = mean_i (a_i - b_i),    se(d) = standard error of the a_i - b_i within families
 
-(rollouts.standard_error: the set's family mix is fixed). Over seeds s = 1..S:
+(evalstats.standard_error: the set's family mix is fixed). Over seeds s = 1..S:
 
     D = mean_s d_s,            se(D) = sd_s(d_s) / sqrt(S)
 
@@ -19,7 +19,7 @@ the paper's sign and |D| > 2 se(D), "reversed" when it has the other sign and |D
 else "not shown".
 
 pass@k for every k <= n comes from each problem's c = share * n solved samples
-(rollouts.pass_at_k, unbiased); the hardest quarter is rollouts.hardest_problems's (tasks.py's
+(evalstats.pass_at_k, unbiased); the hardest quarter is evalstats.hardest_problems's (tasks.py's
 difficulty score). Beside each claim stands its group's precondition (preconditions(): the
 figure measured from the base, and the cells' own where they measure it): a claim "not shown"
 where its precondition is NOT met says nothing about the method. Reads <cell>/summary.json,
@@ -45,7 +45,7 @@ import ablate  # noqa: E402
 from compare import over_seeds, paired  # noqa: E402
 from grids import STEPCODER_FAMILIES  # noqa: E402
 
-import rollouts  # noqa: E402
+from infra import evalstats  # noqa: E402
 from world import sources  # noqa: E402
 from world.tasks import CCCS_FAMILY  # noqa: E402
 
@@ -61,13 +61,13 @@ def counts(rates: dict, n: int) -> dict:
 
 def pass_at_k_curve(solved: dict, n: int, ks) -> dict:
     """{k: mean over problems of the unbiased pass@k} from {problem id: solved of n}."""
-    return {k: sum(rollouts.pass_at_k(n, c, k) for c in solved.values()) / len(solved)
+    return {k: sum(evalstats.pass_at_k(n, c, k) for c in solved.values()) / len(solved)
             for k in ks}
 
 
 def per_problem(rates: dict, n: int, k: int) -> dict:
     """{problem id: pass@k of that problem} (k = 1: the solved share)."""
-    return {pid: rollouts.pass_at_k(n, c, k) for pid, c in counts(rates, n).items()}
+    return {pid: evalstats.pass_at_k(n, c, k) for pid, c in counts(rates, n).items()}
 
 
 def verdict(stat: dict, sign: int) -> str:
@@ -168,7 +168,7 @@ def measure(grid: Grid) -> list[dict]:
                     **stat, "within_seed_se": within, "verdict": verdict(stat, sign),
                     "note": note, "precondition": precondition})
 
-    hard = lambda rates: {p.id for p in rollouts.hardest_problems(problems, rates)}  # noqa: E731
+    hard = lambda rates: {p.id for p in evalstats.hardest_problems(problems, rates)}  # noqa: E731
     # GRPO: learning or sharpening. The RL arm at T = 1 against the base sampled at lower
     # temperatures, both at the same lower temperature, and pass@k to 64.
     room = pre.get("room")

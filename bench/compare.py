@@ -28,7 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import rollouts  # noqa: E402  (standard_error: the one definition of a pass rate's se)
+from infra import evalstats  # noqa: E402
 
 
 def paired(a: dict, b: dict, labels: dict | None = None) -> tuple[float, float]:
@@ -40,7 +40,7 @@ def paired(a: dict, b: dict, labels: dict | None = None) -> tuple[float, float]:
     diffs = [a[i] - b[i] for i in ids]
     labels = labels or {}
     strata = [labels[i] for i in ids] if all(i in labels for i in ids) else None
-    return sum(diffs) / len(diffs), rollouts.standard_error(diffs, strata)
+    return sum(diffs) / len(diffs), evalstats.standard_error(diffs, strata)
 
 
 def over_seeds(values: list[float]) -> dict:

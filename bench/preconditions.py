@@ -9,7 +9,7 @@
                    tests, the share that fails the full set
   CCCS    StepCoder the CCCS family's held-out pass@8 written whole, and completed from its
                    last split point (CCCS's first stage)
-  DRIVE   stage 2  the hardest quarter of the eval split (rollouts.hardest_problems, by the
+  DRIVE   stage 2  the hardest quarter of the eval split (evalstats.hardest_problems, by the
                    difficulty score DRIVE's claim is read on): the share with pass@64 > 0
 
 The tester/coder game's figures come from agents.py --eval-only (its summary's
@@ -33,7 +33,10 @@ import cccs  # noqa: E402
 import data  # noqa: E402
 import rollouts  # noqa: E402
 import sandbox  # noqa: E402
-from infra import flags  # noqa: E402
+from infra import (
+    evalstats,  # noqa: E402
+    flags,  # noqa: E402
+)
 from infra.engines import make_engine  # noqa: E402
 from infra.model import init_distributed, load_tokenizer, resolve_model  # noqa: E402
 from world import (
@@ -53,7 +56,7 @@ def by_family(problems, values: dict) -> dict[str, float]:
 
 def pass_at(n: int, k: int, rates: dict) -> dict:
     """{problem id: pass@k} from solved shares of n samples."""
-    return {pid: rollouts.pass_at_k(n, round(r * n), k) for pid, r in rates.items()}
+    return {pid: evalstats.pass_at_k(n, round(r * n), k) for pid, r in rates.items()}
 
 
 def reference_coverage(problems, n_tests: int, workers) -> dict[str, float]:
@@ -191,7 +194,7 @@ def main(argv=None):
          "last_stage_pass@8": mean(list(pass_at(8, 8, last).values()))}
     say(f"cccs: whole pass@8 {c['whole_pass@8']:.3f}, last stage {c['last_stage_pass@8']:.3f}")
 
-    hard = rollouts.hardest_problems(held, ev["rates"])
+    hard = evalstats.hardest_problems(held, ev["rates"])
     hv = rollouts.evaluate(engine, tok, hard, d, n=a.hard_k, temperature=1.0, **settings)
     dr = {"problems": len(hard), "pass@1": hv["pass@1"], "pass@k": hv[f"pass@{a.hard_k}"],
           "k": a.hard_k, "share_solved": mean([r > 0 for r in hv["rates"].values()]),

@@ -25,6 +25,7 @@ import os
 import random
 import shutil
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -678,3 +679,18 @@ def warmup_cosine(optimizer, warmup: int, total: int, min_ratio: float = 0.1):
         frac = min(1.0, (step - warmup) / max(1, total - warmup))
         return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, f)
+
+
+def gather_objects(items: list) -> list:
+    """Concatenate a Python list from every rank, in rank order (identity in a world of 1)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return list(items)
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, items)
+    return [x for part in out for x in part]
+
+
+def reduce_sums(sums: Mapping[str, float]) -> dict:
+    """Sum each entry over ranks (keys may differ between ranks: their union, sorted)."""
+    keys = sorted(set().union(*(set(k) for k in gather_objects([list(sums)]))))
+    return {k: all_reduce_sum(sums.get(k, 0.0)) for k in keys}

@@ -15,7 +15,7 @@ import actor  # noqa: E402
 import grpo  # noqa: E402
 import losses  # noqa: E402
 import rollouts  # noqa: E402
-from infra import model  # noqa: E402
+from infra import evalstats, model  # noqa: E402
 from world import sources, tiny  # noqa: E402
 
 
@@ -130,9 +130,9 @@ def test_micro_batch_split_invariance(agg):
 def test_dynamic_sampling_and_pass_at_k():
     keep = grpo.dynamic_sampling_keep(torch.tensor([1.0, 1.0, 0.0, 1.0, 0.0, 0.0]), 2)
     assert keep.tolist() == [False, True, False]
-    assert rollouts.pass_at_k(5, 2, 1) == pytest.approx(0.4)
-    assert rollouts.pass_at_k(5, 2, 2) == pytest.approx(0.7)       # 1 - C(3,2)/C(5,2)
-    assert rollouts.pass_at_k(5, 0, 3) == 0.0 and rollouts.pass_at_k(5, 4, 2) == 1.0
+    assert evalstats.pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert evalstats.pass_at_k(5, 2, 2) == pytest.approx(0.7)       # 1 - C(3,2)/C(5,2)
+    assert evalstats.pass_at_k(5, 0, 3) == 0.0 and evalstats.pass_at_k(5, 4, 2) == 1.0
 
 
 def test_chunked_logprobs_equal_plain_with_temperature_and_grad():

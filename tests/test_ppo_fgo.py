@@ -9,7 +9,7 @@ import torch
 
 import actor
 import ppo_fgo
-import trainer
+from infra import bookkeeping  # noqa: E402
 from infra.model import ValueModel
 from losses import gae, kl_in_reward, value_loss, whiten
 from ppo_fgo import fgo_line_mask, fgo_token_mask, stepcoder_reward, token_char_spans
@@ -548,7 +548,7 @@ def test_shared_critic_optimizer_groups_and_schedule(tiny_lm):
     from infra.model import PolicyLogprobs
     policy = PolicyLogprobs(tiny_lm(0), 4, value_head=True)
     schedule = dict(lr=1e-3, weight_decay=0.0, warmup_steps=2, steps=4, min_lr_ratio=0.1)
-    opt, sched = trainer.policy_optimizer(policy, **schedule, head_lr=5e-2)
+    opt, sched = bookkeeping.policy_optimizer(policy, **schedule, head_lr=5e-2)
     body, head = opt.param_groups
     assert {id(p) for p in head["params"]} == {id(p) for p in policy.value_head.parameters()}
     assert len(body["params"]) + 2 == len(list(policy.parameters()))
@@ -560,7 +560,7 @@ def test_shared_critic_optimizer_groups_and_schedule(tiny_lm):
     assert [h for _, h in lrs] == [5e-2] * 4                  # head: constant --critic-lr
     assert lrs[0][0] == pytest.approx(5e-4) and lrs[1][0] == pytest.approx(1e-3)  # warm-up
     # Without a head: one group, grpo's schedule as before.
-    opt, _ = trainer.policy_optimizer(PolicyLogprobs(tiny_lm(0), 4), **schedule)
+    opt, _ = bookkeeping.policy_optimizer(PolicyLogprobs(tiny_lm(0), 4), **schedule)
     assert len(opt.param_groups) == 1
 
 

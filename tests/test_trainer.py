@@ -20,7 +20,7 @@ import trainer
 
 # ----------------------------------------------------------------------------- curricula
 from data import Problem
-from infra import flags, metrics, model
+from infra import bookkeeping, evalstats, flags, metrics, model
 from world import tiny  # noqa: E402
 
 # stages start at lines 4, 2, then the final stage
@@ -346,15 +346,15 @@ def test_epoch_batches_draw_without_replacement_and_drop_the_partial_batch():
 
 def test_train_eval_set_spreads_over_the_train_set_and_follows_the_flag():
     train, held = list(range(960)), list(range(96))
-    sample = trainer.train_eval_set(train, held, -1)              # as many as the eval set
+    sample = bookkeeping.train_eval_set(train, held, -1)              # as many as the eval set
     assert len(set(sample)) == 96 and sample == sorted(sample)
-    assert sample == trainer.train_eval_set(train, held, -1)      # the same every run
+    assert sample == bookkeeping.train_eval_set(train, held, -1)      # the same every run
     # Interleaved families (problem i is family i % 6): every family is represented, which
     # a stride of len/n (every 10th: families 0, 2, 4 only) would not give.
     assert {i % 6 for i in sample} == set(range(6))
-    assert trainer.train_eval_set(train, train, -1) == []         # train = eval: nothing new
-    assert trainer.train_eval_set(train, held, 0) == []
-    assert trainer.train_eval_set(train[:50], held, -1) == train[:50]   # capped at the train set
+    assert bookkeeping.train_eval_set(train, train, -1) == []         # train = eval: nothing new
+    assert bookkeeping.train_eval_set(train, held, 0) == []
+    assert bookkeeping.train_eval_set(train[:50], held, -1) == train[:50]  # capped: the train set
 
 
 def test_max_problems_cuts_the_train_set_and_max_eval_problems_the_eval_set():
@@ -374,7 +374,7 @@ def test_max_problems_cuts_the_train_set_and_max_eval_problems_the_eval_set():
     # train = eval stays one list, so train_eval_set adds no duplicate train sample.
     train, evals = sets("--train-data", "builtin", "--eval-data", "builtin", "--max-problems", "6")
     assert evals is train and len(train) == 6
-    assert trainer.train_eval_set(train, evals, -1) == []
+    assert bookkeeping.train_eval_set(train, evals, -1) == []
 
 
 def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
@@ -382,11 +382,11 @@ def test_hardest_quarter_uses_the_difficulty_score_and_the_unbiased_estimator():
     for p, score in zip(probs, [3, 40, 10, 25, 7, 30, 5, 12]):
         p.metadata["score"] = score
     solved = {"p0": 4, "p1": 0, "p2": 4, "p3": 2, "p4": 4, "p5": 1, "p6": 4, "p7": 4}
-    out = rollouts.hardest_quarter(probs, solved, 4)
+    out = evalstats.hardest_quarter(probs, solved, 4)
     # the 2 hardest: p1 (40, 0 of 4) and p5 (30, 1 of 4)
     assert out["pass@1_hardest_quarter"] == 1 / 8 and out["pass@4_hardest_quarter"] == 0.5
     assert (out["hardest_quarter_problems"], out["hardest_quarter_min_score"]) == (2, 30)
-    assert rollouts.hardest_quarter([_problem("x")], {"x": 4}, 4) == {}   # no score: none
+    assert evalstats.hardest_quarter([_problem("x")], {"x": 4}, 4) == {}   # no score: none
 
 
 def test_pass_at_1_by_family_pools_the_samples_of_each_family():
@@ -394,10 +394,10 @@ def test_pass_at_1_by_family_pools_the_samples_of_each_family():
     for p, fam in zip(probs, ["arith", "classify", "arith", "classify", "classify"]):
         p.metadata["family"] = fam
     solved = {"p0": 4, "p1": 0, "p2": 1, "p3": 2, "p4": 1}     # of 4 samples each
-    out = rollouts.by_family(probs, solved, 4)["pass@1_by_family"]
+    out = evalstats.by_family(probs, solved, 4)["pass@1_by_family"]
     assert out == {"arith": 5 / 8, "classify": 3 / 12}
-    assert rollouts.by_family(probs[:2], {"p0": 4}, 4)["pass@1_by_family"] == {"arith": 1.0}
-    assert rollouts.by_family([_problem("x")], {"x": 4}, 4) == {}    # no family: none
+    assert evalstats.by_family(probs[:2], {"p0": 4}, 4)["pass@1_by_family"] == {"arith": 1.0}
+    assert evalstats.by_family([_problem("x")], {"x": 4}, 4) == {}    # no family: none
 
 
 def test_bench_update_runs_and_reports_every_size():
@@ -414,17 +414,17 @@ def test_bench_update_runs_and_reports_every_size():
 def test_standard_error_plain_and_within_families():
     xs = [0.0, 1.0, 0.0, 1.0]
     # s^2 = 1/3, se = sqrt(1/3 / 4)
-    assert rollouts.standard_error(xs) == pytest.approx(math.sqrt(1 / 12))
+    assert evalstats.standard_error(xs) == pytest.approx(math.sqrt(1 / 12))
     # Two families, each all-0 or all-1: the spread is all between them, and the mix is fixed.
-    assert rollouts.standard_error(xs, ["a", "b", "a", "b"]) == 0.0
+    assert evalstats.standard_error(xs, ["a", "b", "a", "b"]) == 0.0
     # Within families: family a {0, 1}, b {1, 1}: only a varies; (2/4)^2 * (1/2)/2 = 1/16
-    assert rollouts.standard_error([0.0, 1.0, 1.0, 1.0], ["a", "a", "b", "b"]) == \
+    assert evalstats.standard_error([0.0, 1.0, 1.0, 1.0], ["a", "a", "b", "b"]) == \
         pytest.approx(0.25)
-    assert rollouts.standard_error([0.5]) == 0.0
+    assert evalstats.standard_error([0.5]) == 0.0
     problems = [types.SimpleNamespace(id=i, metadata={"family": f}) for i, f in
                 ((1, "a"), (2, "b"))]
-    assert rollouts.family_labels(problems, [2, 1]) == ["b", "a"]
-    assert rollouts.family_labels(problems + [types.SimpleNamespace(id=3, metadata={})],
+    assert evalstats.family_labels(problems, [2, 1]) == ["b", "a"]
+    assert evalstats.family_labels(problems + [types.SimpleNamespace(id=3, metadata={})],
                                   [3]) is None
 
 
@@ -583,11 +583,12 @@ def test_engine_batch_is_the_larger_of_a_step_and_an_evaluation_per_rank():
     its share (a rank of 2 evaluates 669); sequences as long as the longest prompt + 112."""
     step = dict(prompts_per_step=8, group_size=16, max_new_tokens=112)
     one, two = (model.Dist(0, w, 0, torch.device("cpu")) for w in (1, 2))
-    assert trainer.engine_batch(one, 177, **step) == dict(batch_sequences=128, batch_tokens=289)
-    assert trainer.engine_batch(two, 177, **step)["batch_sequences"] == 64
-    assert trainer.engine_batch(one, 177, [(1338, 4), (10, 1)], **step)["batch_sequences"] == 5352
-    assert trainer.engine_batch(two, 177, [(1339, 4)], **step)["batch_sequences"] == 670 * 4
-    assert trainer.engine_batch(one, 177, [(5, 4)], **step)["batch_sequences"] == 128
+    assert bookkeeping.engine_batch(one, 177, **step) == dict(batch_sequences=128, batch_tokens=289)
+    assert bookkeeping.engine_batch(two, 177, **step)["batch_sequences"] == 64
+    batch = bookkeeping.engine_batch(one, 177, [(1338, 4), (10, 1)], **step)
+    assert batch["batch_sequences"] == 5352
+    assert bookkeeping.engine_batch(two, 177, [(1339, 4)], **step)["batch_sequences"] == 670 * 4
+    assert bookkeeping.engine_batch(one, 177, [(5, 4)], **step)["batch_sequences"] == 128
 
 
 def test_rollout_batch_counts_the_longest_prompt_a_cccs_prefix_and_the_evaluations():
@@ -599,9 +600,9 @@ def test_rollout_batch_counts_the_longest_prompt_a_cccs_prefix_and_the_evaluatio
     long.question = "q " * 40
     n_long = len(tok(rollouts.prompt_text(tok, long))["input_ids"])
     with_code = len(tok(rollouts.prompt_text(tok, long, TWO_IFS * 3))["input_ids"])
-    assert trainer.longest_prompt([short, long], tok) == n_long
-    assert trainer.longest_prompt([short, long], tok, with_solution=True) == with_code > n_long
-    assert trainer.longest_prompt([], tok) == 0
+    texts = [rollouts.prompt_text(tok, p) for p in (short, long)]
+    assert bookkeeping.longest_prompt(texts, tok) == n_long
+    assert bookkeeping.longest_prompt([], tok) == 0
     d = model.Dist(0, 1, 0, torch.device("cpu"))
     settings = dict(prompts_per_step=2, group_size=4, max_new_tokens=10, eval_n=2)
     batch = trainer.rollout_batch(d, tok, [short] * 3, [long] * 5, [short], same=False,
@@ -624,19 +625,20 @@ def test_a_prompt_longer_than_the_context_is_dropped_at_load(capsys):
 
     tokenizer = model.load_tokenizer(model.BASE_DIR)
     config = types.SimpleNamespace(max_position_embeddings=1024)
-    budget = trainer.prompt_budget(config, max_model_len=None, max_new_tokens=112)
+    budget = bookkeeping.prompt_budget(config, max_model_len=None, max_new_tokens=112)
     assert budget == 1024 - 112
-    assert trainer.prompt_budget(config, max_model_len=600, max_new_tokens=100) == 500
-    assert trainer.prompt_budget(types.SimpleNamespace(), max_model_len=None,
+    assert bookkeeping.prompt_budget(config, max_model_len=600, max_new_tokens=100) == 500
+    assert bookkeeping.prompt_budget(types.SimpleNamespace(), max_model_len=None,
                                  max_new_tokens=112) is None        # no length known
     with pytest.raises(model.UserError, match="--max-new-tokens 1024 leaves no room"):
-        trainer.prompt_budget(config, max_model_len=None, max_new_tokens=1024)
+        bookkeeping.prompt_budget(config, max_model_len=None, max_new_tokens=1024)
     problems = [_problem("short"), _problem("huge"), _problem("long"), _problem("fits")]
     problems[1].question = "add them " * 1_200_000            # 10.8 MB
     problems[2].question = "add them " * 2_300                # 20.7 kB: over 912 tokens
     problems[3].question = "add them " * 200                  # 1.8 kB: 656 tokens, fits
     t = time.perf_counter()
-    kept = trainer.fitting_prompts(problems, tokenizer, budget, "--train-data")
+    texts = [rollouts.prompt_text(tokenizer, p) for p in problems]
+    kept = bookkeeping.fitting_prompts(problems, texts, tokenizer, budget, "--train-data")
     assert time.perf_counter() - t < 5
     assert [p.id for p in kept] == ["short", "fits"]
     assert len(tokenizer(rollouts.prompt_text(tokenizer, problems[2]))["input_ids"]) > budget
@@ -644,7 +646,7 @@ def test_a_prompt_longer_than_the_context_is_dropped_at_load(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["[data] --train-data: dropped 2 of 4 problems whose prompt is over 912 "
                    "tokens (the context less --max-new-tokens)"]
-    assert trainer.fitting_prompts(problems, tokenizer, None, "x") == problems
+    assert bookkeeping.fitting_prompts(problems, texts, tokenizer, None, "x") == problems
 
 
 def _earlier_run(out):
@@ -666,31 +668,31 @@ def test_a_new_run_refuses_an_out_holding_an_earlier_run_and_overwrite_replaces_
     out = str(tmp_path / "run")
     _earlier_run(out)
     with pytest.raises(model.UserError) as refused:
-        trainer.claim_out_dir(out, resume=False, overwrite=False, main=True)
+        bookkeeping.claim_out_dir(out, resume=False, overwrite=False, main=True)
     assert ("holds an earlier run (latest, metrics.jsonl, step_2, step_4.tmp, ...); continue "
             "it with --resume") in str(refused.value.code)
     os.remove(os.path.join(out, "latest"))                    # no checkpoint named any more
     with pytest.raises(model.UserError, match="no checkpoint to continue from"):
-        trainer.claim_out_dir(out, resume=True, overwrite=False, main=True)
-    trainer.claim_out_dir(out, resume=False, overwrite=True, main=False)
+        bookkeeping.claim_out_dir(out, resume=True, overwrite=False, main=True)
+    bookkeeping.claim_out_dir(out, resume=False, overwrite=True, main=False)
     assert len(os.listdir(out)) == 6                          # only the main rank removes
-    trainer.claim_out_dir(out, resume=False, overwrite=True, main=True)
+    bookkeeping.claim_out_dir(out, resume=False, overwrite=True, main=True)
     assert os.listdir(out) == ["notes.txt"]
-    trainer.claim_out_dir(out, resume=False, overwrite=False, main=True)  # nothing to overwrite
+    bookkeeping.claim_out_dir(out, resume=False, overwrite=False, main=True)  # nothing to overwrite
     log = metrics.MetricsLog(out, True)
     log({"phase": "rl", "step": 1})
     assert [json.loads(line)["step"] for line in open(os.path.join(out, "metrics.jsonl"))] == [1]
     empty = str(tmp_path / "fresh")
-    trainer.claim_out_dir(empty, resume=True, overwrite=False, main=True)
+    bookkeeping.claim_out_dir(empty, resume=True, overwrite=False, main=True)
     assert not os.path.exists(empty)                          # a check, not a mkdir
 
 
 def test_bound_native_memory_caps_onednns_kernel_cache_unless_the_user_set_it(monkeypatch):
     monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
-    trainer.bound_native_memory()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == trainer.ONEDNN_CACHE_CAPACITY
+    bookkeeping.bound_native_memory()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == bookkeeping.ONEDNN_CACHE_CAPACITY
     monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "512")
-    trainer.bound_native_memory()
+    bookkeeping.bound_native_memory()
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "512"
 
 
@@ -706,7 +708,7 @@ def test_release_freed_memory_gives_the_heaps_free_pages_back():
     last = blocks[-1]      # one live block at the heap's top: glibc cannot shrink it by itself
     del blocks
     before = rss_mb()
-    assert trainer.release_freed_memory() is True
+    assert bookkeeping.release_freed_memory() is True
     assert before - rss_mb() >= 100 and len(last) == 2000
 
 

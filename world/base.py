@@ -57,7 +57,7 @@ import agents
 import cccs
 import data
 import rollouts
-from infra import flags, metrics
+from infra import evalstats, flags, metrics
 from infra.engines import make_engine
 from infra.model import (
     PolicyLogprobs,
@@ -523,7 +523,7 @@ def family_pass_at_k(problems, rates: dict, n: int) -> dict:
     out: dict[str, list] = {}
     for p in problems:
         c = round(rates[p.id] * n)
-        out.setdefault(p.metadata["family"], []).append(rollouts.pass_at_k(n, c, n))
+        out.setdefault(p.metadata["family"], []).append(evalstats.pass_at_k(n, c, n))
     return {f: sum(v) / len(v) for f, v in sorted(out.items())}
 
 

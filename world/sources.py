@@ -40,7 +40,6 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 import textwrap
 import zlib
 from collections import Counter
@@ -48,6 +47,7 @@ from dataclasses import asdict
 from datetime import date
 
 from data import SOURCES, BadRow, DataError, Problem, check_problem, sandbox_job
+from infra.bookkeeping import output_dir_problem
 from world import tasks
 
 # ----------------------------------------------------------------------------------------
@@ -783,25 +783,6 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected a date YYYY-MM-DD, got {text!r}") from None
 
 
-def output_dir_problem(path: str) -> str | None:
-    """Why `path` cannot become an output directory (None: it can): it, or a folder above it,
-    is a file; or the nearest existing folder takes no new file (no permission, a read-only
-    file system). Tried with a nameless file, since os.access says yes to root."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        return f"--out {path!r} exists and is not a directory"
-    parent = path
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent) or "."
-    if not os.path.isdir(parent):
-        return f"--out {path!r}: {parent!r} is a file, not a directory"
-    try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as e:
-        return f"--out {path!r}: cannot write in {parent!r} ({e.strerror})"
-    return None
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m world.sources", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -859,7 +840,6 @@ def main(argv=None):
 def task_problems(split: str = "train", seed: int = 0) -> list[Problem]:
     """A split of the procedural families (tasks.py): train, test, heldout or train_sample."""
     return load_problems("tasks", split=split, seed=seed)
-
 
 
 if __name__ == "__main__":

@@ -1,0 +1,257 @@
+"""A run's bookkeeping, the same for every method: memory hygiene, prompts that fit the
+context, the engine's batch (which sizes the CPU engine's KV cache), the policy and its engine,
+the optimizer and its schedule, the output folder (claimed before any work), resume helpers,
+the summary's before/after line. trainer.py calls these; a learner may skip them."""
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from infra.engines import make_engine
+from infra.errors import UserError
+from infra.model import (
+    Dist,
+    PolicyLogprobs,
+    latest_checkpoint,
+    load_causal_lm,
+    shard_model,
+    warmup_cosine,
+)
+
+# oneDNN (the CPU kernels of torch and of vLLM's CPU build) keeps a compiled kernel for every
+# input shape it has met, up to 1,024 by default. RL brings new sequence lengths every step, so
+# on the CPU default that cache grew the trainer by ~11 MB a step (~270 MB over 20 steps) and
+# never settled; 64 kernels hold a step's shapes and the trainer stays flat. A value the user
+# set wins.
+ONEDNN_CACHE_CAPACITY = "64"
+
+
+def bound_native_memory() -> None:
+    """Caps oneDNN's kernel cache (ONEDNN_CACHE_CAPACITY) for this process; read when oneDNN
+    makes its first kernel, so this runs before any model computes (start)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_CACHE_CAPACITY)
+
+
+def release_freed_memory() -> bool:
+    """Hands the heap's free pages back to the system (glibc's malloc_trim): whether any
+    went back (False without glibc: macOS, musl). A step frees what its generation and
+    update allocated, but glibc keeps most of it for later: 150-250 MB a step on the CPU
+    default, which the next step's peak then sits on."""
+    try:
+        import ctypes
+        return bool(ctypes.CDLL(None).malloc_trim(0))
+    except (OSError, AttributeError):       # not glibc (macOS, musl)
+        return False
+
+
+# A prompt longer than this many UTF-8 bytes a context position is dropped without being
+# tokenized (English averages about 4 a token; tokenizing a 10 MB statement takes ~20 s).
+MAX_BYTES_PER_TOKEN = 16
+
+
+def prompt_budget(config, *, max_model_len: int | None, max_new_tokens: int) -> int | None:
+    """Tokens a prompt may take: the context (max_model_len, else the model config's
+    positions) less max_new_tokens; None when neither names a context length."""
+    context = max_model_len or getattr(config, "max_position_embeddings", None)
+    if context is None:
+        return None
+    if context <= max_new_tokens:
+        raise UserError(f"--max-new-tokens {max_new_tokens} leaves no room for a prompt "
+                        f"in the model's context of {context} positions; lower it")
+    return context - max_new_tokens
+
+
+def fitting_prompts(problems: list, texts: list[str], tokenizer, budget: int | None,
+                    what: str) -> list:
+    """The problems whose prompt (texts[i], problem i's) takes at most `budget` tokens; the
+    others are counted in one line on stderr, as the loaders count their bad rows. Fed
+    whole, a 10 MB statement asks a 1,024-position model for an 8 GB attention matrix.
+    A prompt of fewer UTF-8 bytes than the budget fits (a token covers at least one byte;
+    one position spared for a BOS token); one of more than MAX_BYTES_PER_TOKEN bytes a
+    position does not, untokenized; the rest are tokenized."""
+    if budget is None:
+        return problems
+    kept = []
+    for p, text in zip(problems, texts):
+        size = len(text.encode("utf-8"))
+        if size < budget or (size <= budget * MAX_BYTES_PER_TOKEN
+                             and len(tokenizer(text)["input_ids"]) <= budget):
+            kept.append(p)
+    if len(kept) < len(problems):
+        print(f"[data] {what}: dropped {len(problems) - len(kept)} of {len(problems)} problems "
+              f"whose prompt is over {budget} tokens (the context less --max-new-tokens)",
+              file=sys.stderr, flush=True)
+    return kept
+
+
+def train_eval_set(train: list, evals: list, n: int) -> list:
+    """The train problems evaluated beside the held-out ones (--train-eval-problems n): a
+    fixed random sample of n (seed 0, kept in train order). Not every len/n-th problem: with
+    tasks.py's six interleaved families, every 10th of 960 is only ever families 0, 2 and 4.
+    n < 0: as many as the eval set when that is a different set, none when train = eval (the
+    figure would be the same)."""
+    if n < 0:
+        n = 0 if evals is train else len(evals)
+    n = min(n, len(train))
+    return [train[i] for i in sorted(random.Random(0).sample(range(len(train)), n))]
+
+
+def policy_and_engine(args, d: Dist, path: str, value_head: bool = False,
+                      batch: Mapping | None = None):
+    """The FSDP-sharded policy and its generation engine.
+    value_head: give the policy a model.ValueHead inside its FSDP root (PPO's shared critic).
+    batch: engine_batch's, what one generate call hands the engine at most, which sizes the
+    CPU engine's KV cache unless --engine-kv-cache-gib does (None: any prompt, up to
+    engines.CPU_MAX_SEQS sequences of the whole context)."""
+    # The engine first: on GPU vLLM checks at start-up that its share of memory is free.
+    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank,
+                         tensor_parallel_size=args.engine_tp,
+                         gpu_memory_utilization=args.engine_mem, sleep_level=args.sleep_level,
+                         max_model_len=args.max_model_len,
+                         kv_cache_gib=args.engine_kv_cache_gib, **(batch or {}))
+    policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device), args.logprob_chunk,
+                                        value_head=value_head),
+                         d.device, args.grad_checkpointing)
+    return policy, engine
+
+
+def engine_batch(d: Dist, prompt_tokens: int, evaluations: Sequence[tuple[int, int]] = (), *,
+                 prompts_per_step: int, group_size: int, max_new_tokens: int) -> dict:
+    """The most one generate call hands this rank's engine (engines.VLLMEngine's keywords):
+    batch_sequences, a step's prompts_per_step x group_size or an evaluation's problems x
+    samples (evaluations: (problems, samples) pairs), whichever is more, each rank its share;
+    batch_tokens, the longest prompt (prompt_tokens) + max_new_tokens."""
+    step = max(1, prompts_per_step // d.world) * group_size
+    evaluation = max((-(-p // d.world) * n for p, n in evaluations), default=0)
+    return dict(batch_sequences=max(step, evaluation),
+                batch_tokens=prompt_tokens + max_new_tokens)
+
+
+def longest_prompt(texts: Sequence[str], tokenizer) -> int:
+    """Tokens in the longest of `texts` (0 for none)."""
+    if not texts:
+        return 0
+    return max(len(ids) for ids in tokenizer(list(texts))["input_ids"])
+
+
+def policy_optimizer(policy: PolicyLogprobs, *, lr: float, weight_decay: float,
+                     warmup_steps: int, steps: int, min_lr_ratio: float,
+                     head_lr: float | None = None):
+    """The policy's AdamW (betas 0.9, 0.99) and its schedule over `steps` optimizer steps:
+    linear warm-up from 0 to lr over warmup_steps, then cosine down to min_lr_ratio * lr.
+    A value head (PPO's shared critic) is its own param group at head_lr, kept constant."""
+    head = list(policy.value_head.parameters()) if policy.value_head is not None else []
+    head_ids = {id(p) for p in head}
+    groups = [{"params": [p for p in policy.parameters() if id(p) not in head_ids],
+               "lr": lr}]
+    if head:
+        groups.append({"params": head, "lr": head_lr})
+    optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.99), weight_decay=weight_decay)
+    scheduler = warmup_cosine(optimizer, warmup_steps, steps, min_lr_ratio)
+    if head:   # the schedule for the body, constant for the head (initial lrs are kept)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, [scheduler.lr_lambdas[0], _constant_lr])
+    return optimizer, scheduler
+
+
+def _constant_lr(step):
+    return 1.0
+
+
+class NoOptimizer:
+    """Stands in for a frozen module's optimizer (the reference) in checkpoint extras."""
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+# What a run writes into --out (step_N: its checkpoints; .tmp / .old: one being replaced).
+RUN_FILES = ("metrics.jsonl", "summary.json", "rates.json", "latest", "tensorboard", "wandb")
+
+
+CHECKPOINT_DIR = re.compile(r"step_\d+(\.tmp|\.old)?")
+
+
+def earlier_run(out: str) -> list[str]:
+    """The names of what an earlier run left in `out`, sorted ([] when none)."""
+    if not os.path.isdir(out):
+        return []
+    return sorted(n for n in os.listdir(out) if n in RUN_FILES or CHECKPOINT_DIR.fullmatch(n))
+
+
+def claim_out_dir(out: str, *, resume: bool, overwrite: bool, main: bool) -> None:
+    """--out checked before any work, each mistake a UserError: a path no run can write; an
+    earlier run there that this one would overwrite (its checkpoints, summary, and rows
+    appended to its metrics.jsonl), unless `resume` continues it from a checkpoint or
+    `overwrite` replaces it, whose files the main rank (main) then removes."""
+    problem = output_dir_problem(out)
+    if problem:
+        raise UserError(problem)
+    found = earlier_run(out)
+    if not found:
+        return
+    shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+    if resume and latest_checkpoint(out) is None:
+        raise UserError(f"--resume: {out} holds an earlier run ({shown}) but no "
+                        "checkpoint to continue from (--save-every N writes them); pass "
+                        "--overwrite instead to start again there, or a new --out")
+    if not resume and not overwrite:
+        raise UserError(f"--out {out} holds an earlier run ({shown}); continue it with "
+                        "--resume, write to a new --out, or pass --overwrite to replace it")
+    if overwrite and main:
+        for name in found:
+            path = os.path.join(out, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+
+
+def rng_state_from_json(x):
+    """JSON turns random.getstate()'s tuples into lists; setstate wants tuples back."""
+    return tuple(rng_state_from_json(v) for v in x) if isinstance(x, list) else x
+
+
+def before_after_line(summary: dict, prefix: str = "") -> str | None:
+    """'pass@1 0.300 +- 0.010 -> 0.420 +- 0.011, gain +0.120 +- 0.008 (paired)' from a
+    summary's pass_at_1_* keys with that prefix; None when either side is missing."""
+    def fig(when):
+        v, se = summary.get(f"{prefix}pass_at_1_{when}"), summary.get(
+            f"{prefix}pass_at_1_se_{when}")
+        return None if v is None else f"{v:.3f}" + ("" if se is None else f" +- {se:.3f}")
+    before, after = fig("before_rl"), fig("after_rl")
+    if before is None or after is None:
+        return None
+    gain = summary[f"{prefix}pass_at_1_gain"]
+    se = summary.get(f"{prefix}pass_at_1_gain_se")
+    return (f"pass@1 {before} -> {after}, gain {gain:+.3f}"
+            + ("" if se is None else f" +- {se:.3f} (paired)"))
+
+
+def output_dir_problem(path: str) -> str | None:
+    """Why `path` cannot become an output directory (None: it can): it, or a folder above it,
+    is a file; or the nearest existing folder takes no new file (no permission, a read-only
+    file system). Tried with a nameless file, since os.access says yes to root."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"--out {path!r} exists and is not a directory"
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent) or "."
+    if not os.path.isdir(parent):
+        return f"--out {path!r}: {parent!r} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        return f"--out {path!r}: cannot write in {parent!r} ({e.strerror})"
+    return None
