@@ -64,7 +64,7 @@ import losses
 import rollouts
 import sandbox
 import trainer
-from infra import flags
+from infra import bookkeeping, flags
 from infra.bookkeeping import policy_optimizer
 from infra.metrics import Timer
 from infra.model import UserError, all_reduce_sum, reduce_sums
@@ -991,7 +991,7 @@ def train(args):
             warm_start(team, r)                   # SFT per model on its roles' prompts
             evaluate_run(team, r, "before_rl")    # pass@1 before RL
             if args.eval_only:
-                return trainer.finish(r)
+                return bookkeeping.finish(r)
         # Each model's optimizer trains its warm-started weights; a resume restores them.
         make_optimizers(team, r)
         trainer.first_step(r, ckpt)               # step-0 checkpoint, or the resumed state
@@ -1025,15 +1025,15 @@ def train(args):
             # The reward terms per step, kept in the trainer state (checkpointed) for the summary.
             r.state.setdefault("rl_terms", []).append(
                 {k: metrics[k] for k in REWARD_TERMS if k in metrics})
-            trainer.log_step(r, step, metrics)    # the metrics row
+            bookkeeping.log_step(r, step, metrics)    # the metrics row
             if trainer.eval_due(r):               # --eval-every: the held-out curve
                 evaluate_team(team, r, f"step_{r.step}")
-            trainer.save_step(r, r.step)          # --save-every
+            bookkeeping.save_step(r, r.step)          # --save-every
         rows = r.state.get("rl_terms", [])
         r.state.update(rl_first_half=reward_term_means(rows[:len(rows) // 2]),
                        rl_second_half=reward_term_means(rows[len(rows) // 2:]))
         evaluate_run(team, r, "after_rl")         # pass@1 after RL
-        return trainer.finish(r)                  # summary.json
+        return bookkeeping.finish(r)                  # summary.json
     finally:
         if team["coder"] is not team["tester"]:
             team["coder"].engine.close()        # finish closes the Run's (the tester's)

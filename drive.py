@@ -24,6 +24,7 @@ The trainer (trainer.Curriculum, built from --hard-focus; trainer.select_problem
 no sandbox.
 """
 
+import argparse
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
@@ -165,3 +166,14 @@ def offline_filter(pass_rates: Mapping[Hashable, float | Sequence[float]]) -> li
         if 0.0 < mean < 1.0:
             kept.append(pid)
     return kept
+
+
+def hard_focus_spec(text: str) -> str:
+    """--hard-focus checked at parse time (parse_hard_focus), kept as the string."""
+    if text:
+        try:
+            parse_hard_focus(text)
+        except ValueError as e:
+            # argparse names the flag itself
+            raise argparse.ArgumentTypeError(str(e).removeprefix("--hard-focus: ")) from None
+    return text

@@ -1,44 +1,25 @@
-"""A run's life, the same for every method: set-up, warm start, the RL steps' bookkeeping
-(rl_steps / end_step / end_run), checkpoints and resume, and the summary.
-
-grpo.py, ppo_fgo.py and agents.py hold their method's loop and step, losses.py their math; the
-pieces the loops call live here and in four modules beside it:
-
-    actor.py     the policy side of a step: Sample / Batch, forward, update / updates, score,
-                 the SFT warm start (its docstring: the update protocol, the sequence layout)
-    rollouts.py  drawing a step's problems, generate_and_score (rollouts + sandbox rewards),
-                 rollout sums and cross-rank reductions, evaluate (pass@k)
-    metrics.py   Timer, MetricsLog (metrics.jsonl, TensorBoard / W&B), progress bars
-    flags.py     the common flags and presets, flag checks, entry_point (one-line user errors)
+"""A run's life, the same for every method: start (problems, policy, engine), the warm start and
+pass@k before RL (prepare_run), the curriculum, the steps' bookkeeping (rl_steps, end_step),
+pass@k after RL and the summary (end_run).
 
 A method's train() (grpo.train, ppo_fgo.train, agents.train), in order:
 
-    flags          flags.add_common_flags(parser) + the method's own group; flags.parse_flags()
-                   merges the presets (merge_presets) and lets explicit flags override them
     start()        process group, seeds, problems, the FSDP2 policy and its engine
-    prepare_run()  the checkpoint to resume, or: SFT warm start, pass@k before RL
-                   (evaluate_run), the offline filter; the curriculum (CCCS / DRIVE's hard
-                   focus). agents.py calls checkpoint_to_resume and its own warm start and
-                   evaluation instead
-    optimizers     the method's own: policy_optimizer (and its reference, critic), made from
-                   the warm-started policy
+    prepare_run()  the checkpoint to resume, or: SFT warm start, pass@k before RL, the offline
+                   filter; then the curriculum (CCCS / DRIVE's hard focus)
+    optimizers     the method's own (infra.bookkeeping.policy_optimizer, reference, critic)
     first_step()   the step-0 checkpoint, or the resume (which restores those optimizers)
-    the steps      for i in rl_steps(run): the method's own step, calling rollouts.draw_batch,
-                   rollouts.generate_and_score (rollouts + sandbox rewards), run.score
-                   (actor.score: no-grad log-probs, reference, values) and
-                   actor.update_and_sync (optimizer steps, schedule, weight sync);
-                   end_step(run, i, metrics): the metrics row (log_step), the held-out
-                   curve (eval_due: --eval-every), a checkpoint (save_step: --save-every)
-    end_run()      pass@k after RL (evaluate_run), summary.json (finish)
-agents.py, with its own evaluation, calls end_step's and end_run's pieces itself (log_step,
-eval_due, save_step; keep_eval, finish).
-main() is `with flags.entry_point(): train(parse_args(argv))`. The helpers take what they
-read by keyword; flags.py maps the flags onto them (flags.sampling, flags.evaluation, ...).
+    the steps      for i in rl_steps(run): the method's step; end_step(run, i, metrics): the
+                   metrics row, the --eval-every point, the --save-every checkpoint
+    end_run()      pass@k after RL, summary.json
+
+agents.py, with its own warm start and evaluation, calls the pieces itself. The machinery
+these call (the output folder, prompts that fit, the engine's batch, checkpoints, the summary's
+files) is infra/bookkeeping.py's.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import time
@@ -46,7 +27,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
-import torch.distributed as dist
 from transformers import AutoConfig
 
 import cccs
@@ -55,19 +35,20 @@ from actor import Sample, Scores, score, sft, sft_examples, sync_weights
 from infra import flags
 from infra.bookkeeping import (
     NoOptimizer,
-    before_after_line,
     bound_native_memory,
     claim_out_dir,
     engine_batch,
+    finish,
     fitting_prompts,
+    log_step,
     longest_prompt,
     policy_and_engine,
     prompt_budget,
     release_freed_memory,
     rng_state_from_json,
+    save_step,
     train_eval_set,
 )
-from infra.evalstats import family_labels, standard_error
 from infra.metrics import MetricsLog, Timer, progress, report_to_list
 from infra.model import (
     Dist,
@@ -81,7 +62,6 @@ from infra.model import (
     load_tokenizer,
     read_trainer_state,
     resolve_model,
-    save_checkpoint,
     seed_everything,
 )
 from rollouts import evaluate, prompt_text
@@ -237,17 +217,6 @@ class Curriculum:
             self.tracker.load_state_dict(state["tracker"])
 
 
-def hard_focus_spec(text: str) -> str:
-    """--hard-focus checked at parse time (drive.parse_hard_focus), kept as the string."""
-    if text:
-        try:
-            drive.parse_hard_focus(text)
-        except ValueError as e:
-            # argparse names the flag itself
-            raise argparse.ArgumentTypeError(str(e).removeprefix("--hard-focus: ")) from None
-    return text
-
-
 def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
     """Which prompts the policy sees: StepCoder's CCCS (cccs.py), DRIVE's hard focus and
     offline filter (drive.py)."""
@@ -261,7 +230,7 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cccs-span", type=flags.POSITIVE_INT, default=4,
                    help="window length (or EMA span) of that average")
     g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
-    g.add_argument("--hard-focus", type=hard_focus_spec, default="",
+    g.add_argument("--hard-focus", type=drive.hard_focus_spec, default="",
                    help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
                         "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
     g.add_argument("--offline-filter", action="store_true",
@@ -488,19 +457,6 @@ def select_problems(r: Run, rates: dict) -> dict:
     return rates
 
 
-def save_step(r: Run, step: int) -> None:
-    """Checkpoint after `step` when --save-every asks (every N steps, step 0 and the last),
-    with the data position (rng) and the curriculum's state in trainer_state.json."""
-    a = r.args
-    if not a.save_every or (step % a.save_every and step != a.steps):
-        return
-    r.state.update(rng=r.rng.getstate())
-    if r.curriculum is not None:
-        r.state["curriculum"] = r.curriculum.state_dict()
-    save_checkpoint(a.out, step, r.policy, r.tokenizer, r.optimizer, r.scheduler, r.state, r.d,
-                    extras=r.checkpoint_modules())
-
-
 def resume(r: Run, ckpt: str) -> int:
     """Restore policy, optimizer, critic, reference, RNGs and curriculum; returns the step."""
     r.state = load_checkpoint(ckpt, r.policy, r.optimizer, r.scheduler, r.d,
@@ -513,45 +469,6 @@ def resume(r: Run, ckpt: str) -> int:
     r.say(f"resumed from {ckpt} at step {r.state['step']}"
           + (f" ({dropped} metrics rows past it dropped)" if dropped else ""))
     return r.state["step"]
-
-
-def finish(r: Run) -> dict:
-    """summary.json: pass@1 before / after RL and their gain, wall time, model, seed, steps."""
-    r.engine.close()        # vLLM's teardown also ends the process group it joined
-    a = r.args
-    summary = {k: v for k, v in r.state.items() if k not in ("rng", "curriculum", "train_ids",
-                                                              "step", "world")
-               and not k.startswith(("rates_", "train_rates_"))}
-    summary.update(wall_seconds=round(time.time() - r.t0, 1), model=a.model, seed=a.seed,
-                   steps=a.steps)
-    for prefix in ("", "train_"):
-        before, after = r.state.get(f"{prefix}rates_before_rl"), r.state.get(
-            f"{prefix}rates_after_rl")
-        if f"{prefix}pass_at_1_before_rl" in summary and f"{prefix}pass_at_1_after_rl" in summary:
-            summary[f"{prefix}pass_at_1_gain"] = (summary[f"{prefix}pass_at_1_after_rl"]
-                                                  - summary[f"{prefix}pass_at_1_before_rl"])
-        if before and after:   # paired: the same problems before and after
-            ids = [i for i in before if i in after]
-            problems = r.train_eval_problems if prefix else r.eval_problems
-            summary[f"{prefix}pass_at_1_gain_se"] = standard_error(
-                [after[i] - before[i] for i in ids], family_labels(problems, ids))
-    if r.d.main:
-        with open(os.path.join(a.out, "summary.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        # Per-problem solved shares {when: {problem id: share}}: paired comparisons between
-        # runs, and pass@k for every k <= --eval-n (from share * n solved samples).
-        with open(os.path.join(a.out, "rates.json"), "w") as f:
-            json.dump({k: v for k, v in r.state.items()
-                       if k.startswith(("rates_", "train_rates_"))}, f)
-        for prefix, name in (("", "held out"), ("train_", "train")):
-            line = before_after_line(summary, prefix)
-            if line:
-                r.say(f"{name}: {line}")
-        r.say(f"summary: {json.dumps(summary)}  -> {a.out}/summary.json")
-    r.log.close()
-    if dist.is_initialized():
-        dist.barrier()
-    return summary
 
 
 def checkpoint_to_resume(r: Run) -> str | None:
@@ -617,21 +534,6 @@ def rl_steps(r: Run):
         release_freed_memory()
         r.step_started = time.perf_counter()
         yield i
-
-
-def log_step(r: Run, i: int, metrics: dict) -> None:
-    """After RL step i: the metrics row (phase, step, the step's metrics, lr, the seconds of
-    its timed phases and time/step, the whole step's, the curriculum's stats) to
-    metrics.jsonl; run.step = i + 1."""
-    seconds = round(time.perf_counter() - r.step_started, 3)
-    row = {"phase": "rl", "step": i + 1, **metrics, "lr": r.scheduler.get_last_lr()[0],
-           **r.timer.pop(), "time/step": seconds,
-           **(r.curriculum.stats() if r.curriculum else {})}
-    r.log(row)
-    if r.bar is not None:
-        r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
-                          pass_rate=f"{row.get('pass_rate', 0):.2f}")
-    r.step = i + 1
 
 
 def eval_due(r: Run) -> bool:

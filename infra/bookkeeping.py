@@ -1,26 +1,32 @@
 """A run's bookkeeping, the same for every method: memory hygiene, prompts that fit the
 context, the engine's batch (which sizes the CPU engine's KV cache), the policy and its engine,
 the optimizer and its schedule, the output folder (claimed before any work), resume helpers,
-the summary's before/after line. trainer.py calls these; a learner may skip them."""
+a step's checkpoint and metrics row, summary.json and rates.json. trainer.py calls these; a
+learner may skip them. `r` is trainer.Run."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 
 import torch
+import torch.distributed as dist
 
 from infra.engines import make_engine
 from infra.errors import UserError
+from infra.evalstats import family_labels, standard_error
 from infra.model import (
     Dist,
     PolicyLogprobs,
     latest_checkpoint,
     load_causal_lm,
+    save_checkpoint,
     shard_model,
     warmup_cosine,
 )
@@ -255,3 +261,70 @@ def output_dir_problem(path: str) -> str | None:
     except OSError as e:
         return f"--out {path!r}: cannot write in {parent!r} ({e.strerror})"
     return None
+
+
+def save_step(r, step: int) -> None:
+    """Checkpoint after `step` when --save-every asks (every N steps, step 0 and the last),
+    with the data position (rng) and the curriculum's state in trainer_state.json."""
+    a = r.args
+    if not a.save_every or (step % a.save_every and step != a.steps):
+        return
+    r.state.update(rng=r.rng.getstate())
+    if r.curriculum is not None:
+        r.state["curriculum"] = r.curriculum.state_dict()
+    save_checkpoint(a.out, step, r.policy, r.tokenizer, r.optimizer, r.scheduler, r.state, r.d,
+                    extras=r.checkpoint_modules())
+
+
+def finish(r) -> dict:
+    """summary.json: pass@1 before / after RL and their gain, wall time, model, seed, steps."""
+    r.engine.close()        # vLLM's teardown also ends the process group it joined
+    a = r.args
+    summary = {k: v for k, v in r.state.items() if k not in ("rng", "curriculum", "train_ids",
+                                                              "step", "world")
+               and not k.startswith(("rates_", "train_rates_"))}
+    summary.update(wall_seconds=round(time.time() - r.t0, 1), model=a.model, seed=a.seed,
+                   steps=a.steps)
+    for prefix in ("", "train_"):
+        before, after = r.state.get(f"{prefix}rates_before_rl"), r.state.get(
+            f"{prefix}rates_after_rl")
+        if f"{prefix}pass_at_1_before_rl" in summary and f"{prefix}pass_at_1_after_rl" in summary:
+            summary[f"{prefix}pass_at_1_gain"] = (summary[f"{prefix}pass_at_1_after_rl"]
+                                                  - summary[f"{prefix}pass_at_1_before_rl"])
+        if before and after:   # paired: the same problems before and after
+            ids = [i for i in before if i in after]
+            problems = r.train_eval_problems if prefix else r.eval_problems
+            summary[f"{prefix}pass_at_1_gain_se"] = standard_error(
+                [after[i] - before[i] for i in ids], family_labels(problems, ids))
+    if r.d.main:
+        with open(os.path.join(a.out, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        # Per-problem solved shares {when: {problem id: share}}: paired comparisons between
+        # runs, and pass@k for every k <= --eval-n (from share * n solved samples).
+        with open(os.path.join(a.out, "rates.json"), "w") as f:
+            json.dump({k: v for k, v in r.state.items()
+                       if k.startswith(("rates_", "train_rates_"))}, f)
+        for prefix, name in (("", "held out"), ("train_", "train")):
+            line = before_after_line(summary, prefix)
+            if line:
+                r.say(f"{name}: {line}")
+        r.say(f"summary: {json.dumps(summary)}  -> {a.out}/summary.json")
+    r.log.close()
+    if dist.is_initialized():
+        dist.barrier()
+    return summary
+
+
+def log_step(r, i: int, metrics: dict) -> None:
+    """After RL step i: the metrics row (phase, step, the step's metrics, lr, the seconds of
+    its timed phases and time/step, the whole step's, the curriculum's stats) to
+    metrics.jsonl; run.step = i + 1."""
+    seconds = round(time.perf_counter() - r.step_started, 3)
+    row = {"phase": "rl", "step": i + 1, **metrics, "lr": r.scheduler.get_last_lr()[0],
+           **r.timer.pop(), "time/step": seconds,
+           **(r.curriculum.stats() if r.curriculum else {})}
+    r.log(row)
+    if r.bar is not None:
+        r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
+                          pass_rate=f"{row.get('pass_rate', 0):.2f}")
+    r.step = i + 1
