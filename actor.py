@@ -124,6 +124,9 @@ class Batch:
     returns: torch.Tensor | None = None        # GAE value targets (PPO)
 
 
+# (A reader may skip collate, max_over_ranks and micro_batches: padding into tensors, and the
+# one-row padding batches that keep every FSDP rank in every collective.)
+
 def collate(samples: list[Sample], pad_id: int, device) -> Batch:
     """Samples -> Batch, per-token values aligned with the log-prob positions (position t
     scores token t+1, see model.response_mask)."""

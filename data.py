@@ -21,7 +21,6 @@ import re
 from dataclasses import dataclass, field
 
 from infra.errors import DataError  # noqa: F401  (data.DataError: what the loaders raise)
-from world import tasks
 
 SOURCES = ("apps", "apps_plus", "code_contests", "livecodebench", "humaneval", "builtin", "tasks",
            "prepared")
@@ -170,12 +169,3 @@ def sandbox_job(problem: Problem, code: str, tests: list[dict] | None = None, **
     of the problem's benchmark (its source); options: timeout, memory_mb, coverage, ..."""
     return dict(code=code, tests=problem.tests if tests is None else tests,
                 fn_name=problem.fn_name, source=problem.source, **options)
-
-
-# The built-in set (its rows live in world/tasks.py: they are data).
-
-def builtin_problems() -> list[Problem]:
-    """The built-in set: 51 small hand-written problems, both test kinds, easy to hard."""
-    return [Problem(**row) for row in tasks.builtin_rows()]
-
-

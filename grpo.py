@@ -197,6 +197,8 @@ def train(args) -> dict:
 
 
 # ----------------------------------------------------------------------------- flags
+# (A reader may skip to the end: the command line. The flags every method shares, and their
+# presets, are infra/flags.py's.)
 
 # CPU: 80 steps from the shipped base; its held-out curve (350 problems, lr 5e-5) rose to step 50
 # and held to 75 (.433 -> .443 / .471 / .469 at 25 / 50 / 75), and 80 fit ./run.sh's minutes.

@@ -73,6 +73,9 @@ def reward_of(result, reward: str) -> float:
     return result.pass_rate if reward == "fraction" else float(result.status == "pass")
 
 
+# (A reader may skip generate_while_scoring: --overlap-reward's path, the same rollouts as
+# engine.generate then score_completions, with the sandbox working while the engine generates.)
+
 def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes: list | None,
                            *, n: int, temperature: float, top_p: float, max_new_tokens: int,
                            seed: int, reward: str, test_timeout: float, coverage: bool,
@@ -117,7 +120,7 @@ def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes:
 
 def train_view(problem, max_tests: int):
     """The problem as RL's reward sees it under --max-train-tests N: its first N tests (APPS+
-    ships 3 a problem for training; tasks.py orders the base world's so that a first few
+    ships 3 a problem for training; world/tasks.py orders the base world's so that a first few
     need not run every branch). N = 0, or no more tests than N: the problem itself.
     Evaluation always judges on every test."""
     if not max_tests or len(problem.tests) <= max_tests:

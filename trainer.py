@@ -68,6 +68,7 @@ from rollouts import evaluate, prompt_text
 from world import sources, tiny
 
 # ----------------------------------------------------------------------------- set-up
+# (A reader may skip the set-up: which problems and model files a run loads.)
 
 
 def load_problem_sets(args):
@@ -396,7 +397,7 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
 def keep_eval(r: Run, when: str, res: dict, prefix: str = "", pass_key: str = "pass@1") -> None:
     """Keep an evaluation's figures in r.state, so in summary.json: pass_at_1_<when> (res's
     pass_key), pass_at_k_<when> (k = --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when>
-    (the hardest quarter, tasks.py), family_pass_at_1_<when> ({family: pass@1}, tasks.py), the
+    (the hardest quarter, world/tasks.py), family_pass_at_1_<when> ({family: pass@1}, world/tasks.py), the
     per-problem rates before / after RL (for the paired gain's se), each with `prefix`
     ("train_": the train sample's)."""
     r.state[f"{prefix}pass_at_1_{when}"] = res[pass_key]
@@ -405,7 +406,7 @@ def keep_eval(r: Run, when: str, res: dict, prefix: str = "", pass_key: str = "p
     if "k" in res:
         r.state[f"{prefix}pass_at_k_{when}"] = res[f"pass@{res['k']}"]
         r.state["eval_k"] = res["k"]
-    if "pass@1_hardest_quarter" in res:     # DRIVE's tail (tasks.py problems only)
+    if "pass@1_hardest_quarter" in res:     # DRIVE's tail (world/tasks.py problems only)
         r.state[f"{prefix}hard_pass_at_1_{when}"] = res["pass@1_hardest_quarter"]
         r.state[f"{prefix}hard_pass_at_k_{when}"] = res[f"pass@{res['k']}_hardest_quarter"]
     if "pass@1_by_family" in res:

@@ -18,10 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import data  # noqa: E402
-from infra import (
-    engines,  # noqa: E402
-    model,  # noqa: E402
-)
+from infra import engines, model  # noqa: E402
+from world import sources  # noqa: E402
 
 
 def main():
@@ -37,7 +35,7 @@ def main():
     args = ap.parse_args()
     d = model.init_distributed()
     path = model.resolve_model(args.model)
-    problems = data.builtin_problems()
+    problems = sources.builtin_problems()
     prompts = [data.render_prompt(None, data.coder_messages(problems[i % len(problems)]))
                for i in range(args.prompts)]
     tok = model.load_tokenizer(path)

@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python bench/bench_update.py [--steps 8] [--batch 32] [--sizes 32,16,8,4]
 
 What it measures: an SFT step (actor.sft_loss, the warm start's loss) on `--batch` reference
-answers of the procedural train split (tasks.py), for each micro-batch size in turn on the same
+answers of the procedural train split (world/tasks.py), for each micro-batch size in turn on the same
 batches, with the learning rate at 0 so every size sees the same weights. It reports the median
 *process* CPU time per step (not wall time), so the figure holds on a loaded machine too. The
 sum over micro-batches is the same loss whatever the size (update() normalises globally); the
@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 import actor  # noqa: E402
 from infra import model  # noqa: E402
-from world import sources
+from world import sources, tiny  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -33,7 +33,7 @@ def main(argv=None) -> None:
                    help="draw from the first N train problems (0 = all 960)")
     a = p.parse_args(argv)
     torch.set_num_threads(1)
-    path = model.resolve_model("tiny")
+    path = tiny.model_path()
     tok = model.load_tokenizer(path)
     policy = model.PolicyLogprobs(model.load_causal_lm(path, torch.device("cpu")))
     problems = sources.task_problems("train")

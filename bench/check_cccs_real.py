@@ -20,8 +20,9 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from cccs import make_subtask, rewarded_program, split_points, stage_starts  # noqa: E402
-from data import load_problems, sandbox_job  # noqa: E402
+from data import sandbox_job  # noqa: E402
 from sandbox import run_batch  # noqa: E402
+from world.sources import load_problems  # noqa: E402
 
 DEFAULT_PATH = os.path.join(os.environ.get("RL4CODE_DATA", os.path.join(
     os.path.dirname(__file__), "..", "datasets", "samples")), "apps_plus_valid_500.json")

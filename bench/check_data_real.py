@@ -6,7 +6,7 @@ programs in the sandbox.
 
 Prints: problems loaded per file (and per test kind), the pass rate of APPS+ canonical
 solutions (overall, per difficulty, per test kind, status counts), the pass rates of the
-built-in set and of the tasks splits (tasks.py), and that LiveCodeBench's placeholder
+built-in set and of the tasks splits (world/tasks.py), and that LiveCodeBench's placeholder
 canonical_solution (sys.exit(0)) fails every test.
 """
 
@@ -107,7 +107,7 @@ def main():
                 f"{r.passed}/{r.total}; first failing test: {json.dumps(first, default=str)[:300]}"
             )
 
-    builtin = data.builtin_problems()
+    builtin = sources.builtin_problems()
     results, secs = pass_rates(builtin, args.workers, args.timeout)
     report("built-in canonical solutions", builtin, results, secs)
     for split in ("train", "test", "heldout"):

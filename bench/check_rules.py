@@ -223,7 +223,7 @@ _cache = {}
 def problems_of(item):
     name, split = item["set"]
     if (name, split) not in _cache:
-        ps = (data.builtin_problems() if name == "builtin"
+        ps = (sources.builtin_problems() if name == "builtin"
               else sources.load_problems(name, split=split))
         _cache[name, split] = {p.id: p for p in ps}
     return _cache[name, split][item["id"]]
@@ -470,7 +470,7 @@ def check_own_sources(args) -> dict:
     sets = [("builtin", "all"), ("tasks", "test"), ("tasks", "heldout"), ("tasks", "eval")]
     jobs, items, kinds = [], [], []
     for name, split in sets:
-        problems = (data.builtin_problems() if name == "builtin"
+        problems = (sources.builtin_problems() if name == "builtin"
                     else sources.load_problems(name, split=split))[:args.limit]
         for p in problems:
             reference = p.solutions[0]

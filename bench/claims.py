@@ -19,7 +19,7 @@ the paper's sign and |D| > 2 se(D), "reversed" when it has the other sign and |D
 else "not shown".
 
 pass@k for every k <= n comes from each problem's c = share * n solved samples
-(evalstats.pass_at_k, unbiased); the hardest quarter is evalstats.hardest_problems's (tasks.py's
+(evalstats.pass_at_k, unbiased); the hardest quarter is evalstats.hardest_problems's (world/tasks.py's
 difficulty score). Beside each claim stands its group's precondition (preconditions(): the
 figure measured from the base, and the cells' own where they measure it): a claim "not shown"
 where its precondition is NOT met says nothing about the method. Reads <cell>/summary.json,

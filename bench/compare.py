@@ -33,7 +33,7 @@ from infra import evalstats  # noqa: E402
 
 def paired(a: dict, b: dict, labels: dict | None = None) -> tuple[float, float]:
     """(mean of a_i - b_i, its standard error) over the problem ids in both {id: value} maps;
-    labels {id: stratum} (e.g. tasks.py's family): the se within strata."""
+    labels {id: stratum} (e.g. world/tasks.py's family): the se within strata."""
     ids = [i for i in a if i in b]
     if not ids:
         raise ValueError("the two runs share no problem id: were they scored on the same set?")

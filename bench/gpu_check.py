@@ -7,7 +7,7 @@ Needs only torch + transformers + this project: no network, no hub, no vLLM, no 
 Models are built from configs with random weights (Qwen2Config / Qwen3Config): the project's
 tiny model, "qwen3-mini" (2 tiny layers at the full vocabulary: the build-from-config path in
 seconds) and the Qwen2.5-0.5B, Qwen2.5-1.5B and Qwen3-0.6B shapes (Qwen3-1.7B on request), vocab
-151,936. Text goes through the project's byte-level tiny tokenizer (model.resolve_model("tiny"))
+151,936. Text goes through the project's byte-level tiny tokenizer (tiny.model_path())
 for every size: its 1,024 ids are a subset of the big vocab, and ids it does not know decode to
 nothing. Throughput measurements that need no text use random token ids.
 
@@ -862,8 +862,8 @@ def main(argv=None) -> dict:
     import torch
     import transformers
 
-    import data
     from infra import model
+    from world import sources, tiny
     if not args.cpu_smoke and not torch.cuda.is_available():
         raise SystemExit("no CUDA device here: `--cpu-smoke` runs the same path on the CPU")
     d = model.init_distributed()
@@ -873,9 +873,9 @@ def main(argv=None) -> dict:
     say(f"device {name}, peak {peak and peak / 1e12} TFLOPS, budget {args.budget:.0f} s, "
         f"sizes {args.sizes}, engines {args.engines}")
     from transformers import AutoTokenizer
-    tiny_path = model.resolve_model("tiny")
+    tiny_path = tiny.model_path()
     tokenizer = AutoTokenizer.from_pretrained(tiny_path)
-    problems = [p for p in data.builtin_problems() if p.tests]
+    problems = [p for p in sources.builtin_problems() if p.tests]
     report = {"meta": {"device_name": name, "device": str(d.device),
                        "torch": torch.__version__, "transformers": transformers.__version__,
                        "python": platform.python_version(),

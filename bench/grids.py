@@ -7,7 +7,7 @@ A grid is a list of configs, each {"name", "group", "cmd", "seeds"?, "metrics"?,
 from __future__ import annotations
 
 # Every tiny-warm row trains on the procedural train split and is scored on its held-out test
-# split (tasks.py), with the train-split sample beside it. One warm start per seed (SFT 450
+# split (world/tasks.py), with the train-split sample beside it. One warm start per seed (SFT 450
 # steps, the copy skill of the tiny model appears at ~350-400: .notes/tasks.md), evaluated
 # before RL: the "no RL" row. Every RL row starts from that seed's warm-start checkpoint with
 # the same budget: 40 steps x 8 prompts x 16 samples at lr 5e-5, held-out curve every 20 steps.
@@ -88,7 +88,7 @@ GRIDS: dict[str, list[dict]] = {
     ],
 }
 
-# CCCS's claim where it can act (tasks.py's length family): the tiny-warm grid's warm start,
+# CCCS's claim where it can act (world/tasks.py's length family): the tiny-warm grid's warm start,
 # then 150 SFT steps on the train split plus chain_short (1-3 guarded steps), so the policy
 # writes short chains and no 4-6 step one (held-out chain_long: 0.000 before RL, every
 # seed); RL on 32 chain_long train problems (each drawn 15 times in 60 steps, so a problem
@@ -215,7 +215,7 @@ AFTER_GRPO = "{out}/cells/grpo/seed{seed}/step_80"
 PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
           "--train-eval-problems", "0"]
 # StepCoder where CCCS and FGO have something to act on: the five branchy families, RL rewards
-# on each problem's first 3 tests (APPS+'s count; tasks.py orders them so that the first 3 run
+# on each problem's first 3 tests (APPS+'s count; world/tasks.py orders them so that the first 3 run
 # two paths: the base's programs leave ~20% of the reference's lines unexecuted, and 24% of
 # those passing the 3 fail the rest), 25 problems (5 a family) drawn 8 times each in 25 steps
 # so that CCCS's per-problem stages can move (a stage moves on at a pass rate of 0.8 over its

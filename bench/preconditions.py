@@ -33,16 +33,11 @@ import cccs  # noqa: E402
 import data  # noqa: E402
 import rollouts  # noqa: E402
 import sandbox  # noqa: E402
-from infra import (
-    evalstats,  # noqa: E402
-    flags,  # noqa: E402
-)
+from infra import evalstats, flags  # noqa: E402
 from infra.engines import make_engine  # noqa: E402
 from infra.model import init_distributed, load_tokenizer, resolve_model  # noqa: E402
-from world import (
-    base,  # noqa: E402
-    tasks,  # noqa: E402
-)
+from models import make_base as base  # noqa: E402
+from world import tasks  # noqa: E402
 
 
 def by_family(problems, values: dict) -> dict[str, float]:

@@ -10,7 +10,7 @@ a checkpoint every 20 steps). This script runs the same command on the CPU with 
 OVERRIDES, each with the reason a CPU cannot take the preset's value; every other setting is
 the preset's. It:
   1. builds a small Qwen3-architecture model from a transformers Qwen3Config (random weights,
-     the tiny byte-level tokenizer of model.resolve_model("tiny") with Qwen's ChatML turn
+     the tiny byte-level tokenizer of tiny.model_path() with Qwen's ChatML turn
      markers as special tokens, <|im_end|> as EOS and a chat template rendering system and
      user turns as Qwen3's does), so prompts go through the chat-template path a real model
      takes;
@@ -82,7 +82,8 @@ def build_model(out_dir: str, seed: int = 0) -> str:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     from infra import model
-    tok = model.load_tokenizer(model.resolve_model("tiny"))
+    from world import tiny
+    tok = model.load_tokenizer(tiny.model_path())
     tok.add_tokens(TURN_MARKERS, special_tokens=True)
     tok.eos_token, tok.pad_token = "<|im_end|>", model.EOS     # as Qwen3's tokenizer
     tok.chat_template = CHAT_TEMPLATE

@@ -100,7 +100,7 @@ def fitting_prompts(problems: list, texts: list[str], tokenizer, budget: int | N
 def train_eval_set(train: list, evals: list, n: int) -> list:
     """The train problems evaluated beside the held-out ones (--train-eval-problems n): a
     fixed random sample of n (seed 0, kept in train order). Not every len/n-th problem: with
-    tasks.py's six interleaved families, every 10th of 960 is only ever families 0, 2 and 4.
+    world/tasks.py's six interleaved families, every 10th of 960 is only ever families 0, 2 and 4.
     n < 0: as many as the eval set when that is a different set, none when train = eval (the
     figure would be the same)."""
     if n < 0:

@@ -21,7 +21,7 @@ def standard_error(values: Sequence[float], strata: Sequence | None = None) -> f
 
     It holds both the spread between problems and each rate's sampling noise, so it says how
     far another draw of problems and samples could move pass@1 (0 for fewer than 2).
-    strata (one label a problem, e.g. tasks.py's family): the set's mix of strata is fixed by
+    strata (one label a problem, e.g. world/tasks.py's family): the set's mix of strata is fixed by
     design, so only the spread within each stratum h (N_h problems, variance s_h^2) counts:
 
         se = sqrt(sum_h (N_h / N)^2 s_h^2 / N_h)
@@ -44,7 +44,7 @@ def standard_error(values: Sequence[float], strata: Sequence | None = None) -> f
 
 
 def family_labels(problems, ids: Sequence) -> list | None:
-    """The tasks.py family of each problem id in `ids` (standard_error's strata); None when
+    """The world/tasks.py family of each problem id in `ids` (standard_error's strata); None when
     one has none (other data sets)."""
     family = {p.id: p.metadata.get("family") for p in problems}
     labels = [family.get(i) for i in ids]
@@ -53,7 +53,7 @@ def family_labels(problems, ids: Sequence) -> list | None:
 
 def hardest_problems(problems, ids) -> list:
     """The quarter (at least one) of the `problems` whose id is in `ids` with the highest
-    difficulty score (tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations;
+    difficulty score (world/tasks.py's metadata["score"]: lines + 2 branches + 2 loops + operations;
     ties keep the given order), hardest first. [] when none is in `ids` or one has no score
     (other data sets)."""
     scored = [p for p in problems if p.id in ids]
@@ -76,7 +76,7 @@ def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
 
 
 def by_family(problems, solved: Mapping, n: int) -> dict:
-    """pass@1 per tasks.py family, {"pass@1_by_family": {family: sum of solved / (n * count)}},
+    """pass@1 per world/tasks.py family, {"pass@1_by_family": {family: sum of solved / (n * count)}},
     from solved = {problem id: samples of n that passed}: which families a gain comes from
     (the long, branchy ones are CCCS's and FGO's). {} when a problem has no family."""
     seen = [p for p in problems if p.id in solved]

@@ -21,7 +21,7 @@ TINY_SFT_STEPS = 450   # the tiny model copies a statement's values only after 3
 
 COMMON_PRESETS = {
     # The CPU default: the shipped base model (models/base, base.py) on the base world of
-    # tasks.py: RL on its rl split (3,614 problems it never saw, each drawn once), pass@1 on
+    # world/tasks.py: RL on its rl split (3,614 problems it never saw, each drawn once), pass@1 on
     # its held-out eval split (1,338 problems, test parameters), with 4 samples a problem (the
     # standard error of pass@1 about 1 point) and 210 train problems beside (21 a family).
     "cpu": dict(eval_n=4, train_eval_problems=210),

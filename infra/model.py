@@ -68,9 +68,9 @@ def resolve_model(name: str) -> str:
         if not os.path.exists(os.path.join(BASE_DIR, "config.json")):
             raise UserError(f"--model base: {BASE_DIR} holds no model; this clone lacks the "
                             "shipped base (git checkout -- models/base), or make one with "
-                            "python -m world.base")
+                            "python -m models.make_base")
         check_weights(BASE_DIR, "--model base",
-                      "git checkout -- models/base, or python -m world.base")
+                      "git checkout -- models/base, or python -m models.make_base")
         return BASE_DIR
     path = os.path.expanduser(name)
     if os.path.isdir(path):

@@ -18,7 +18,7 @@ import torch
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
-# tasks.py's worlds (the base world: ~30 s of one core) made once for the session and read
+# world/tasks.py's worlds (the base world: ~30 s of one core) made once for the session and read
 # from this folder by every process the tests start: the trainers load tasks:rl / tasks:eval.
 if "TASKS_CACHE_DIR" not in os.environ:
     os.environ["TASKS_CACHE_DIR"] = tempfile.mkdtemp(prefix="tasks-cache-")

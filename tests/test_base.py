@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 
 import cccs
 from infra import model
-from world import base
+from models import make_base as base
+from world import sources
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = model.BASE_DIR
@@ -89,11 +90,10 @@ def test_corpus_holds_no_rl_or_eval_instance_and_the_cccs_family_only_at_its_las
     """Every prompt's problem is a corpus problem or a built-in one; none is a statement of
     the rl or eval splits. The CCCS family appears only as completions from its last split
     point; the RL-only family not at all."""
-    import data
     from world import tasks
     world = tasks.generate_base(0)
     corpus = {r["question"]: r for r in world["corpus"]}
-    builtin = {p.question.strip() for p in data.builtin_problems()}
+    builtin = {p.question.strip() for p in sources.builtin_problems()}
     held = {r["question"] for r in world["rl"] + world["eval"]}
     kinds = set()
     for kind, prompt, _ in base.corpus_pairs(0):
@@ -170,10 +170,10 @@ def _train(out, *extra):
         os.makedirs(out, exist_ok=True)
         with open(corpus, "w") as f:
             json.dump(base.corpus_pairs(0), f)
-    cmd = [sys.executable, "-m", "world.base", "--out", out, "--layers", "1", "--hidden", "32",
-           "--intermediate", "64", "--heads", "2", "--kv-heads", "1", "--vocab", "300",
-           "--eval-every", "2", "--eval-n", "1", "--max-new-tokens", "4", "--engine", "hf",
-           "--cpu-threads", "1", "--batch", "8", *extra]
+    cmd = [sys.executable, "-m", "models.make_base", "--out", out, "--layers", "1",
+           "--hidden", "32", "--intermediate", "64", "--heads", "2", "--kv-heads", "1",
+           "--vocab", "300", "--eval-every", "2", "--eval-n", "1", "--max-new-tokens", "4",
+           "--engine", "hf", "--cpu-threads", "1", "--batch", "8", *extra]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=CLEAN_ENV,
                          timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -46,7 +46,7 @@ def sandbox_or_skip():
 
 
 def test_builtin_set_shape():
-    ps = data.builtin_problems()
+    ps = sources.builtin_problems()
     assert 45 <= len(ps) <= 60
     assert len({p.id for p in ps}) == len(ps)
     call = [p for p in ps if p.fn_name]
@@ -66,7 +66,7 @@ def test_builtin_set_shape():
 
 def test_builtin_references_pass_in_sandbox():
     sandbox = sandbox_or_skip()
-    ps = data.builtin_problems()
+    ps = sources.builtin_problems()
     jobs = [
         {"code": s, "tests": p.tests, "fn_name": p.fn_name, "timeout": 10.0}
         for p in ps
@@ -141,7 +141,7 @@ def test_format_answer_round_trip():
 
 
 def test_render_prompt_plain_and_chat_template():
-    p = data.builtin_problems()[0]
+    p = sources.builtin_problems()[0]
     msgs = data.coder_messages(p)
     assert [m["role"] for m in msgs] == ["system", "user"] and p.question in msgs[1]["content"]
     plain = data.render_prompt(None, msgs)
@@ -569,7 +569,7 @@ def test_tasks_and_builtin_keep_their_verdicts(tmp_path):
     # every reference passes, and so does each call-based one returning a tuple for its list
     # (the own rule's leniency, which HumanEval's `==` does not have).
     sandbox = sandbox_or_skip()
-    problems = (data.builtin_problems() + sources.load_problems("tasks", split="test")
+    problems = (sources.builtin_problems() + sources.load_problems("tasks", split="test")
                 + sources.load_problems("tasks", split="heldout"))
     jobs = [data.sandbox_job(p, s, timeout=10.0) for p in problems for s in p.solutions]
     assert {j["source"] for j in jobs} == {"builtin", "tasks"}

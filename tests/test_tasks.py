@@ -1,4 +1,4 @@
-"""Tests for tasks.py: the procedural families are deterministic, the split does not leak,
+"""Tests for world/tasks.py: the procedural families are deterministic, the split does not leak,
 every reference passes its tests in the sandbox and its tests run every branch of it, and
 sources.load_problems serves the sets (the built-in set unchanged)."""
 import ast

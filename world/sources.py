@@ -844,3 +844,8 @@ def task_problems(split: str = "train", seed: int = 0) -> list[Problem]:
 
 if __name__ == "__main__":
     main()
+
+
+def builtin_problems() -> list[Problem]:
+    """The built-in set: 51 small hand-written problems, both test kinds, easy to hard."""
+    return [Problem(**row) for row in tasks.builtin_rows()]

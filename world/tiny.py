@@ -65,7 +65,7 @@ def tiny_corpus() -> list[str]:
     alone the procedural answers took up to 123 tokens (> the CPU --max-new-tokens 96); with
     both, up to 111 and prompts ~15% shorter. Never the test or heldout splits."""
     texts = []
-    for p in data.builtin_problems() + sources.task_problems("train"):
+    for p in sources.builtin_problems() + sources.task_problems("train"):
         texts.append(data.render_prompt(None, data.coder_messages(p)))
         texts += [data.format_answer(s) for s in p.solutions]
     return texts

@@ -33,9 +33,9 @@ None such (the ratio stays below 1.6 when whole families are solved always or ne
 checkpoint in the pass@1 band with the most room, pass@8 - pass@1, reported as breaking the
 rule.
 
-    python -m world.base --out runs/base                      # train (add --resume to continue)
-    python -m world.base --out runs/base --export models/base # pick the checkpoint, evaluate it on
-                                                        # the held-out eval split, write the card
+    python -m models.make_base --out runs/base         # train (add --resume to continue)
+    python -m models.make_base --out runs/base --export models/base
+        # pick the checkpoint, evaluate it on the held-out eval split, write the card
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ from infra.model import (
     shard_model,
     warmup_cosine,
 )
-from world import tasks
+from world import sources, tasks
 from world.tiny import build_tiny_model
 
 COMPLETION_EVERY = 3     # one CCCS completion example per 3 instances with split points
@@ -122,7 +122,7 @@ def _corpus_json(seed: int) -> str:
             for m, a in agents.warm_start_pairs([], both, ROLE_MAX_TESTS, repairs)]
     for _ in range(BUILTIN_REPEAT):
         out += [("builtin", rollouts.prompt_text(None, p), data.format_answer(s))
-                for p in data.builtin_problems() for s in p.solutions]
+                for p in sources.builtin_problems() for s in p.solutions]
     return json.dumps(out)
 
 
@@ -379,7 +379,7 @@ def say(d, msg: str) -> None:
 # ----------------------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
-    p = flags.new_parser("python -m world.base",
+    p = flags.new_parser("python -m models.make_base",
                          "Train the CPU base model on the generator's corpus (resumable), or "
                          "--export the chosen checkpoint with its model card.")
     p.add_argument("--out", default="runs/base", help="checkpoints, metrics.jsonl")
@@ -452,7 +452,7 @@ def export(args) -> None:
     ckpt = latest_checkpoint(args.out)
     if ckpt is None:
         raise SystemExit(f"--export: no checkpoint in {args.out}; train first "
-                         f"(python -m world.base --out {args.out})")
+                         f"(python -m models.make_base --out {args.out})")
     state = json.load(open(os.path.join(ckpt, "trainer_state.json")))
     state["evals"] = validated(args.out)
     row, ok = stopping_point(state["evals"])
@@ -557,7 +557,7 @@ agents.py). Load it with `AutoModelForCausalLM.from_pretrained` or vLLM.
 
 ## How it was made
     {train_command}   # --resume continues a stopped run
-{validate_line}    python -m world.base --out runs/base --export models/base
+{validate_line}    python -m models.make_base --out runs/base --export models/base
 
 - Corpus: `tasks.generate_base({corpus_seed})["corpus"]` (instances whose parameters are in the \
 train split, none of the rl or eval splits), sha256 {corpus_sha256}: {corpus_examples}.
@@ -648,7 +648,7 @@ def model_card(card: dict) -> str:
                        note_text=("\n" + card["note"] + "\n") if card.get("note") else "",
                        train_command=train_command(card["train_args"]),
                        preconditions_text=preconditions_text(card.get("preconditions")),
-                       validate_line=("    python -m world.base --out runs/base --validate\n"
+                       validate_line=("    python -m models.make_base --out runs/base --validate\n"
                                       if card["train_args"].get("skip_validation") else ""),
                        **{k: card["train_args"][k] for k in ("batch", "lr", "steps",
                                                              "eval_every")})
@@ -667,7 +667,7 @@ def train_command(saved: dict) -> str:
         flag = action.option_strings[-1]
         flags_.append(flag if isinstance(action, argparse._StoreTrueAction) else
                       f"{flag} {saved[key]}")
-    return " ".join(["python -m world.base --out runs/base", *flags_])
+    return " ".join(["python -m models.make_base --out runs/base", *flags_])
 
 
 if __name__ == "__main__":
