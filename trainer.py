@@ -397,7 +397,7 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
 def keep_eval(r: Run, when: str, res: dict, prefix: str = "", pass_key: str = "pass@1") -> None:
     """Keep an evaluation's figures in r.state, so in summary.json: pass_at_1_<when> (res's
     pass_key), pass_at_k_<when> (k = --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when>
-    (the hardest quarter, world/tasks.py), family_pass_at_1_<when> ({family: pass@1}, world/tasks.py), the
+    (the hardest quarter, world/tasks.py), family_pass_at_1_<when> ({family: pass@1}), the
     per-problem rates before / after RL (for the paired gain's se), each with `prefix`
     ("train_": the train sample's)."""
     r.state[f"{prefix}pass_at_1_{when}"] = res[pass_key]

@@ -2,13 +2,12 @@
 
     OMP_NUM_THREADS=1 python bench/bench_update.py [--steps 8] [--batch 32] [--sizes 32,16,8,4]
 
-What it measures: an SFT step (actor.sft_loss, the warm start's loss) on `--batch` reference
-answers of the procedural train split (world/tasks.py), for each micro-batch size in turn on the same
+What it measures: an SFT step (actor.sft_loss, the warm start's loss) on `--batch` reference answers
+of the procedural train split (world/tasks.py), for each micro-batch size in turn on the same
 batches, with the learning rate at 0 so every size sees the same weights. It reports the median
-*process* CPU time per step (not wall time), so the figure holds on a loaded machine too. The
-sum over micro-batches is the same loss whatever the size (update() normalises globally); the
-cost is not: update() sorts the samples by length, so smaller micro-batches pad less.
-"""
+*process* CPU time per step (not wall time), so the figure holds on a loaded machine too. The sum
+over micro-batches is the same loss whatever the size (update() normalises globally); the cost is
+not: update() sorts the samples by length, so smaller micro-batches pad less. """
 import argparse
 import os
 import random

@@ -18,14 +18,13 @@ which holds the RL seed's noise as well as the evaluation's. A claim is "shown" 
 the paper's sign and |D| > 2 se(D), "reversed" when it has the other sign and |D| > 2 se(D),
 else "not shown".
 
-pass@k for every k <= n comes from each problem's c = share * n solved samples
-(evalstats.pass_at_k, unbiased); the hardest quarter is evalstats.hardest_problems's (world/tasks.py's
-difficulty score). Beside each claim stands its group's precondition (preconditions(): the
-figure measured from the base, and the cells' own where they measure it): a claim "not shown"
-where its precondition is NOT met says nothing about the method. Reads <cell>/summary.json,
-rates.json and metrics.jsonl; writes claims.json (every per-seed number), claims.md (the
-table) and claims.png (pass@k to 64 and the paired differences) under --out.
-"""
+pass@k for every k <= n comes from each problem's c = share * n solved samples (evalstats.pass_at_k,
+unbiased); the hardest quarter is evalstats.hardest_problems's (world/tasks.py's difficulty score).
+Beside each claim stands its group's precondition (preconditions(): the figure measured from the
+base, and the cells' own where they measure it): a claim "not shown" where its precondition is NOT
+met says nothing about the method. Reads <cell>/summary.json, rates.json and metrics.jsonl; writes
+claims.json (every per-seed number), claims.md (the table) and claims.png (pass@k to 64 and the
+paired differences) under --out. """
 from __future__ import annotations
 
 import argparse

@@ -76,8 +76,8 @@ def hardest_quarter(problems, solved: Mapping, n: int) -> dict:
 
 
 def by_family(problems, solved: Mapping, n: int) -> dict:
-    """pass@1 per world/tasks.py family, {"pass@1_by_family": {family: sum of solved / (n * count)}},
-    from solved = {problem id: samples of n that passed}: which families a gain comes from
+    """pass@1 per world/tasks.py family, {"pass@1_by_family": {family: sum of solved / (n *
+    count)}}, from solved = {problem id: samples of n that passed}: which families a gain comes from
     (the long, branchy ones are CCCS's and FGO's). {} when a problem has no family."""
     seen = [p for p in problems if p.id in solved]
     if not seen or any("family" not in p.metadata for p in seen):
