@@ -24,7 +24,7 @@ Beside each claim stands its group's precondition (preconditions(): the figure m
 base, and the cells' own where they measure it): a claim "not shown" where its precondition is NOT
 met says nothing about the method. Reads <cell>/summary.json, rates.json and metrics.jsonl; writes
 claims.json (every per-seed number), claims.md (the table) and claims.png (pass@k to 64 and the
-paired differences) under --out. """
+paired differences) under --out."""
 from __future__ import annotations
 
 import argparse
