@@ -305,6 +305,10 @@ class WeightSyncExtension:
         return count[0]
 
 
+# vLLM imports the extension by its dotted path in each worker.
+WEIGHT_SYNC_EXTENSION = f"{WeightSyncExtension.__module__}.{WeightSyncExtension.__qualname__}"
+
+
 def with_tied_head(named_tensors, tied: bool):
     """Yield named_tensors, adding lm_head.weight right after embed_tokens when the model
     ties them and the trainer did not send it.
@@ -406,7 +410,7 @@ class VLLMEngine:
             self.llm = LLM(model=model_path, dtype=dtype, seed=seed,
                            tensor_parallel_size=self.tp, max_model_len=max_model_len,
                            distributed_executor_backend="external_launcher",
-                           worker_extension_cls="engines.WeightSyncExtension",
+                           worker_extension_cls=WEIGHT_SYNC_EXTENSION,
                            # sampler logprobs after temperature / top-p: what the sample
                            # was actually drawn from (the trainer divides logits by T too)
                            logprobs_mode="processed_logprobs",
