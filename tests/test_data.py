@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import data  # noqa: E402
 from data import Problem  # noqa: E402
+from infra import bookkeeping  # noqa: E402
 from world import sources
 
 
@@ -780,12 +781,13 @@ def test_an_out_dir_on_a_read_only_file_system_is_named(tmp_path):
     there, so the check tries a nameless file."""
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    assert "is a file" in sources.output_dir_problem(str(a_file / "run"))
-    assert "exists and is not a directory" in sources.output_dir_problem(str(a_file))
-    assert sources.output_dir_problem(str(tmp_path / "new" / "run")) is None
+    assert "is a file" in bookkeeping.output_dir_problem(str(a_file / "run"))
+    assert "exists and is not a directory" in bookkeeping.output_dir_problem(str(a_file))
+    assert bookkeeping.output_dir_problem(str(tmp_path / "new" / "run")) is None
     ro = tmp_path / "ro"
     ro.mkdir()
-    check = "import sys, data; print(sources.output_dir_problem(sys.argv[1] + '/run'))"
+    check = ("import sys; from infra.bookkeeping import output_dir_problem; "
+             "print(output_dir_problem(sys.argv[1] + '/run'))")
     proc = subprocess.run(
         ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro none "$1" && exec "$2" -c "$3" "$1"',
          "sh", str(ro), sys.executable, check],
