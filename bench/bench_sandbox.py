@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import sandbox as sb  # noqa: E402
+from infra.sandbox_prepare import PRELUDE_MODULES, PRELUDE_STAR  # noqa: E402
 
 
 def parse_literal(value):
@@ -83,7 +84,7 @@ exec(compile(open(sys.argv[1]).read(), "solution.py", "exec"), ns)
 fn = getattr(ns["Solution"](), sys.argv[3]) if "Solution" in ns else ns[sys.argv[3]]
 value = fn(*args)
 open(sys.argv[4], "w").write(json.dumps(value))
-""" % (sb.PRELUDE_STAR, sb.PRELUDE_MODULES)
+""" % (PRELUDE_STAR, PRELUDE_MODULES)
 
 
 def baseline_test(code_path: str, job: dict, test: dict, tmp: str, k: int) -> str:

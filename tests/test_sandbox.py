@@ -13,8 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sandbox_programs as P  # noqa: E402
 
-import isolation  # noqa: E402
 import sandbox as sb  # noqa: E402
+from infra import isolation, sandbox_child, sandbox_pool, sandbox_prepare, sandbox_wire  # noqa: E402
+from infra import sandbox_rules as rules  # noqa: E402
 
 ROOT = os.geteuid() == 0
 T = 1.0   # small per-test timeout keeps the file fast
@@ -61,7 +62,7 @@ def test_outputs_match(expected, actual, ok):
 ])
 def test_compacted_output_gets_the_same_verdict(expected, actual, ok):
     # What the worker keeps of a stdout over its byte cap: fed in 3-byte pieces (split UTF-8)
-    compact, data = sb._CompactText(), actual.encode()
+    compact, data = rules.CompactText(), actual.encode()
     for i in range(0, len(data), 3):
         compact.feed(data[i:i + 3])
     compact.feed(b"", final=True)
@@ -415,7 +416,7 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
 
     def no_worker():
         raise AssertionError("a compile error needs no worker")
-    monkeypatch.setattr(sb, "_Worker", no_worker)
+    monkeypatch.setattr(sandbox_pool, "Worker", no_worker)
     r = sb.run_tests("def f(:\n", ADD)
     assert r.status == "compile_error" and "SyntaxError" in r.error
 
@@ -435,9 +436,9 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
 ])
 def test_report_fields_are_typed_and_bounded(message, ok):
     job = dict(fn_name="f", coverage=True, code="def f():\n    return 1\n", check=False)
-    prepared = sb._prepare(job)
+    prepared = sandbox_prepare.prepare(job)
     assert prepared.executable_lines() == {1, 2}
-    assert (sb._parse_message(message, job, prepared) is not None) is ok
+    assert (sandbox_wire.parse_message(message, job, prepared) is not None) is ok
 
 
 def test_comparison_is_linear_no_regex_on_program_output():
@@ -512,7 +513,7 @@ def test_same_verdicts_idle_and_with_two_busy_processes():
 
 
 def test_worker_that_fails_to_start_is_retried_and_its_error_printed(monkeypatch, capfd):
-    real, calls = sb._worker_command, []
+    real, calls = sandbox_pool.worker_command, []
 
     def flaky():
         calls.append(1)
@@ -520,7 +521,7 @@ def test_worker_that_fails_to_start_is_retried_and_its_error_printed(monkeypatch
             return [sys.executable, "-c", "import sys; sys.stderr.write('simulated start "
                     "failure'); sys.exit(3)"]
         return real()
-    monkeypatch.setattr(sb, "_worker_command", flaky)
+    monkeypatch.setattr(sandbox_pool, "worker_command", flaky)
     assert sb.run_tests(P.HONEST[0]["code"], ADD).status == "pass"
     err = capfd.readouterr().err
     assert len(calls) == 2 and "try 1/3" in err and "simulated start failure" in err
@@ -551,13 +552,13 @@ def test_work_in_a_thread_gets_the_wall_allowance_of_work_in_the_main_thread(mon
     # 0.25 s of CPU against a 0.5 s limit, on one CPU shared with 15 busy processes: about 4 s
     # of wall time, over the 2.5 s wall cap unless the waiting for the CPU is allowed for.
     cpu, everywhere, loops = min(os.sched_getaffinity(0)), os.sched_getaffinity(0), []
-    start_worker = sb._start_worker
+    start_worker = sandbox_pool.start_worker
 
     def start_then_load():   # the worker starts on an idle CPU, its tests run on a loaded one
         worker = start_worker()
         loops.extend(_busy_loops_on(cpu, 15))
         return worker
-    monkeypatch.setattr(sb, "_start_worker", start_then_load)
+    monkeypatch.setattr(sandbox_pool, "start_worker", start_then_load)
     jobs = [P.cpu_seconds_in(where, 0.25, timeout=0.5) for where in ("main", "thread")]
     os.sched_setaffinity(0, {cpu})   # the worker and its tests inherit it
     try:
@@ -569,12 +570,12 @@ def test_work_in_a_thread_gets_the_wall_allowance_of_work_in_the_main_thread(mon
             p.wait()
     seen = [(t.status, round(t.time, 2), round(t.cpu_time, 2)) for r in results for t in r.tests]
     assert [r.status for r in results] == ["pass", "pass"], seen
-    assert results[1].tests[0].time > sb._wall_cap(0.5), seen   # the load did stretch it
+    assert results[1].tests[0].time > sandbox_pool.wall_cap(0.5), seen   # the load did stretch it
 
 
 def test_an_output_equal_under_the_rules_is_judged_even_past_the_byte_cap():
     job = P.equal_under_the_rules_but_long(100_000)   # 2.9 MB printed for 0.4 MB expected
-    assert sb._output_cap(dict(job, fn_name=None), job["tests"][0]) < 2_900_000
+    assert sandbox_prepare.output_cap(dict(job, fn_name=None), job["tests"][0]) < 2_900_000
     wrong = dict(job, tests=[{"input": "", "output": "0.5\n" * 99_999 + "0.6\n"}])
     assert [r.status for r in _batch([job, wrong])] == ["pass", "wrong_answer"]
 
@@ -680,46 +681,47 @@ def test_an_error_shows_the_program_none_of_the_judges_frames():
 # --- comparison rules per source ----------------------------------------------------------------
 
 def test_each_source_is_judged_by_its_benchmarks_rule():
-    assert sb.rule_for("humaneval")[1] is sb.python_values_match
+    assert sb.rule_for("humaneval")[1] is rules.python_values_match
     assert sb.rule_for("apps") == sb.rule_for("apps_plus") == (sb.outputs_match,
-                                                               sb.apps_values_match)
-    assert sb.rule_for("code_contests")[0] is sb.code_contests_outputs_match
-    assert sb.rule_for("livecodebench") == (sb.livecodebench_outputs_match,
-                                            sb.livecodebench_values_match)
+                                                               rules.apps_values_match)
+    assert sb.rule_for("code_contests")[0] is rules.code_contests_outputs_match
+    assert sb.rule_for("livecodebench") == (rules.livecodebench_outputs_match,
+                                            rules.livecodebench_values_match)
     for own in ("tasks", "builtin", None, "a source of someone else's"):
         assert sb.rule_for(own) == (sb.outputs_match, sb.own_values_match), own
 
 
-W = sb._to_wire   # a returned value as the child sends it
+W = sandbox_wire.to_wire   # a returned value as the child sends it
 
 
 @pytest.mark.parametrize("rule,expected,actual,ok", [
     # HumanEval: Python's ==, nothing forgiven
-    (sb.python_values_match, [1, 2], (1, 2), False),
-    (sb.python_values_match, [1, 2, 3], {3, 1, 2}, False),
-    (sb.python_values_match, 0.5, 0.5 + 1e-9, False),
-    (sb.python_values_match, 0.1 + 0.2, 0.1 + 0.2, True),
-    (sb.python_values_match, (1, [2]), (1, [2]), True),
-    (sb.python_values_match, {1: "a", (2, 3): {4}}, {(2, 3): frozenset({4}), True: "a"}, True),
-    (sb.python_values_match, {1: "a"}, {1: "b"}, False),
-    (sb.python_values_match, {frozenset({1, 2})}, {frozenset({2, 1})}, True),
-    (sb.python_values_match, {1, 2}, {1, 3}, False),
-    (sb.python_values_match, 1, True, True), (sb.python_values_match, 2, 2.0, True),
-    (sb.python_values_match, 10**20, 1e20, True), (sb.python_values_match, 10**20 + 1, 1e20, False),
-    (sb.python_values_match, None, 0, False), (sb.python_values_match, "1", 1, False),
-    (sb.python_values_match, float("nan"), float("nan"), False),
+    (rules.python_values_match, [1, 2], (1, 2), False),
+    (rules.python_values_match, [1, 2, 3], {3, 1, 2}, False),
+    (rules.python_values_match, 0.5, 0.5 + 1e-9, False),
+    (rules.python_values_match, 0.1 + 0.2, 0.1 + 0.2, True),
+    (rules.python_values_match, (1, [2]), (1, [2]), True),
+    (rules.python_values_match, {1: "a", (2, 3): {4}}, {(2, 3): frozenset({4}), True: "a"}, True),
+    (rules.python_values_match, {1: "a"}, {1: "b"}, False),
+    (rules.python_values_match, {frozenset({1, 2})}, {frozenset({2, 1})}, True),
+    (rules.python_values_match, {1, 2}, {1, 3}, False),
+    (rules.python_values_match, 1, True, True), (rules.python_values_match, 2, 2.0, True),
+    (rules.python_values_match, 10**20, 1e20, True),
+    (rules.python_values_match, 10**20 + 1, 1e20, False),
+    (rules.python_values_match, None, 0, False), (rules.python_values_match, "1", 1, False),
+    (rules.python_values_match, float("nan"), float("nan"), False),
     # APPS / APPS+: a returned tuple (or list of tuples) is a list; else Python's ==
-    (sb.apps_values_match, [1, 2], (1, 2), True),
-    (sb.apps_values_match, [[1, 2], [3]], [(1, 2), (3,)], True),
-    (sb.apps_values_match, [[[1]]], [[(1,)]], False),          # deeper: not a list
-    (sb.apps_values_match, [1, 3], {1, 3}, False),
-    (sb.apps_values_match, 0.3, 0.1 + 0.2, False),
-    (sb.apps_values_match, 1, True, True), (sb.apps_values_match, [1, 2], [1], False),
-    (sb.apps_values_match, {"a": [1]}, {"a": [1]}, True),
+    (rules.apps_values_match, [1, 2], (1, 2), True),
+    (rules.apps_values_match, [[1, 2], [3]], [(1, 2), (3,)], True),
+    (rules.apps_values_match, [[[1]]], [[(1,)]], False),          # deeper: not a list
+    (rules.apps_values_match, [1, 3], {1, 3}, False),
+    (rules.apps_values_match, 0.3, 0.1 + 0.2, False),
+    (rules.apps_values_match, 1, True, True), (rules.apps_values_match, [1, 2], [1], False),
+    (rules.apps_values_match, {"a": [1]}, {"a": [1]}, True),
     # LiveCodeBench: a returned tuple is a list, nothing deeper
-    (sb.livecodebench_values_match, [1, 2], (1, 2), True),
-    (sb.livecodebench_values_match, [[1, 2]], [(1, 2)], False),
-    (sb.livecodebench_values_match, 0.5, 0.5000001, False),
+    (rules.livecodebench_values_match, [1, 2], (1, 2), True),
+    (rules.livecodebench_values_match, [[1, 2]], [(1, 2)], False),
+    (rules.livecodebench_values_match, 0.5, 0.5000001, False),
     # tasks, builtin: the project's own rule, unchanged
     (sb.own_values_match, [1, 2], (1, 2), True),
     (sb.own_values_match, [1, 2, 3], {3, 1, 2}, True),
@@ -743,8 +745,8 @@ def test_comparing_a_returned_set_builds_nothing_from_the_programs_data():
     # ~10**8 comparisons; judging walks them against the expected set instead
     colliding = {"set": [k * (2 ** 61 - 1) for k in range(1, 20_001)]}
     start = time.process_time()
-    assert not sb.python_values_match(set(range(20_000)), colliding)
-    assert not sb.python_values_match(list(range(20_000)), colliding)
+    assert not rules.python_values_match(set(range(20_000)), colliding)
+    assert not rules.python_values_match(list(range(20_000)), colliding)
     assert time.process_time() - start < 2.0
 
 
@@ -758,7 +760,7 @@ def test_comparing_a_returned_set_builds_nothing_from_the_programs_data():
     ("a\fb", "a b", False),                                 # a form feed separates nothing
 ])
 def test_code_contests_rule(expected, actual, ok):
-    assert sb.code_contests_outputs_match(expected, actual) is ok
+    assert rules.code_contests_outputs_match(expected, actual) is ok
 
 
 @pytest.mark.parametrize("expected,actual,ok", [
@@ -769,7 +771,7 @@ def test_code_contests_rule(expected, actual, ok):
     ("NaN 1", "NaN 1.0", False),                            # NaN != NaN as Decimals
 ])
 def test_livecodebench_rule(expected, actual, ok):
-    assert sb.livecodebench_outputs_match(expected, actual) is ok
+    assert rules.livecodebench_outputs_match(expected, actual) is ok
 
 
 def test_a_job_is_judged_by_its_sources_rule():
@@ -833,8 +835,8 @@ def check_job(body, check=SORT_CHECK, **kw):
     ("def srt(xs):\n    return 'x' * 5_000_000\n", "output_limit"),
     ("print('chatty')\ndef srt(xs):\n    print(xs)\n    return sorted(xs)\n", "pass"),
     # a reply written on the program's own pipe to the checker: it can only claim a value
-    (f"import os\ndef srt(xs):\n    os.write({sb.REPLIES_FD}, (4).to_bytes(8, 'big') + b'junk')\n"
-     "    return sorted(xs)\n", "runtime_error"),
+    (f"import os\ndef srt(xs):\n    os.write({sandbox_child.REPLIES_FD}, "
+     "(4).to_bytes(8, 'big') + b'junk')\n    return sorted(xs)\n", "runtime_error"),
 ])
 def test_check_test_verdicts(body, status):
     r = _batch([check_job(body)])[0]

@@ -1,0 +1,1 @@
+"""Machinery the judge (sandbox.py) calls and a learner may skip: worker processes, isolation."""
