@@ -36,9 +36,17 @@ outputs_match and values_match below; a benchmark's source gets its harness's ow
 (infra/sandbox_rules.py). A call-based value reaches the parent as JSON data that keeps tuples,
 sets and dicts apart (infra/sandbox_wire.py), built only from exact builtin types.
 
-Coverage (coverage=True): the lines of the program that ran, from a line tracer in the test's
-process (sys.settrace and threading.settrace, lines of code objects named "<solution>"); a test
-that times out or is killed contributes no lines; an empty set means "no coverage known".
+Coverage (coverage=True) never changes a verdict: the verdict comes from a run without a
+tracer, the lines from a second run of the test under a line tracer with more time (lines of
+code objects named "<solution>"). Result.executed_lines is None (unknown) unless every test's
+traced run ended as its verdict run did and showed that no line escaped the tracer: it was not
+removed (sys.settrace(None), an error inside it such as RecursionError), every thread and fork
+(multiprocessing too) reported, and the line set holds only what the tracer added (the checks:
+infra/sandbox_coverage.py). A test that hit a limit has unknown coverage.
+Not guaranteed: the tracer lives in the program's interpreter, so a program that reaches the
+judge's objects there (gc, frames, ctypes) and edits both the lines and the checks' counters,
+or writes the report itself, can forge its coverage; lines run in a process it exec's are not
+counted. Coverage is FGO's mask, never a reward or a verdict.
 
 One test, from run_batch to its verdict: run_batch compiles the job here (prepare), sends its
 code and test inputs to a worker (infra/sandbox_pool.py), whose job process forks a child per
@@ -81,8 +89,9 @@ class TestResult:
     time: float             # wall seconds
     output: str = ""        # actual output, truncated (call-based: repr of the returned value)
     stderr: str = ""        # tail
-    executed_lines: set[int] = field(default_factory=set)
+    executed_lines: set[int] = field(default_factory=set)   # empty unless coverage_known
     cpu_time: float = 0.0   # CPU seconds of the test's process tree (what timeouts judge)
+    coverage_known: bool = False   # coverage asked, and this test's lines are all it ran
 
 
 @dataclass
@@ -91,9 +100,10 @@ class Result:
     passed: int
     total: int
     tests: list[TestResult]
-    executed_lines: set[int]
+    executed_lines: set[int] | None   # None: coverage asked but unknown for some test
     wall_time: float
     error: str = ""         # compile error message, sandbox trouble
+    coverage_unknown: int = 0   # tests whose coverage is unknown (coverage asked)
 
     @property
     def pass_rate(self) -> float:
@@ -216,7 +226,8 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
     Each job is a dict with code, tests and optionally fn_name, timeout, memory_mb, coverage,
     stop_after_timeout (default True: the tests after a timeout are not run and count as timeouts;
     False: every test is run and judged on its own), source (the data source whose comparison
-    rules judge the outputs, see RULES; default: the project's own).
+    rules judge the outputs, see RULES; default: the project's own), preamble (source run in the
+    program's namespace before it, as HumanEval's harness runs its prompt; data.sandbox_job).
     jobs: a list (checked whole before any runs), or an iterator that may block until its next
     job exists, e.g. one fed while the completions are still being generated
     (rollouts.generate_while_scoring): the workers judge the first jobs meanwhile.
@@ -369,8 +380,9 @@ def _judge_job(job: dict, prepared: Prepared, report: dict | None, wall_time: fl
         judged.append(TestResult(TIMEOUT, 0.0, "", "not run: an earlier test timed out"))
     failed = [t.status for t in judged if t.status != PASS]
     lines = set().union(*(t.executed_lines for t in judged))
+    unknown = sum(not t.coverage_known for t in judged) if job["coverage"] else 0
     return Result(failed[0] if failed else PASS, len(judged) - len(failed), len(tests), judged,
-                  lines, wall_time)
+                  None if unknown else lines, wall_time, coverage_unknown=unknown)
 
 
 
@@ -380,12 +392,13 @@ def _judge_test(raw: dict, expected, job: dict, prepared: Prepared) -> TestResul
     stdout = raw["stdout"].decode("utf-8", "replace")
     stderr = raw["stderr"].decode("utf-8", "replace")[-STDERR_TAIL:]
     exited = raw["kind"] == "exited"
-    message = sandbox_wire.parse_message(raw["message"], job, prepared) if exited else {}
+    message = sandbox_wire.parse_message(raw["message"], job) if exited else {}
     shown = stdout[:SHOWN_OUTPUT]
     memory_hint = "MemoryError" in stderr or "Cannot allocate memory" in stderr
     timed_out = (raw["kind"] == "timeout" or raw["signal"] == signal.SIGXCPU
                  or raw["cpu"] > job["timeout"])
-    lines = message.get("lines", set()) if message else set()
+    lines = raw.get("coverage")   # the traced run's lines (infra/sandbox_coverage.py) or None
+    known = lines is not None and set(lines) <= prepared.executable_lines()
     if timed_out:
         status = TIMEOUT
     elif raw["kind"] == "output_limit":
@@ -411,7 +424,8 @@ def _judge_test(raw: dict, expected, job: dict, prepared: Prepared) -> TestResul
     else:
         stdio_rule = rule_for(job["source"])[0]
         status = PASS if stdio_rule(expected, stdout) else WRONG_ANSWER
-    return TestResult(status, raw["time"], shown, stderr, lines, raw["cpu"])
+    return TestResult(status, raw["time"], shown, stderr, set(lines) if known else set(),
+                      raw["cpu"], known)
 
 
 def _judge_value(job: dict, expected, wire) -> tuple[str, str]:

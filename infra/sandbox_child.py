@@ -26,6 +26,7 @@ import sys
 import threading
 
 from infra import isolation
+from infra.sandbox_coverage import Coverage
 from infra.sandbox_prepare import SOLUTION_FILENAME
 from infra.sandbox_verdicts import MEMORY_LIMIT, OUTPUT_LIMIT, PASS, RUNTIME_ERROR, WRONG_ANSWER
 from infra.sandbox_wire import (
@@ -44,10 +45,12 @@ REAL_EXIT = os._exit   # the program may replace os._exit; the harness's own exi
 PRELUDE: dict = {}   # filled once per worker, shared copy-on-write by its children
 
 
-def run_child(job, compiled, test_input, workdir, uid, fds, serve=None):
+def run_child(job, compiled, test_input, workdir, uid, fds, serve=None, preamble=None):
     """In the forked child: lock down, run the program, end as the interpreter ends, report
     observations on HARNESS_FD. serve: a check test's (calls, replies) pipes, which become fds
-    CALLS_FD and REPLIES_FD (_serve_calls)."""
+    CALLS_FD and REPLIES_FD (_serve_calls). preamble: compiled code run first in the program's
+    namespace (HumanEval's prompt, as its harness runs it). job["trace"]: the nonce of a traced
+    run (sandbox_coverage), whose reports add the lines that ran."""
     import atexit
     import builtins
     import io
@@ -76,15 +79,18 @@ def run_child(job, compiled, test_input, workdir, uid, fds, serve=None):
         # a LeetCode fragment; a stdio program is a whole script, and so is HumanEval's
         module.__dict__.update(PRELUDE)
     sys.modules["__main__"] = module
-    lines: set[int] = set()
-    tracer = _make_tracer(lines, SOLUTION_FILENAME)
+    coverage = None
+    if job.get("trace"):
+        coverage = Coverage(SOLUTION_FILENAME, lambda data: _write_all(HARNESS_FD, data),
+                            job["trace"])
     message: dict = {}
-    me = os.getpid()
+    me, sent = os.getpid(), []
 
-    def report():   # once, from this process only (a fork of the program must not report)
-        if os.getpid() == me and "lines" not in message:
-            sys.settrace(None)
-            message["lines"] = sorted(lines)
+    def report():   # the verdict's observations once, from this process only (not a fork)
+        if coverage is not None:
+            coverage.report(message if os.getpid() == me else None)
+        elif os.getpid() == me and not sent:
+            sent.append(True)
             send(message)
 
     def _exit(status):   # os._exit ends at once, as in CPython, but coverage is reported
@@ -93,21 +99,19 @@ def run_child(job, compiled, test_input, workdir, uid, fds, serve=None):
     os._exit = _exit
     exit_code = 0
     try:
-        if job["coverage"]:
-            threading.settrace(tracer)
-            sys.settrace(tracer)
+        if preamble is not None:
+            exec(preamble, module.__dict__)
+        if coverage is not None:
+            coverage.start()
         exec(compiled, module.__dict__)
         if serve:
             _serve_calls(_find_function(module.__dict__, job["fn_name"], job["binds_fn"]))
         elif job["fn_name"] is not None:
             function = _find_function(module.__dict__, job["fn_name"], job["binds_fn"])
-            value = function(*test_input)
-            sys.settrace(None)
-            message.update(wire_message(value))
+            message.update(wire_message(function(*test_input)))
     except SystemExit as e:
         exit_code = _exit_code(e)
     except BaseException as e:
-        sys.settrace(None)
         message["exception"] = type(e).__name__[:100]
         exit_code = 1
         _print_program_error(e)
@@ -334,8 +338,6 @@ def _finish_like_the_interpreter(module, exit_code: int, io, opens_files: bool) 
             atexit._run_exitfuncs()
     except BaseException:
         pass
-    sys.settrace(None)
-    threading.settrace(None)
     for stream in (sys.stdout, sys.stderr):
         try:
             if not stream.closed:
@@ -370,17 +372,10 @@ def _make_sender(fd, dumps, write):
     return send
 
 
-def _make_tracer(lines: set, filename: str):
-    add = lines.add
-
-    def local(frame, event, arg):
-        if event == "line":
-            add(frame.f_lineno)
-        return local
-
-    def global_(frame, event, arg):
-        return local if frame.f_code.co_filename == filename else None
-    return global_
+def _write_all(fd: int, data: bytes):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _exit_code(e: SystemExit) -> int:

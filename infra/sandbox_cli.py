@@ -95,7 +95,8 @@ def result_json(result) -> str:
     """A Result as the command line prints it."""
     out = dict(status=result.status, passed=result.passed, total=result.total,
                wall_time=round(result.wall_time, 3), error=result.error,
-               executed_lines=sorted(result.executed_lines),
+               executed_lines=None if result.executed_lines is None
+               else sorted(result.executed_lines), coverage_unknown=result.coverage_unknown,
                tests=[dict(t.__dict__, executed_lines=sorted(t.executed_lines))
                       for t in result.tests])
     return json.dumps(out, indent=1)

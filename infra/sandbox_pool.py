@@ -85,7 +85,8 @@ class Worker:
                        stop_after_timeout=bool(job["stop_after_timeout"]),
                        binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
                        output_caps=[output_cap(job, t) for t in job["tests"]],
-                       compact_output=compact_output, check=job["check"])
+                       compact_output=compact_output, check=job["check"],
+                       preamble=job["preamble"])
         deadline = time.monotonic() + len(job["tests"]) * (
             HARD_CAP_FACTOR * wall_cap(job["timeout"]) + 2.0) + 30.0
         reply = None

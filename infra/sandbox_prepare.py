@@ -32,7 +32,7 @@ PRELUDE_MODULES = PRELUDE_STAR + ("io", "sys", "json", "array", "fractions", "de
 
 def check_job(job: dict, index: int) -> dict:
     job = dict(fn_name=None, timeout=4.0, memory_mb=1024, coverage=False,
-               stop_after_timeout=True, source=None) | dict(job)
+               stop_after_timeout=True, source=None, preamble=None) | dict(job)
     tests = job.get("tests")
     if not isinstance(job.get("code"), str):
         raise ValueError(f"job {index}: 'code' must be a string of Python source.")
@@ -42,6 +42,9 @@ def check_job(job: dict, index: int) -> dict:
     if job["source"] is not None and not isinstance(job["source"], str):
         raise ValueError(f"job {index}: 'source' must be a data source's name (see "
                          "sandbox.RULES) or None.")
+    if job["preamble"] is not None and not isinstance(job["preamble"], str):
+        raise ValueError(f"job {index}: 'preamble' must be a string of Python source (the "
+                         "benchmark's prompt, run before the program) or None.")
     job["check"] = any(isinstance(t, dict) and "check" in t for t in tests)
     if job["check"]:
         if len(tests) != 1 or not isinstance(tests[0]["check"], str):

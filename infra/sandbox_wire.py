@@ -20,14 +20,10 @@ import json
 import os
 import select
 import time
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from infra.sandbox_prepare import Prepared
 
 STDERR_TAIL = 2000          # characters of stderr kept per test
 SHOWN_OUTPUT = 1000         # characters of actual output kept in TestResult.output
-MESSAGE_KEYS = frozenset({"result", "result_error", "exception", "lines"})
+MESSAGE_KEYS = frozenset({"result", "result_error", "exception"})
 MAX_RESULT_DEPTH = 100
 _PLAIN_SCALARS = (type(None), bool, int, float, str)
 
@@ -220,7 +216,7 @@ def wire_repr(wire, budget: int = SHOWN_OUTPUT) -> str:
 
 
 
-def parse_message(data: bytes, job: dict, prepared: Prepared) -> dict | None:
+def parse_message(data: bytes, job: dict) -> dict | None:
     """The child's report, checked field by field; None when it is malformed (the program wrote
     on the harness fd). An empty report (the program closed fd 3) is {}."""
     if not data:
@@ -240,13 +236,6 @@ def parse_message(data: bytes, job: dict, prepared: Prepared) -> dict | None:
     if "result" in message and (job["fn_name"] is None or job["check"] or "result_error" in message
                                 or not valid_wire(message["result"], MAX_RESULT_DEPTH + 2)):
         return None
-    lines = message.get("lines", [])
-    if not isinstance(lines, list) or any(type(n) is not int for n in lines):
-        return None
-    if lines:
-        if not job["coverage"] or not set(lines) <= prepared.executable_lines():
-            return None
-    message["lines"] = set(lines)
     return message
 
 def wire_message(value) -> dict:

@@ -32,6 +32,7 @@ import time
 
 from infra import isolation
 from infra.sandbox_child import PRELUDE, REAL_EXIT, run_child, start_checker
+from infra.sandbox_coverage import COVERAGE_TIME_FACTOR, covered_lines
 from infra.sandbox_pool import HARD_CAP_FACTOR, wall_cap
 from infra.sandbox_prepare import compile_quietly, leetcode_prelude
 from infra.sandbox_rules import CompactText
@@ -108,11 +109,19 @@ def _serve_one_job(cmd_fd: int, reply_fd: int, info: dict) -> bool:
 
 def _run_job(job: dict, info: dict, cmd_fd: int) -> dict:
     """Each test in a forked child (_run_one_test); a check job's check code is the next frame
-    on cmd_fd, read by _run_one_test at its moment (and here, unused, if nothing runs)."""
-    def read_check() -> str:
-        return (read_frame(cmd_fd) or b"").decode("utf-8", "replace")
+    on cmd_fd, read by _run_one_test at its moment (and here, unused, if nothing runs). With
+    coverage, each test's raw observations also hold "coverage": the lines a second, traced run
+    ran, or None (_traced_lines)."""
+    check_code = []
+
+    def read_check() -> str:   # read once; a traced run's checker gets it again
+        if not check_code:
+            check_code.append((read_frame(cmd_fd) or b"").decode("utf-8", "replace"))
+        return check_code[0]
     try:
         compiled = compile_quietly(job["code"])
+        preamble = (compile(job["preamble"], "<preamble>", "exec", dont_inherit=True)
+                    if job["preamble"] else None)
     except Exception as e:   # the parent compiled it; only a resource failure gets here
         if job["check"]:
             read_check()   # so that the next job process does not take it for its request
@@ -122,7 +131,12 @@ def _run_job(job: dict, info: dict, cmd_fd: int) -> dict:
         cg.set_memory_limit(job["memory_mb"] << 20)
     tests = []
     for i, test_input in enumerate(job["inputs"]):
-        raw = _run_one_test(job, compiled, test_input, job["output_caps"][i], info, read_check)
+        raw = _run_one_test(job, compiled, test_input, job["output_caps"][i], info, read_check,
+                            preamble)
+        if job["coverage"]:
+            raw["coverage"] = _traced_lines(job, compiled, test_input, job["output_caps"][i],
+                                            info, read_check, preamble, raw)
+        del raw["pid"]
         tests.append(raw)
         timed_out = (raw["kind"] == "timeout" or raw["signal"] == signal.SIGXCPU
                      or raw["cpu"] > job["timeout"])
@@ -131,8 +145,31 @@ def _run_job(job: dict, info: dict, cmd_fd: int) -> dict:
     return {"tests": tests}
 
 
+def _traced_lines(job: dict, compiled, test_input, output_cap: int, info: dict, read_check,
+                  preamble, verdict_raw: dict) -> list[int] | None:
+    """The lines of the program a second run of the test, under the line tracer and with
+    COVERAGE_TIME_FACTOR times the limit, ran (sandbox_coverage); None (unknown) when the verdict
+    run did not end by itself within its limits, or when the traced run did not end as it did
+    (stdout, exit status, reported observations, the checker's exit status). A check test's
+    traced program process is forked after this process read the check code: that run decides
+    no verdict (the verdict run's program process never held the check code)."""
+    limits_hit = (verdict_raw["kind"] != "exited" or verdict_raw["oom"]
+                  or verdict_raw["signal"] == signal.SIGXCPU or verdict_raw["cpu"] > job["timeout"])
+    if limits_hit:
+        return None
+    nonce = os.urandom(16).hex()
+    traced_job = dict(job, trace=nonce, timeout=job["timeout"] * COVERAGE_TIME_FACTOR)
+    raw = _run_one_test(traced_job, compiled, test_input, output_cap, info, read_check, preamble)
+    same = (not raw["oom"] and raw["cpu"] <= traced_job["timeout"]
+            and all(raw[k] == verdict_raw[k]
+                    for k in ("kind", "exit_code", "signal", "stdout", "check_status")))
+    if not same:
+        return None
+    return covered_lines(raw["message"], nonce, raw["pid"], verdict_raw["message"])
+
+
 def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict,
-                  read_check=None) -> dict:
+                  read_check=None, preamble=None) -> dict:
     """Fork a child that runs the program on one input; its raw observations (no verdict).
     A check test forks two processes: the program's, which serves calls of its function
     (_serve_calls), then the checker, which runs check(candidate) (_checker). The check code is
@@ -158,7 +195,7 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict,
     if pid == 0:
         try:
             run_child(job, compiled, test_input, workdir, uid, (stdin_fd, out_w, err_w, msg_w),
-                   (calls_r, replies_w) if job["check"] else None)
+                      (calls_r, replies_w) if job["check"] else None, preamble)
         finally:
             REAL_EXIT(111)
     for fd in (stdin_fd, out_w, msg_w, calls_r, replies_w):
@@ -176,6 +213,7 @@ def _run_one_test(job: dict, compiled, test_input, output_cap: int, info: dict,
         raw["cpu"] = round(tree_cpu(), 4)   # the whole tree, now that it is gone
         raw["oom"] = cg.ooms() > oom0
     isolation.clear_workdir(info, workdir)
+    raw["pid"] = pid
     return raw
 
 

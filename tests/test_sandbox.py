@@ -412,7 +412,7 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
     r = _batch([P.FORGED_COMPILE_ERROR])[0]
     assert r.status == "runtime_error"                      # not the compile_error it claims
     r = _batch([P.FORGED_LINES])[0]
-    assert r.status == "runtime_error" and r.executed_lines == set()   # not pass, line 999999
+    assert r.status == "runtime_error" and r.executed_lines is None   # not pass, no 999999
 
     def no_worker():
         raise AssertionError("a compile error needs no worker")
@@ -422,12 +422,13 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
 
 
 @pytest.mark.parametrize("message,ok", [
-    (b'{"result": [1, {"dict": [["a", null]]}], "lines": [1, 2]}', True),
+    (b'{"result": [1, {"dict": [["a", null]]}]}', True),
+    (b'{"result": 1, "lines": [1, 2]}', False),   # lines come from the traced run only
     (b'{"result": {"tuple": [1, {"set": [2]}, {"frozenset": []}]}}', True),
     (b'{"result": [1, {"a": null}]}', False),  # a dict is sent tagged: {"dict": [[k, v]]}
     (b'{"result": {"tuple": [1], "set": [2]}}', False), (b'{"result": {"dict": [[1]]}}', False),
     (b'', True),
-    (b'{"lines": [1, 2, 9]}', False),          # 9 is not an executable line
+    (b'{"lines": [1, 2, 9]}', False),          # the verdict's report holds no lines
     (b'{"lines": [true]}', False), (b'{"lines": "12"}', False), (b'{"lines": [1.0]}', False),
     (b'{"exception": 3}', False), (b'{"exception": "' + b"E" * 300 + b'"}', False),
     (b'{"result_error": ["x"]}', False), (b'{"status": "pass"}', False), (b'[1]', False),
@@ -438,7 +439,7 @@ def test_report_fields_are_typed_and_bounded(message, ok):
     job = dict(fn_name="f", coverage=True, code="def f():\n    return 1\n", check=False)
     prepared = sandbox_prepare.prepare(job)
     assert prepared.executable_lines() == {1, 2}
-    assert (sandbox_wire.parse_message(message, job, prepared) is not None) is ok
+    assert (sandbox_wire.parse_message(message, job) is not None) is ok
 
 
 def test_comparison_is_linear_no_regex_on_program_output():
