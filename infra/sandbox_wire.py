@@ -16,6 +16,7 @@ length, then the payload.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import select
@@ -30,22 +31,43 @@ _PLAIN_SCALARS = (type(None), bool, int, float, str)
 _WIRE_TAGS = ("tuple", "set", "frozenset", "dict")
 
 
+# Subclasses that a benchmark's `==` against builtin data compares as their base: the stdlib's
+# Counter and OrderedDict, whose __eq__ with a plain dict is dict's (HumanEval's check, and
+# APPS's and LiveCodeBench's runners, pass them).
+_COMPARED_AS_BASE = frozenset({collections.Counter, collections.OrderedDict})
+
+
 def to_wire(value, depth: int = 0):
-    """Exact builtin data -> the wire form (see above); TypeError for anything else, so no
-    object the program builds (an __eq__ that is always True, an int subclass) is sent."""
+    """Builtin data -> the wire form (see above); TypeError for anything else, so no object the
+    program builds (an __eq__ that is always True, an int subclass) is sent. A list, tuple or
+    dict subclass whose == is its base's (a defaultdict, a namedtuple, Counter, OrderedDict) is
+    sent as its base, with the items the base's == compares (read through the base, never
+    through methods the subclass may override)."""
     kind = type(value)
     if depth > MAX_RESULT_DEPTH:
         raise TypeError(f"nested deeper than {MAX_RESULT_DEPTH} levels")
     if kind in _PLAIN_SCALARS:
         return value
-    if kind is list:
-        return [to_wire(v, depth + 1) for v in value]
-    if kind is tuple or kind is set or kind is frozenset:
+    if kind is set or kind is frozenset:
         return {kind.__name__: [to_wire(v, depth + 1) for v in value]}
-    if kind is dict:
+    base = _compared_as(kind)
+    if base is list:
+        return [to_wire(v, depth + 1) for v in list.__iter__(value)]
+    if base is tuple:
+        return {"tuple": [to_wire(v, depth + 1) for v in tuple.__iter__(value)]}
+    if base is dict:
         return {"dict": [[to_wire(k, depth + 1), to_wire(v, depth + 1)]
-                         for k, v in value.items()]}
+                         for k, v in dict.items(value)]}
     raise TypeError(f"a value of type {kind.__name__}")
+
+
+def _compared_as(kind: type) -> type | None:
+    """list, tuple or dict when `==` compares a value of this type as that builtin, else None."""
+    for base in (list, tuple, dict):
+        if issubclass(kind, base):
+            same_eq = kind.__eq__ is base.__eq__ and kind.__ne__ is base.__ne__
+            return base if kind is base or same_eq or kind in _COMPARED_AS_BASE else None
+    return None
 
 
 def from_wire(wire):

@@ -943,3 +943,197 @@ def test_cli_judges_a_check_test_with_a_source(tmp_path):
     out = subprocess.run([sys.executable, sb.__file__, str(prog), str(tests), "--fn-name", "srt",
                           "--source", "humaneval"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["status"] == "wrong_answer"
+
+
+# --- coverage: complete, or unknown (never a partial set taken as complete) -------------------
+
+SUM = [{"input": "1 2\n", "output": "3\n"}]
+# The tracer's line set, reached from the program through sys.gettrace()'s closures.
+FIND_LINE_SET = """
+    import sys
+    def line_set(f, seen):
+        for cell in getattr(f, "__closure__", None) or ():
+            v = cell.cell_contents
+            owner = getattr(v, "__self__", None)
+            if type(v) is set or type(owner) is set:
+                return v if type(v) is set else owner
+            if callable(v) and v not in seen:
+                seen.add(v)
+                found = line_set(v, seen)
+                if found is not None:
+                    return found
+"""
+
+
+def test_a_line_added_to_the_tracers_set_from_outside_makes_coverage_unknown():
+    code = FIND_LINE_SET + """
+    lines = line_set(sys.gettrace(), set()) if sys.gettrace() else None
+    if lines is not None:
+        lines.add(20)
+    print(sum(map(int, input().split())))
+    if False:
+        print("line 20: never runs")
+    """
+    assert textwrap.dedent(code).splitlines()[19].strip().startswith('print("line 20')
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines is None and r.coverage_unknown == 1
+
+
+def test_a_report_the_program_writes_itself_on_the_harness_fd_is_not_its_coverage():
+    # Only when traced (its verdict run writes nothing): a report claiming line 6, then the
+    # harness's own report sent to /dev/null.
+    code = """
+    import os, sys
+    print(sum(map(int, input().split())))
+    if sys.gettrace() is not None:
+        os.write(3, b'{"lines": [1, 2, 3, 4, 5, 6, 7, 8]}')
+        os.dup2(os.open("/dev/null", os.O_WRONLY), 3)
+    if False:
+        print("never")
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines is None
+
+
+@pytest.mark.parametrize("remove", ["sys.settrace(None)",
+                                    "t = sys.gettrace(); sys.settrace(None); sys.settrace(t)",
+                                    "threading.settrace(None); sys.settrace(None)"])
+def test_a_program_that_removes_the_tracer_has_unknown_coverage(remove):
+    code = f"import sys, threading\n{remove}\nprint(sum(map(int, input().split())))\n"
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines is None   # not {1, 2}: line 3 ran
+
+
+def test_a_recursion_error_inside_the_tracer_makes_coverage_unknown_not_partial():
+    # Traced, the recursion limit is met in the tracer's call (one frame deeper), which removes
+    # it: the fallback that prints the answer would be reported as never run.
+    code = """
+    import sys
+    sys.setrecursionlimit(200)
+    def deep(n):
+        return deep(n + 1)
+    try:
+        deep(0)
+    except RecursionError:
+        print(3)
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass"
+    assert r.executed_lines is None or 9 in r.executed_lines, r.executed_lines
+
+
+def test_lines_run_only_in_a_forked_child_are_counted():
+    code = """
+    import os
+    pid = os.fork()
+    if pid == 0:
+        child_only = 1
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print(sum(map(int, input().split())))
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines == {2, 3, 4, 5, 6, 7, 8}, r.executed_lines
+
+
+def test_lines_run_only_in_multiprocessing_workers_are_counted():
+    code = """
+    import multiprocessing
+    def square(x):
+        return x * x
+    with multiprocessing.Pool(2) as pool:
+        print(sum(pool.map(square, [1, 1, 1])))
+    """
+    r = run(code, SUM, coverage=True, timeout=10.0)
+    assert r.status == "pass" and r.executed_lines is not None, r.tests[0].stderr
+    assert 4 in r.executed_lines and {2, 3, 5, 6} <= r.executed_lines, r.executed_lines
+
+
+def test_a_thread_the_program_starts_is_traced():
+    code = """
+    import threading
+    def work(out):
+        out.append(3)
+    out = []
+    t = threading.Thread(target=work, args=(out,))
+    t.start(); t.join()
+    print(out[0])
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines == {2, 3, 4, 5, 6, 7, 8}, r.executed_lines
+
+
+def _loop_count(seconds: float) -> int:
+    """Iterations of LOOP that take about `seconds` of CPU here, untraced."""
+    n0 = 200_000
+    code = compile(LOOP, "<calibration>", "exec")
+    start = time.process_time()
+    exec(code, {"N": n0})
+    return max(n0, int(n0 * seconds / max(time.process_time() - start, 1e-4)))
+
+
+LOOP = "for i in range(N):\n    x = 1\n    x = 2\n    x = 3\n    x = 4\n"
+
+
+def test_coverage_does_not_change_the_verdict_of_a_program_near_its_limit():
+    # ~0.3 of the limit untraced; the tracer makes this loop ~5x slower, well over the limit:
+    # a traced verdict would be a timeout.
+    code = f"N = {_loop_count(0.3)}\n" + LOOP + "print(3)\n"
+    plain, covered = (run(code, SUM, timeout=1.0, coverage=c) for c in (False, True))
+    assert plain.status == covered.status == "pass", (plain.tests[0].cpu_time,
+                                                       covered.tests[0].cpu_time)
+    assert covered.executed_lines in (None, {1, 2, 3, 4, 5, 6, 7})
+
+
+HUMANEVAL_ROW = {   # HumanEval/3 and /10 as their rows have them (prompt, test, entry point)
+    "below_zero": ('from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:'
+                   '\n    """ True when the balance falls below zero. """\n',
+                   "\n\ndef check(candidate):\n    assert candidate([1, 2, -4, 5]) is True\n"
+                   "    assert candidate([1, 2, -3]) is False\n"),
+    "make_palindrome": ('def is_palindrome(string: str) -> bool:\n    """ Is it a palindrome? """'
+                        '\n    return string == string[::-1]\n\n\n'
+                        'def make_palindrome(string: str) -> str:\n    """ Shortest palindrome '
+                        'that begins with string. """\n',
+                        "\n\ndef check(candidate):\n    assert candidate('cat') == 'catac'\n"
+                        "    assert candidate('') == ''\n"),
+}
+HUMANEVAL_COMPLETIONS = {   # whole programs restating the signature, as a model writes them
+    "below_zero": "def below_zero(operations: List[int]) -> bool:\n    balance = 0\n"
+                  "    for op in operations:\n        balance += op\n        if balance < 0:\n"
+                  "            return True\n    return False\n",
+    "make_palindrome": "def make_palindrome(string: str) -> str:\n    for i in range(len(string)):"
+                       "\n        if is_palindrome(string[i:]):\n"
+                       "            return string + string[:i][::-1]\n    return string\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUMANEVAL_ROW))
+def test_a_humaneval_completion_runs_after_its_prompt_as_the_harness_runs_it(name):
+    import data
+    prompt, test = HUMANEVAL_ROW[name]
+    problem = data.humaneval_problem({"task_id": f"HumanEval/{name}", "prompt": prompt,
+                                      "test": test, "entry_point": name,
+                                      "canonical_solution": ""})
+    job = data.sandbox_job(problem, HUMANEVAL_COMPLETIONS[name], timeout=T, coverage=True)
+    r = _batch([job])[0]
+    assert r.status == "pass", r.tests[0].stderr
+    program_lines = len(HUMANEVAL_COMPLETIONS[name].split("\n"))
+    assert r.executed_lines and max(r.executed_lines) <= program_lines   # none of the prompt's
+
+
+@pytest.mark.parametrize("make,expected", [
+    ("collections.defaultdict(int, {'a': 1})", {"a": 1}),
+    ("collections.Counter('aab')", {"a": 2, "b": 1}),
+    ("collections.OrderedDict([('b', 1), ('a', 2)])", {"a": 2, "b": 1}),
+    ("collections.namedtuple('P', 'x y')(1, 2)", (1, 2)),
+])
+@pytest.mark.parametrize("source", ["humaneval", "apps", "livecodebench", "tasks"])
+def test_stdlib_containers_compare_as_the_builtins_they_extend(make, expected, source):
+    code = f"import collections\ndef f():\n    return {make}\n"
+    if source == "humaneval":
+        tests = [{"check": f"def check(c):\n    assert c() == {expected!r}\n"}]
+    else:   # their expected outputs are JSON: a tuple is a list there
+        tests = [{"input": [], "output": json.loads(json.dumps(expected))}]
+    job = dict(code=code, tests=tests, fn_name="f", source=source, timeout=T)
+    r = _batch([job])[0]
+    assert r.status == "pass", (r.tests[0].output, r.tests[0].stderr)
