@@ -10,8 +10,9 @@ The child reports observations only (return value as data, exception type, cover
 HARNESS_FD; the parent decides every verdict (sandbox_wire.parse_message reads the report).
 
 Check tests (HumanEval's check(candidate)): the program's process serves calls of its function
-(serve_calls); a second process, the checker, forked only after it (so the program never holds
-the check code or its expected values), runs check(candidate), where candidate(*args) sends the
+(serve_calls); a second process, the checker, forked only after it (so the program's process of
+the verdict run never holds the check code or its expected values; a traced run for coverage,
+which decides no verdict, is forked later), runs check(candidate), where candidate(*args) sends the
 arguments over a pipe and returns the reply rebuilt as exact builtin values (a returned
 generator or other builtin iterator: an iterator over its items). The checker's exit status
 says how check() ended (CHECK_*): nothing the program writes can set it. Its CPU time counts

@@ -997,7 +997,8 @@ def test_a_report_the_program_writes_itself_on_the_harness_fd_is_not_its_coverag
 
 @pytest.mark.parametrize("remove", ["sys.settrace(None)",
                                     "t = sys.gettrace(); sys.settrace(None); sys.settrace(t)",
-                                    "threading.settrace(None); sys.settrace(None)"])
+                                    "threading.settrace(None); sys.settrace(None)",
+                                    "sys._getframe().f_trace = None"])
 def test_a_program_that_removes_the_tracer_has_unknown_coverage(remove):
     code = f"import sys, threading\n{remove}\nprint(sum(map(int, input().split())))\n"
     r = run(code, SUM, coverage=True)
