@@ -19,9 +19,12 @@ end the process reports its lines only with the checks that show none were lost:
     breaks the count);
   - every thread started through threading or _thread ran under the tracer from its first line
     and ended with it in place, and none is still running;
-  - every fork reported too (multiprocessing's workers included: they report at os._exit, and
-    at SIGTERM when the program left that signal's default action), counted by the process that
-    forked it.
+  - every fork reported too (multiprocessing's workers included: they report at os._exit),
+    counted by the process that forked it. A fork killed by a signal does not report: Pool's
+    terminate() (the end of `with Pool() as p:`) kills the workers still alive with SIGTERM, so
+    such a run's coverage may be unknown; pool.close() and pool.join() let them end and report.
+    (A SIGTERM handler that reported first could delay a worker's death indefinitely, when the
+    signal arrives while it waits inside C code that does not run Python handlers.)
 Each report is one line on the harness fd, prefixed by a nonce of the job process's.
 
 What this does not guarantee: the tracer runs inside the program's interpreter, so a program
@@ -36,7 +39,6 @@ from __future__ import annotations
 import _thread
 import json
 import os
-import signal
 import sys
 import threading
 
@@ -136,16 +138,6 @@ class Coverage:
     def _in_fork(self):
         self.forks, self.threads, self.reported = 0, 0, False
         self.threads_lock = _thread.allocate_lock()   # (another thread may have held it)
-        try:   # multiprocessing ends its workers with SIGTERM: report first, then die of it
-            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, self._terminated)
-        except (ValueError, OSError):   # not the main thread: an unreported fork is unknown
-            pass
-
-    def _terminated(self, signum, frame):
-        self.report()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
 
     def complete(self) -> bool:
         """Are this process's lines all the lines it ran? (Call before stopping the tracer.)"""

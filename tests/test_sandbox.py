@@ -1042,12 +1042,19 @@ def test_lines_run_only_in_multiprocessing_workers_are_counted():
     import multiprocessing
     def square(x):
         return x * x
-    with multiprocessing.Pool(2) as pool:
-        print(sum(pool.map(square, [1, 1, 1])))
+    pool = multiprocessing.Pool(2)
+    print(sum(pool.map(square, [1, 1, 1])))
+    pool.close()
+    pool.join()
     """
     r = run(code, SUM, coverage=True, timeout=10.0)
     assert r.status == "pass" and r.executed_lines is not None, r.tests[0].stderr
-    assert 4 in r.executed_lines and {2, 3, 5, 6} <= r.executed_lines, r.executed_lines
+    assert r.executed_lines == {2, 3, 4, 5, 6, 7, 8}, r.executed_lines
+    # terminate() (as `with Pool()` ends) may kill a worker before it reports: then unknown,
+    # never the lines without the worker's.
+    killed = code.replace("pool.close()", "pool.terminate()")
+    r = run(killed, SUM, coverage=True, timeout=10.0)
+    assert r.status == "pass" and r.executed_lines in (None, {2, 3, 4, 5, 6, 7, 8})
 
 
 def test_a_thread_the_program_starts_is_traced():
