@@ -166,6 +166,10 @@ def check_problem(problem: Problem) -> None:
 
 def sandbox_job(problem: Problem, code: str, tests: list[dict] | None = None, **options) -> dict:
     """A sandbox.run_batch job: `code` on the problem's tests (or `tests`), judged by the rules
-    of the problem's benchmark (its source); options: timeout, memory_mb, coverage, ..."""
+    of the problem's benchmark (its source); options: timeout, memory_mb, coverage, ...
+    HumanEval's harness runs the prompt (its imports, helpers) before the completion: so does
+    the program's process here (the job's preamble)."""
+    if problem.source == "humaneval":
+        options = {"preamble": problem.starter_code} | options
     return dict(code=code, tests=problem.tests if tests is None else tests,
                 fn_name=problem.fn_name, source=problem.source, **options)

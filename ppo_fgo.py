@@ -294,7 +294,7 @@ def ppo_rollout(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_
     scores = [stepcoder_reward(r.status if r is not None else None, table) for r in ro.results]
     sums = {**rollouts.rollout_sums(dataclasses.replace(ro, rewards=scores)),
             "fgo_tokens": sum(len(c.token_ids) for c in ro.completions), "fgo_masked": 0,
-            "fgo_samples": 0}
+            "fgo_samples": 0, "coverage_unknown": 0}
     samples = []
     for j, (c, res) in enumerate(zip(ro.completions, ro.results)):
         g = j // G
@@ -303,6 +303,7 @@ def ppo_rollout(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_
             mask = completion_fgo_mask(tokenizer, c, prefixes[g] if prefixes else "",
                                        ro.programs[j], res)
             sums["fgo_samples"] += mask is not None
+            sums["coverage_unknown"] += res is not None and res.executed_lines is None
             sums["fgo_masked"] += 0 if mask is None else len(mask) - sum(mask)
         samples.append(Sample(ro.prompt_ids[g], c.token_ids, 0.0, mask, scores[j],
                               key=(batch[g].id, j), **actor.sampler_extras(c, tis_cap)))
@@ -367,6 +368,7 @@ def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
     if fgo:
         row["fgo_masked_share"] = st["fgo_masked"] / max(st["fgo_tokens"], 1)
         row["fgo_covered_frac"] = st["fgo_samples"] / n
+        row["fgo_coverage_unknown_frac"] = st["coverage_unknown"] / n   # FGO masks nothing there
     return row
 
 

@@ -13,7 +13,7 @@
    it must fail every test.
 
     python bench/bench_sandbox.py [--data-dir DIR] [--workers N] [--limit N]
-                                  [--trivial N]
+                                  [--trivial N] [--coverage] [--skip-baseline]
 """
 import argparse
 import ast
@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import sandbox as sb  # noqa: E402
+from infra.sandbox_prepare import PRELUDE_MODULES, PRELUDE_STAR  # noqa: E402
 
 
 def parse_literal(value):
@@ -83,7 +84,7 @@ exec(compile(open(sys.argv[1]).read(), "solution.py", "exec"), ns)
 fn = getattr(ns["Solution"](), sys.argv[3]) if "Solution" in ns else ns[sys.argv[3]]
 value = fn(*args)
 open(sys.argv[4], "w").write(json.dumps(value))
-""" % (sb.PRELUDE_STAR, sb.PRELUDE_MODULES)
+""" % (PRELUDE_STAR, PRELUDE_MODULES)
 
 
 def baseline_test(code_path: str, job: dict, test: dict, tmp: str, k: int) -> str:
@@ -217,20 +218,25 @@ def main():
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per test")
     parser.add_argument("--skip-baseline", action="store_true", help="sandbox only")
+    parser.add_argument("--coverage", action="store_true",
+                        help="the sandbox also measures line coverage (as FGO's rollouts ask)")
     parser.add_argument("--trivial", type=int, default=1000,
                         help="tests of print(input()) for the per-test overhead check (0: skip)")
     args = parser.parse_args()
     path = os.path.join(args.data_dir, "apps_plus_valid_500.json")
     if not os.path.exists(path):
         raise SystemExit(f"{path} not found: pass --data-dir pointing at the shared data folder.")
-    jobs = apps_plus_jobs(path, args.timeout)[:args.limit]
+    jobs = [dict(job, coverage=args.coverage)
+            for job in apps_plus_jobs(path, args.timeout)[:args.limit]]
     args.baseline_workers = args.baseline_workers or args.workers
     n_tests = sum(len(j["tests"]) for j in jobs)
     print(f"APPS+: {len(jobs)} canonical solutions, {n_tests} tests, {args.workers} workers "
           f"(baseline: {args.baseline_workers})")
 
     results, sandbox_s, sandbox_cpu = timed(lambda: sb.run_batch(jobs, workers=args.workers))
-    print(f"sandbox : {sandbox_s:7.2f} s  {n_tests / sandbox_s:8.1f} tests/s")
+    print(f"sandbox : {sandbox_s:7.2f} s  {n_tests / sandbox_s:8.1f} tests/s, CPU "
+          f"{1000 * sandbox_cpu / n_tests:6.2f} ms/test, coverage "
+          f"{'on' if args.coverage else 'off'}")
     passed = sum(r.status == sb.PASS for r in results)
     print(f"canonical solutions passing: {passed}/{len(jobs)} = {passed / len(jobs):.1%}")
     for i, (job, r) in enumerate(zip(jobs, results)):

@@ -42,6 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import data  # noqa: E402
 import sandbox  # noqa: E402
+from infra.sandbox_prepare import PRELUDE_MODULES, PRELUDE_STAR  # noqa: E402
 from world import sources  # noqa: E402
 
 # Mutants of a returned value (HumanEval, APPS+ call-based): the program applies the lambda to
@@ -250,11 +251,11 @@ def fresh_run(code: str, stdin: str | None, call: tuple | None, timeout: float):
     runner = textwrap.dedent(f"""
         import pickle, sys
         ns = {{"__name__": "__main__"}}
-        exec("".join(f"from {{m}} import *\\n" for m in {sandbox.PRELUDE_STAR!r}), ns)
+        exec("".join(f"from {{m}} import *\\n" for m in {PRELUDE_STAR!r}), ns)
         import builtins
         for n in [n for n in ns if hasattr(builtins, n) and not n.startswith("__")]:
             del ns[n]
-        exec("".join(f"import {{m}}\\n" for m in {sandbox.PRELUDE_MODULES!r}), ns)
+        exec("".join(f"import {{m}}\\n" for m in {PRELUDE_MODULES!r}), ns)
         exec(compile(open(sys.argv[1]).read(), "solution.py", "exec"), ns)
         name, args = pickle.load(open(sys.argv[2], "rb"))
         fn = getattr(ns["Solution"](), name) if "Solution" in ns else ns[name]

@@ -1,6 +1,6 @@
-"""Tests for isolation.py: what confines a worker and each test (uid, namespaces, cgroup, seccomp,
-private mounts, rlimits) and the cleanup after it, through the sandbox's judge and directly.
-Most need root (the training setup); the programs are in tests/sandbox_programs.py."""
+"""Tests for infra/isolation.py: what confines a worker and each test (uid, namespaces,
+cgroup, seccomp, private mounts, rlimits) and the cleanup after it, through the sandbox's judge
+and directly. Most need root (the training setup); the programs are in tests/sandbox_programs.py."""
 import json
 import os
 import subprocess
@@ -14,8 +14,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sandbox_programs as P  # noqa: E402
 
-import isolation  # noqa: E402
 import sandbox as sb  # noqa: E402
+from infra import isolation, sandbox_pool  # noqa: E402
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="uid/namespace isolation needs root")
@@ -282,13 +282,13 @@ def test_numpy_imports_from_a_python_under_tmp(tmp_path):
 @pytest.fixture
 def worker_uids(monkeypatch):
     """uids and cgroup directories of every worker started while the test runs."""
-    seen, real_init = dict(uids=[], dirs=[]), sb._Worker.__init__
+    seen, real_init = dict(uids=[], dirs=[]), sandbox_pool.Worker.__init__
 
     def recording_init(self):
         real_init(self)
         seen["uids"].append(self.info["uid"])
         seen["dirs"].extend(self.info["cgroup_dirs"])
-    monkeypatch.setattr(sb._Worker, "__init__", recording_init)
+    monkeypatch.setattr(sandbox_pool.Worker, "__init__", recording_init)
     return seen
 
 

@@ -13,8 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sandbox_programs as P  # noqa: E402
 
-import isolation  # noqa: E402
 import sandbox as sb  # noqa: E402
+from infra import isolation, sandbox_child, sandbox_pool, sandbox_prepare, sandbox_wire  # noqa: E402
+from infra import sandbox_rules as rules  # noqa: E402
 
 ROOT = os.geteuid() == 0
 T = 1.0   # small per-test timeout keeps the file fast
@@ -61,7 +62,7 @@ def test_outputs_match(expected, actual, ok):
 ])
 def test_compacted_output_gets_the_same_verdict(expected, actual, ok):
     # What the worker keeps of a stdout over its byte cap: fed in 3-byte pieces (split UTF-8)
-    compact, data = sb._CompactText(), actual.encode()
+    compact, data = rules.CompactText(), actual.encode()
     for i in range(0, len(data), 3):
         compact.feed(data[i:i + 3])
     compact.feed(b"", final=True)
@@ -411,22 +412,23 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
     r = _batch([P.FORGED_COMPILE_ERROR])[0]
     assert r.status == "runtime_error"                      # not the compile_error it claims
     r = _batch([P.FORGED_LINES])[0]
-    assert r.status == "runtime_error" and r.executed_lines == set()   # not pass, line 999999
+    assert r.status == "runtime_error" and r.executed_lines is None   # not pass, no 999999
 
     def no_worker():
         raise AssertionError("a compile error needs no worker")
-    monkeypatch.setattr(sb, "_Worker", no_worker)
+    monkeypatch.setattr(sandbox_pool, "Worker", no_worker)
     r = sb.run_tests("def f(:\n", ADD)
     assert r.status == "compile_error" and "SyntaxError" in r.error
 
 
 @pytest.mark.parametrize("message,ok", [
-    (b'{"result": [1, {"dict": [["a", null]]}], "lines": [1, 2]}', True),
+    (b'{"result": [1, {"dict": [["a", null]]}]}', True),
+    (b'{"result": 1, "lines": [1, 2]}', False),   # lines come from the traced run only
     (b'{"result": {"tuple": [1, {"set": [2]}, {"frozenset": []}]}}', True),
     (b'{"result": [1, {"a": null}]}', False),  # a dict is sent tagged: {"dict": [[k, v]]}
     (b'{"result": {"tuple": [1], "set": [2]}}', False), (b'{"result": {"dict": [[1]]}}', False),
     (b'', True),
-    (b'{"lines": [1, 2, 9]}', False),          # 9 is not an executable line
+    (b'{"lines": [1, 2, 9]}', False),          # the verdict's report holds no lines
     (b'{"lines": [true]}', False), (b'{"lines": "12"}', False), (b'{"lines": [1.0]}', False),
     (b'{"exception": 3}', False), (b'{"exception": "' + b"E" * 300 + b'"}', False),
     (b'{"result_error": ["x"]}', False), (b'{"status": "pass"}', False), (b'[1]', False),
@@ -435,9 +437,9 @@ def test_parent_decides_compile_errors_and_checks_lines(monkeypatch):
 ])
 def test_report_fields_are_typed_and_bounded(message, ok):
     job = dict(fn_name="f", coverage=True, code="def f():\n    return 1\n", check=False)
-    prepared = sb._prepare(job)
+    prepared = sandbox_prepare.prepare(job)
     assert prepared.executable_lines() == {1, 2}
-    assert (sb._parse_message(message, job, prepared) is not None) is ok
+    assert (sandbox_wire.parse_message(message, job) is not None) is ok
 
 
 def test_comparison_is_linear_no_regex_on_program_output():
@@ -512,7 +514,7 @@ def test_same_verdicts_idle_and_with_two_busy_processes():
 
 
 def test_worker_that_fails_to_start_is_retried_and_its_error_printed(monkeypatch, capfd):
-    real, calls = sb._worker_command, []
+    real, calls = sandbox_pool.worker_command, []
 
     def flaky():
         calls.append(1)
@@ -520,7 +522,7 @@ def test_worker_that_fails_to_start_is_retried_and_its_error_printed(monkeypatch
             return [sys.executable, "-c", "import sys; sys.stderr.write('simulated start "
                     "failure'); sys.exit(3)"]
         return real()
-    monkeypatch.setattr(sb, "_worker_command", flaky)
+    monkeypatch.setattr(sandbox_pool, "worker_command", flaky)
     assert sb.run_tests(P.HONEST[0]["code"], ADD).status == "pass"
     err = capfd.readouterr().err
     assert len(calls) == 2 and "try 1/3" in err and "simulated start failure" in err
@@ -551,13 +553,13 @@ def test_work_in_a_thread_gets_the_wall_allowance_of_work_in_the_main_thread(mon
     # 0.25 s of CPU against a 0.5 s limit, on one CPU shared with 15 busy processes: about 4 s
     # of wall time, over the 2.5 s wall cap unless the waiting for the CPU is allowed for.
     cpu, everywhere, loops = min(os.sched_getaffinity(0)), os.sched_getaffinity(0), []
-    start_worker = sb._start_worker
+    start_worker = sandbox_pool.start_worker
 
     def start_then_load():   # the worker starts on an idle CPU, its tests run on a loaded one
         worker = start_worker()
         loops.extend(_busy_loops_on(cpu, 15))
         return worker
-    monkeypatch.setattr(sb, "_start_worker", start_then_load)
+    monkeypatch.setattr(sandbox_pool, "start_worker", start_then_load)
     jobs = [P.cpu_seconds_in(where, 0.25, timeout=0.5) for where in ("main", "thread")]
     os.sched_setaffinity(0, {cpu})   # the worker and its tests inherit it
     try:
@@ -569,12 +571,12 @@ def test_work_in_a_thread_gets_the_wall_allowance_of_work_in_the_main_thread(mon
             p.wait()
     seen = [(t.status, round(t.time, 2), round(t.cpu_time, 2)) for r in results for t in r.tests]
     assert [r.status for r in results] == ["pass", "pass"], seen
-    assert results[1].tests[0].time > sb._wall_cap(0.5), seen   # the load did stretch it
+    assert results[1].tests[0].time > sandbox_pool.wall_cap(0.5), seen   # the load did stretch it
 
 
 def test_an_output_equal_under_the_rules_is_judged_even_past_the_byte_cap():
     job = P.equal_under_the_rules_but_long(100_000)   # 2.9 MB printed for 0.4 MB expected
-    assert sb._output_cap(dict(job, fn_name=None), job["tests"][0]) < 2_900_000
+    assert sandbox_prepare.output_cap(dict(job, fn_name=None), job["tests"][0]) < 2_900_000
     wrong = dict(job, tests=[{"input": "", "output": "0.5\n" * 99_999 + "0.6\n"}])
     assert [r.status for r in _batch([job, wrong])] == ["pass", "wrong_answer"]
 
@@ -680,46 +682,47 @@ def test_an_error_shows_the_program_none_of_the_judges_frames():
 # --- comparison rules per source ----------------------------------------------------------------
 
 def test_each_source_is_judged_by_its_benchmarks_rule():
-    assert sb.rule_for("humaneval")[1] is sb.python_values_match
+    assert sb.rule_for("humaneval")[1] is rules.python_values_match
     assert sb.rule_for("apps") == sb.rule_for("apps_plus") == (sb.outputs_match,
-                                                               sb.apps_values_match)
-    assert sb.rule_for("code_contests")[0] is sb.code_contests_outputs_match
-    assert sb.rule_for("livecodebench") == (sb.livecodebench_outputs_match,
-                                            sb.livecodebench_values_match)
+                                                               rules.apps_values_match)
+    assert sb.rule_for("code_contests")[0] is rules.code_contests_outputs_match
+    assert sb.rule_for("livecodebench") == (rules.livecodebench_outputs_match,
+                                            rules.livecodebench_values_match)
     for own in ("tasks", "builtin", None, "a source of someone else's"):
         assert sb.rule_for(own) == (sb.outputs_match, sb.own_values_match), own
 
 
-W = sb._to_wire   # a returned value as the child sends it
+W = sandbox_wire.to_wire   # a returned value as the child sends it
 
 
 @pytest.mark.parametrize("rule,expected,actual,ok", [
     # HumanEval: Python's ==, nothing forgiven
-    (sb.python_values_match, [1, 2], (1, 2), False),
-    (sb.python_values_match, [1, 2, 3], {3, 1, 2}, False),
-    (sb.python_values_match, 0.5, 0.5 + 1e-9, False),
-    (sb.python_values_match, 0.1 + 0.2, 0.1 + 0.2, True),
-    (sb.python_values_match, (1, [2]), (1, [2]), True),
-    (sb.python_values_match, {1: "a", (2, 3): {4}}, {(2, 3): frozenset({4}), True: "a"}, True),
-    (sb.python_values_match, {1: "a"}, {1: "b"}, False),
-    (sb.python_values_match, {frozenset({1, 2})}, {frozenset({2, 1})}, True),
-    (sb.python_values_match, {1, 2}, {1, 3}, False),
-    (sb.python_values_match, 1, True, True), (sb.python_values_match, 2, 2.0, True),
-    (sb.python_values_match, 10**20, 1e20, True), (sb.python_values_match, 10**20 + 1, 1e20, False),
-    (sb.python_values_match, None, 0, False), (sb.python_values_match, "1", 1, False),
-    (sb.python_values_match, float("nan"), float("nan"), False),
+    (rules.python_values_match, [1, 2], (1, 2), False),
+    (rules.python_values_match, [1, 2, 3], {3, 1, 2}, False),
+    (rules.python_values_match, 0.5, 0.5 + 1e-9, False),
+    (rules.python_values_match, 0.1 + 0.2, 0.1 + 0.2, True),
+    (rules.python_values_match, (1, [2]), (1, [2]), True),
+    (rules.python_values_match, {1: "a", (2, 3): {4}}, {(2, 3): frozenset({4}), True: "a"}, True),
+    (rules.python_values_match, {1: "a"}, {1: "b"}, False),
+    (rules.python_values_match, {frozenset({1, 2})}, {frozenset({2, 1})}, True),
+    (rules.python_values_match, {1, 2}, {1, 3}, False),
+    (rules.python_values_match, 1, True, True), (rules.python_values_match, 2, 2.0, True),
+    (rules.python_values_match, 10**20, 1e20, True),
+    (rules.python_values_match, 10**20 + 1, 1e20, False),
+    (rules.python_values_match, None, 0, False), (rules.python_values_match, "1", 1, False),
+    (rules.python_values_match, float("nan"), float("nan"), False),
     # APPS / APPS+: a returned tuple (or list of tuples) is a list; else Python's ==
-    (sb.apps_values_match, [1, 2], (1, 2), True),
-    (sb.apps_values_match, [[1, 2], [3]], [(1, 2), (3,)], True),
-    (sb.apps_values_match, [[[1]]], [[(1,)]], False),          # deeper: not a list
-    (sb.apps_values_match, [1, 3], {1, 3}, False),
-    (sb.apps_values_match, 0.3, 0.1 + 0.2, False),
-    (sb.apps_values_match, 1, True, True), (sb.apps_values_match, [1, 2], [1], False),
-    (sb.apps_values_match, {"a": [1]}, {"a": [1]}, True),
+    (rules.apps_values_match, [1, 2], (1, 2), True),
+    (rules.apps_values_match, [[1, 2], [3]], [(1, 2), (3,)], True),
+    (rules.apps_values_match, [[[1]]], [[(1,)]], False),          # deeper: not a list
+    (rules.apps_values_match, [1, 3], {1, 3}, False),
+    (rules.apps_values_match, 0.3, 0.1 + 0.2, False),
+    (rules.apps_values_match, 1, True, True), (rules.apps_values_match, [1, 2], [1], False),
+    (rules.apps_values_match, {"a": [1]}, {"a": [1]}, True),
     # LiveCodeBench: a returned tuple is a list, nothing deeper
-    (sb.livecodebench_values_match, [1, 2], (1, 2), True),
-    (sb.livecodebench_values_match, [[1, 2]], [(1, 2)], False),
-    (sb.livecodebench_values_match, 0.5, 0.5000001, False),
+    (rules.livecodebench_values_match, [1, 2], (1, 2), True),
+    (rules.livecodebench_values_match, [[1, 2]], [(1, 2)], False),
+    (rules.livecodebench_values_match, 0.5, 0.5000001, False),
     # tasks, builtin: the project's own rule, unchanged
     (sb.own_values_match, [1, 2], (1, 2), True),
     (sb.own_values_match, [1, 2, 3], {3, 1, 2}, True),
@@ -743,8 +746,8 @@ def test_comparing_a_returned_set_builds_nothing_from_the_programs_data():
     # ~10**8 comparisons; judging walks them against the expected set instead
     colliding = {"set": [k * (2 ** 61 - 1) for k in range(1, 20_001)]}
     start = time.process_time()
-    assert not sb.python_values_match(set(range(20_000)), colliding)
-    assert not sb.python_values_match(list(range(20_000)), colliding)
+    assert not rules.python_values_match(set(range(20_000)), colliding)
+    assert not rules.python_values_match(list(range(20_000)), colliding)
     assert time.process_time() - start < 2.0
 
 
@@ -758,7 +761,7 @@ def test_comparing_a_returned_set_builds_nothing_from_the_programs_data():
     ("a\fb", "a b", False),                                 # a form feed separates nothing
 ])
 def test_code_contests_rule(expected, actual, ok):
-    assert sb.code_contests_outputs_match(expected, actual) is ok
+    assert rules.code_contests_outputs_match(expected, actual) is ok
 
 
 @pytest.mark.parametrize("expected,actual,ok", [
@@ -769,7 +772,7 @@ def test_code_contests_rule(expected, actual, ok):
     ("NaN 1", "NaN 1.0", False),                            # NaN != NaN as Decimals
 ])
 def test_livecodebench_rule(expected, actual, ok):
-    assert sb.livecodebench_outputs_match(expected, actual) is ok
+    assert rules.livecodebench_outputs_match(expected, actual) is ok
 
 
 def test_a_job_is_judged_by_its_sources_rule():
@@ -833,8 +836,8 @@ def check_job(body, check=SORT_CHECK, **kw):
     ("def srt(xs):\n    return 'x' * 5_000_000\n", "output_limit"),
     ("print('chatty')\ndef srt(xs):\n    print(xs)\n    return sorted(xs)\n", "pass"),
     # a reply written on the program's own pipe to the checker: it can only claim a value
-    (f"import os\ndef srt(xs):\n    os.write({sb.REPLIES_FD}, (4).to_bytes(8, 'big') + b'junk')\n"
-     "    return sorted(xs)\n", "runtime_error"),
+    (f"import os\ndef srt(xs):\n    os.write({sandbox_child.REPLIES_FD}, "
+     "(4).to_bytes(8, 'big') + b'junk')\n    return sorted(xs)\n", "runtime_error"),
 ])
 def test_check_test_verdicts(body, status):
     r = _batch([check_job(body)])[0]
@@ -940,3 +943,205 @@ def test_cli_judges_a_check_test_with_a_source(tmp_path):
     out = subprocess.run([sys.executable, sb.__file__, str(prog), str(tests), "--fn-name", "srt",
                           "--source", "humaneval"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["status"] == "wrong_answer"
+
+
+# --- coverage: complete, or unknown (never a partial set taken as complete) -------------------
+
+SUM = [{"input": "1 2\n", "output": "3\n"}]
+# The tracer's line set, reached from the program through sys.gettrace()'s closures.
+FIND_LINE_SET = """
+    import sys
+    def line_set(f, seen):
+        for cell in getattr(f, "__closure__", None) or ():
+            v = cell.cell_contents
+            owner = getattr(v, "__self__", None)
+            if type(v) is set or type(owner) is set:
+                return v if type(v) is set else owner
+            if callable(v) and v not in seen:
+                seen.add(v)
+                found = line_set(v, seen)
+                if found is not None:
+                    return found
+"""
+
+
+def test_a_line_added_to_the_tracers_set_from_outside_makes_coverage_unknown():
+    code = FIND_LINE_SET + """
+    lines = line_set(sys.gettrace(), set()) if sys.gettrace() else None
+    if lines is not None:
+        lines.add(20)
+    print(sum(map(int, input().split())))
+    if False:
+        print("line 20: never runs")
+    """
+    assert textwrap.dedent(code).splitlines()[19].strip().startswith('print("line 20')
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines is None and r.coverage_unknown == 1
+
+
+def test_a_report_the_program_writes_itself_on_the_harness_fd_is_not_its_coverage():
+    # Only when traced (its verdict run writes nothing): a report claiming line 6, then the
+    # harness's own report sent to /dev/null.
+    code = """
+    import os, sys
+    print(sum(map(int, input().split())))
+    if sys.gettrace() is not None:
+        os.write(3, b'{"lines": [1, 2, 3, 4, 5, 6, 7, 8]}')
+        os.dup2(os.open("/dev/null", os.O_WRONLY), 3)
+    if False:
+        print("never")
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines is None
+
+
+@pytest.mark.parametrize("remove", ["sys.settrace(None)",
+                                    "t = sys.gettrace(); sys.settrace(None); sys.settrace(t)",
+                                    "threading.settrace(None); sys.settrace(None)",
+                                    "sys._getframe().f_trace = None"])
+def test_a_program_that_removes_the_tracer_has_unknown_coverage(remove):
+    code = f"import sys, threading\n{remove}\nprint(sum(map(int, input().split())))\n"
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines is None   # not {1, 2}: line 3 ran
+
+
+def test_a_recursion_error_inside_the_tracer_makes_coverage_unknown_not_partial():
+    # Traced, the recursion limit is met in the tracer's call (one frame deeper), which removes
+    # it: the fallback that prints the answer would be reported as never run.
+    code = """
+    import sys
+    sys.setrecursionlimit(200)
+    def deep(n):
+        return deep(n + 1)
+    try:
+        deep(0)
+    except RecursionError:
+        print(3)
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass"
+    assert r.executed_lines is None or 9 in r.executed_lines, r.executed_lines
+
+
+def test_lines_run_only_in_a_forked_child_are_counted():
+    code = """
+    import os
+    pid = os.fork()
+    if pid == 0:
+        child_only = 1
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print(sum(map(int, input().split())))
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines == {2, 3, 4, 5, 6, 7, 8}, r.executed_lines
+
+
+def test_lines_run_only_in_multiprocessing_workers_are_counted():
+    code = """
+    import multiprocessing
+    def square(x):
+        return x * x
+    pool = multiprocessing.Pool(2)
+    print(sum(pool.map(square, [1, 1, 1])))
+    pool.close()
+    pool.join()
+    """
+    r = run(code, SUM, coverage=True, timeout=10.0)
+    assert r.status == "pass" and r.executed_lines is not None, r.tests[0].stderr
+    assert r.executed_lines == {2, 3, 4, 5, 6, 7, 8}, r.executed_lines
+    # terminate() (as `with Pool()` ends) may kill a worker before it reports: then unknown,
+    # never the lines without the worker's.
+    killed = code.replace("pool.close()", "pool.terminate()")
+    r = run(killed, SUM, coverage=True, timeout=10.0)
+    assert r.status == "pass" and r.executed_lines in (None, {2, 3, 4, 5, 6, 7, 8})
+
+
+def test_a_thread_the_program_starts_is_traced():
+    code = """
+    import threading
+    def work(out):
+        out.append(3)
+    out = []
+    t = threading.Thread(target=work, args=(out,))
+    t.start(); t.join()
+    print(out[0])
+    """
+    r = run(code, SUM, coverage=True)
+    assert r.status == "pass" and r.executed_lines == {2, 3, 4, 5, 6, 7, 8}, r.executed_lines
+
+
+def _loop_count(seconds: float) -> int:
+    """Iterations of LOOP that take about `seconds` of CPU here, untraced."""
+    n0 = 200_000
+    code = compile(LOOP, "<calibration>", "exec")
+    start = time.process_time()
+    exec(code, {"N": n0})
+    return max(n0, int(n0 * seconds / max(time.process_time() - start, 1e-4)))
+
+
+LOOP = "for i in range(N):\n    x = 1\n    x = 2\n    x = 3\n    x = 4\n"
+
+
+def test_coverage_does_not_change_the_verdict_of_a_program_near_its_limit():
+    # ~0.3 of the limit untraced; the tracer makes this loop ~5x slower, well over the limit:
+    # a traced verdict would be a timeout.
+    code = f"N = {_loop_count(0.3)}\n" + LOOP + "print(3)\n"
+    plain, covered = (run(code, SUM, timeout=1.0, coverage=c) for c in (False, True))
+    assert plain.status == covered.status == "pass", (plain.tests[0].cpu_time,
+                                                       covered.tests[0].cpu_time)
+    assert covered.executed_lines in (None, {1, 2, 3, 4, 5, 6, 7})
+
+
+HUMANEVAL_ROW = {   # HumanEval/3 and /10 as their rows have them (prompt, test, entry point)
+    "below_zero": ('from typing import List\n\n\ndef below_zero(operations: List[int]) -> bool:'
+                   '\n    """ True when the balance falls below zero. """\n',
+                   "\n\ndef check(candidate):\n    assert candidate([1, 2, -4, 5]) is True\n"
+                   "    assert candidate([1, 2, -3]) is False\n"),
+    "make_palindrome": ('def is_palindrome(string: str) -> bool:\n    """ Is it a palindrome? """'
+                        '\n    return string == string[::-1]\n\n\n'
+                        'def make_palindrome(string: str) -> str:\n    """ Shortest palindrome '
+                        'that begins with string. """\n',
+                        "\n\ndef check(candidate):\n    assert candidate('cat') == 'catac'\n"
+                        "    assert candidate('') == ''\n"),
+}
+HUMANEVAL_COMPLETIONS = {   # whole programs restating the signature, as a model writes them
+    "below_zero": "def below_zero(operations: List[int]) -> bool:\n    balance = 0\n"
+                  "    for op in operations:\n        balance += op\n        if balance < 0:\n"
+                  "            return True\n    return False\n",
+    "make_palindrome": "def make_palindrome(string: str) -> str:\n    for i in range(len(string)):"
+                       "\n        if is_palindrome(string[i:]):\n"
+                       "            return string + string[:i][::-1]\n    return string\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUMANEVAL_ROW))
+def test_a_humaneval_completion_runs_after_its_prompt_as_the_harness_runs_it(name):
+    import data
+    prompt, test = HUMANEVAL_ROW[name]
+    problem = data.humaneval_problem({"task_id": f"HumanEval/{name}", "prompt": prompt,
+                                      "test": test, "entry_point": name,
+                                      "canonical_solution": ""})
+    job = data.sandbox_job(problem, HUMANEVAL_COMPLETIONS[name], timeout=T, coverage=True)
+    r = _batch([job])[0]
+    assert r.status == "pass", r.tests[0].stderr
+    program_lines = len(HUMANEVAL_COMPLETIONS[name].split("\n"))
+    assert r.executed_lines and max(r.executed_lines) <= program_lines   # none of the prompt's
+
+
+@pytest.mark.parametrize("make,expected", [
+    ("collections.defaultdict(int, {'a': 1})", {"a": 1}),
+    ("collections.Counter('aab')", {"a": 2, "b": 1}),
+    ("collections.OrderedDict([('b', 1), ('a', 2)])", {"a": 2, "b": 1}),
+    ("collections.namedtuple('P', 'x y')(1, 2)", (1, 2)),
+])
+@pytest.mark.parametrize("source", ["humaneval", "apps", "livecodebench", "tasks"])
+def test_stdlib_containers_compare_as_the_builtins_they_extend(make, expected, source):
+    code = f"import collections\ndef f():\n    return {make}\n"
+    if source == "humaneval":
+        tests = [{"check": f"def check(c):\n    assert c() == {expected!r}\n"}]
+    else:   # their expected outputs are JSON: a tuple is a list there
+        tests = [{"input": [], "output": json.loads(json.dumps(expected))}]
+    job = dict(code=code, tests=tests, fn_name="f", source=source, timeout=T)
+    r = _batch([job])[0]
+    assert r.status == "pass", (r.tests[0].output, r.tests[0].stderr)

@@ -32,7 +32,7 @@ any syscall. confine_worker says what this machine gives; as root (the training 
   covered by empty tmpfs; the interpreter's prefix and sys.path directories are bound back
   read-only (also when they live under /tmp or a 0700 home), so numpy etc. import.
 * Per job: a process of its own, forked by the worker (which never reads a job's request or
-  result: sandbox._serve_one_job), in which the job's tests are forked; fresh tmpfs for its
+  result: sandbox_worker._serve_one_job), in which the job's tests are forked; fresh tmpfs for its
   working directory and /dev/shm (end_job: none is reused from an earlier job).
 * Per test: uid/gid = UID_BASE + worker pid (no other live worker has it), own session, empty
   environment, stdin a memfd, stdout/stderr pipes owned by the test uid (/dev/stdout opens as
