@@ -159,6 +159,7 @@ import argparse
 import ast
 import codecs
 import decimal
+import hashlib
 import json
 import math
 import os
@@ -172,7 +173,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import isolation
@@ -766,14 +767,18 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
     job exists, e.g. one fed while the completions are still being generated
     (rollouts.generate_while_scoring): the workers judge the first jobs meanwhile.
     Raises ValueError for a malformed job, RuntimeError when no worker starts; whatever the
-    programs do, every job gets a Result.
+    programs do, every job gets a Result. Jobs that are the same (distinct_jobs) run once in
+    the call and share one Result object.
     """
     workers = workers or len(os.sched_getaffinity(0))
+    owner: list[int] = []   # per job: its distinct job, the one that runs (distinct_jobs)
     if isinstance(jobs, Sequence):
-        jobs = [_check_job(job, i) for i, job in enumerate(jobs)]
+        jobs, owner = distinct_jobs(jobs)
         if not jobs:
             return []
         workers = min(workers, len(jobs))
+    else:
+        jobs = _each_distinct_once(jobs, owner)
     results: dict[int, Result] = {}
     next_job = enumerate(jobs)
     lock = threading.Lock()
@@ -787,7 +792,6 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
                     i, job = next(next_job, (None, None))
                 if i is None or errors:
                     return
-                job = _check_job(job, i)
                 start = time.monotonic()
                 try:
                     prepared = _prepare(job)
@@ -824,7 +828,54 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
         t.join()
     if errors:
         raise errors[0]
-    return [results[i] for i in range(len(results))]
+    return [results[k] for k in owner]
+
+
+def distinct_jobs(jobs: Iterable[dict]) -> tuple[list[dict], list[int]]:
+    """The distinct jobs among `jobs` (checked, defaults filled in) and, per job, the index of
+    its distinct job: run_batch runs each distinct job once and gives its Result to every copy.
+
+    >>> a = dict(code="print(1)", tests=[dict(input="", output="1")])
+    >>> unique, owner = distinct_jobs([a, dict(a, timeout=2.0), dict(a), dict(a, timeout=4.0)])
+    >>> len(unique), owner          # timeout 4.0 is the default: the same job as `a`
+    (2, [0, 1, 0, 0])
+
+    Two jobs are the same when every field is (job_key): program, tests, fn_name, source (its
+    comparison rules), limits, coverage, stop_after_timeout, anything else a caller put in.
+    A deterministic program's verdict is a function of its job, so one run changes nothing.
+    Where the verdict is not (a program within noise of its time limit; one that reads
+    random, the clock or id()), the one run is a draw from the same distribution each copy's
+    own run would draw from: each sample's expected reward and pass@1 are unchanged; only
+    the copies now agree, as copies of a program do under any deterministic judge (figures
+    that combine copies, a group's spread or pass@k for k > 1, see one draw, not several).
+    Sharing lasts one call: nothing is kept between calls."""
+    owner: list[int] = []
+    return list(_each_distinct_once(jobs, owner)), owner
+
+
+def _each_distinct_once(jobs: Iterable[dict], owner: list[int]) -> Iterator[dict]:
+    """distinct_jobs as the jobs come (run_batch's jobs may be a queue still being fed): yields
+    each distinct job, checked, the first time it comes, and appends to `owner`, per job, the
+    index of its distinct job among those yielded."""
+    first: dict = {}
+    for i, job in enumerate(jobs):
+        job = _check_job(job, i)
+        key = job_key(job) or ("not shared", i)
+        new = key not in first
+        owner.append(first.setdefault(key, len(first)))
+        if new:
+            yield job
+
+
+def job_key(job: dict) -> bytes | None:
+    """A checked job's identity: a digest of every field (pickle keeps 1, 1.0 and True, tuples
+    and lists apart). Equal keys, same job; two equal jobs whose fields differ in dict order
+    or object sharing may get two keys, which only runs one of them again. None when a field
+    does not pickle (the job is then shared with none)."""
+    try:
+        return hashlib.sha256(pickle.dumps(sorted(job.items()), protocol=5)).digest()
+    except Exception:   # pickle's errors vary by object (PicklingError, TypeError, ...)
+        return None
 
 
 class BackgroundBatch:
