@@ -295,7 +295,8 @@ def report(m: dict, a) -> str:
            f"floors use the higher; the model: "
            f"{m['matmul_params'] / 1e6:.2f} M matmul parameters, "
            f"{2 * m['matmul_params'] / 1e6:.1f} MFLOP a token forward",
-           "", f"A GRPO step (mean of steps 2-{len(m['steps'])}; CPU seconds):", "",
+           "", f"A GRPO step (mean of steps {len(m['steps']) - len(steps) + 1}-"
+               f"{len(m['steps'])}; CPU seconds):", "",
            "| phase | measured CPU s | floor s | gap | what the floor counts |",
            "|---|---|---|---|---|"]
     out += [f"| {name} | {cpu:.2f} | {floor:.3f} | "
