@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import step_floor  # noqa: E402
 
 import model  # noqa: E402
-from sandbox import Result, TestResult  # noqa: E402
+import sandbox  # noqa: E402
 
 
 def test_matmul_params_of_the_shipped_base_by_hand():
@@ -24,10 +24,10 @@ def test_matmul_params_of_the_shipped_base_by_hand():
 
 
 def _result(*statuses, not_run=0):
-    tests = [TestResult(s, 0.0) for s in statuses] + \
-        [TestResult("timeout", 0.0, "", "not run: an earlier test timed out")] * not_run
+    tests = [sandbox.TestResult(s, 0.0) for s in statuses] + \
+        [sandbox.TestResult("timeout", 0.0, "", "not run: an earlier test timed out")] * not_run
     failed = [s for s in statuses if s != "pass"]
-    return Result(failed[0] if failed else "pass", len(statuses) - len(failed), len(tests),
+    return sandbox.Result(failed[0] if failed else "pass", len(statuses) - len(failed), len(tests),
                   tests, set(), 0.0)
 
 
