@@ -17,7 +17,7 @@ import data
 import sandbox
 from infra.evalstats import by_family, family_labels, hardest_quarter, pass_at_k, standard_error
 from infra.metrics import Timer
-from infra.model import Dist, gather_objects
+from infra.model import Dist, all_reduce_sum, gather_objects
 
 # ----------------------------------------------------------------------------- rollouts, rewards
 
@@ -246,10 +246,26 @@ def feed_curriculum(curriculum, updates: list[tuple]) -> None:
             curriculum.update(pid, rewards)
 
 
+def repeated_programs(programs: Sequence[str | None], group: int) -> int:
+    """How many programs repeat an earlier one of their group (each `group` consecutive
+    entries: one prompt's samples); None (no code) never counts. sandbox.run_batch judges a
+    repeat on the same tests once, so this is the judging the sharing saves.
+
+    >>> repeated_programs(["a", "b", "a", None,   "a", None, None, "c"], group=4)
+    1
+    """
+    return sum(len(part) - len(set(part)) for part in
+               ([p for p in programs[i:i + group] if p is not None]
+                for i in range(0, len(programs), group)))
+
+
 def rollout_sums(rollouts: Rollouts) -> dict:
     """Sums over this rank's completions for the step's metrics (rollout_means)."""
-    rs, comps = rollouts.rewards, rollouts.completions
+    rs, comps, programs = rollouts.rewards, rollouts.completions, rollouts.programs
+    group = max(len(comps) // max(len(rollouts.prompt_ids), 1), 1)
     return {"samples": len(comps), "reward_sum": sum(rs), "reward_sq": sum(x * x for x in rs),
+            "judged": sum(p is not None for p in programs),
+            "repeated": repeated_programs(programs, group),
             "pass_sum": sum(r is not None and r.status == "pass" for r in rollouts.results),
             "len_sum": sum(len(c.token_ids) for c in comps),
             "truncated": sum(c.finish_reason == "length" for c in comps),
@@ -260,13 +276,16 @@ def rollout_sums(rollouts: Rollouts) -> dict:
 
 def rollout_means(sums: dict) -> dict:
     """rollout_sums summed over ranks -> reward_mean / std, pass_rate, response_len,
-    truncated_frac, no_code_frac; under --max-train-tests also false_pass_frac, the share of
-    the programs that passed the train tests and fail the full set."""
+    truncated_frac, no_code_frac, judge/duplicate_frac (the share of the programs with code
+    that repeat one of their group: repeated_programs); under --max-train-tests also
+    false_pass_frac, the share of the programs that passed the train tests and fail the full
+    set."""
     n = max(sums["samples"], 1)
     mean = sums["reward_sum"] / n
     out = {"reward_mean": mean, "reward_std": max(sums["reward_sq"] / n - mean * mean, 0) ** 0.5,
            "pass_rate": sums["pass_sum"] / n, "response_len": sums["len_sum"] / n,
-           "truncated_frac": sums["truncated"] / n, "no_code_frac": sums["no_code"] / n}
+           "truncated_frac": sums["truncated"] / n, "no_code_frac": sums["no_code"] / n,
+           "judge/duplicate_frac": sums["repeated"] / max(sums["judged"], 1)}
     if "false_pass" in sums:
         out["false_pass_frac"] = sums["false_pass"] / max(sums["pass_sum"], 1)
     return out
@@ -283,9 +302,10 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
     engine seed seed + 7 (seed: the run's), judged as score_completions' (reward,
     test_timeout, workers).
 
-    Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "rates": {problem id: solved
-    share}}; pass@1_se is the standard error of pass@1 over the problems (standard_error,
-    within families when the problems have them: the set's family mix is fixed);
+    Returns {"pass@1", "pass@1_se", f"pass@{n}", "problems", "judge/duplicate_frac" (as
+    rollout_means'), "rates": {problem id: solved share}}; pass@1_se is the standard error
+    of pass@1 over the problems (standard_error, within families when the problems have
+    them: the set's family mix is fixed);
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
     timer, overlap: as generate_and_score's ("generate", "reward").
     """
@@ -294,7 +314,7 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
     flat_p = [p for p in mine for _ in range(n)]
     judging = dict(reward=reward, test_timeout=test_timeout, workers=workers)
     if overlap and mine:
-        _, _, results, _ = generate_while_scoring(
+        _, _, results, programs = generate_while_scoring(
             engine, prompts, flat_p, None, n=n, temperature=temperature, top_p=top_p,
             max_new_tokens=max_new_tokens, seed=seed + 7, coverage=False, timer=timer,
             **judging)
@@ -303,8 +323,10 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
             outs = engine.generate(prompts, n=n, temperature=temperature, top_p=top_p,
                                    max_new_tokens=max_new_tokens, seed=seed + 7) if mine else []
         with timer("reward"):
-            _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o],
-                                              **judging)
+            _, results, programs = score_completions(flat_p, [c.text for o in outs for c in o],
+                                                     **judging)
+    judged = all_reduce_sum(sum(p is not None for p in programs))
+    repeated = all_reduce_sum(repeated_programs(programs, n) if n else 0)
     solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
@@ -316,5 +338,5 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
             if n else 0.0,
             f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
             "problems": len(counts), **hardest_quarter(problems, by_id, n),
-            **by_family(problems, by_id, n),
+            **by_family(problems, by_id, n), "judge/duplicate_frac": repeated / max(judged, 1),
             "rates": {pid: c / n for pid, c in counts}}

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 
 from infra import sandbox_cli, sandbox_pool, sandbox_prepare, sandbox_rules, sandbox_wire
 from infra.sandbox_child import CHECK_VERDICTS
-from infra.sandbox_prepare import Prepared
+from infra.sandbox_prepare import Prepared, distinct_jobs, each_distinct_once
 from infra.sandbox_rules import floats_close, is_decimal, plain_number
 from infra.sandbox_verdicts import (  # the verdicts, also sandbox.PASS, ...
     COMPILE_ERROR,
@@ -232,14 +232,18 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
     job exists, e.g. one fed while the completions are still being generated
     (rollouts.generate_while_scoring): the workers judge the first jobs meanwhile.
     Raises ValueError for a malformed job, RuntimeError when no worker starts; whatever the
-    programs do, every job gets a Result.
+    programs do, every job gets a Result. Jobs that are the same (distinct_jobs) run once in
+    the call and share one Result object.
     """
     workers = workers or len(os.sched_getaffinity(0))
+    owner: list[int] = []   # per job: its distinct job, the one that runs (distinct_jobs)
     if isinstance(jobs, Sequence):
-        jobs = [sandbox_prepare.check_job(job, i) for i, job in enumerate(jobs)]
+        jobs, owner = distinct_jobs(jobs)
         if not jobs:
             return []
         workers = min(workers, len(jobs))
+    else:
+        jobs = each_distinct_once(jobs, owner)
     results: dict[int, Result] = {}
     next_job = enumerate(jobs)
     lock = threading.Lock()
@@ -253,7 +257,6 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
                     i, job = next(next_job, (None, None))
                 if i is None or errors:
                     return
-                job = sandbox_prepare.check_job(job, i)
                 start = time.monotonic()
                 try:
                     prepared = sandbox_prepare.prepare(job)
@@ -294,7 +297,7 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
         t.join()
     if errors:
         raise errors[0]
-    return [results[i] for i in range(len(results))]
+    return [results[k] for k in owner]
 
 
 class BackgroundBatch:

@@ -14,8 +14,11 @@ those of the submitted code. Standard-I/O programs get no prelude: they are whol
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
+import pickle
 import warnings
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from infra.sandbox_wire import STDERR_TAIL
@@ -193,3 +196,49 @@ def leetcode_prelude() -> dict:
             pass
     return names
 
+
+def distinct_jobs(jobs: Iterable[dict]) -> tuple[list[dict], list[int]]:
+    """The distinct jobs among `jobs` (checked, defaults filled in) and, per job, the index of
+    its distinct job: run_batch runs each distinct job once and gives its Result to every copy.
+
+    >>> a = dict(code="print(1)", tests=[dict(input="", output="1")])
+    >>> unique, owner = distinct_jobs([a, dict(a, timeout=2.0), dict(a), dict(a, timeout=4.0)])
+    >>> len(unique), owner          # timeout 4.0 is the default: the same job as `a`
+    (2, [0, 1, 0, 0])
+
+    Two jobs are the same when every field is (job_key): program, tests, fn_name, source (its
+    comparison rules), limits, coverage, stop_after_timeout, anything else a caller put in.
+    A deterministic program's verdict is a function of its job, so one run changes nothing.
+    Where the verdict is not (a program within noise of its time limit; one that reads
+    random, the clock or id()), the one run is a draw from the same distribution each copy's
+    own run would draw from: each sample's expected reward and pass@1 are unchanged; only
+    the copies now agree, as copies of a program do under any deterministic judge (figures
+    that combine copies, a group's spread or pass@k for k > 1, see one draw, not several).
+    Sharing lasts one call: nothing is kept between calls."""
+    owner: list[int] = []
+    return list(each_distinct_once(jobs, owner)), owner
+
+
+def each_distinct_once(jobs: Iterable[dict], owner: list[int]) -> Iterator[dict]:
+    """distinct_jobs as the jobs come (run_batch's jobs may be a queue still being fed): yields
+    each distinct job, checked, the first time it comes, and appends to `owner`, per job, the
+    index of its distinct job among those yielded."""
+    first: dict = {}
+    for i, job in enumerate(jobs):
+        job = check_job(job, i)
+        key = job_key(job) or ("not shared", i)
+        new = key not in first
+        owner.append(first.setdefault(key, len(first)))
+        if new:
+            yield job
+
+
+def job_key(job: dict) -> bytes | None:
+    """A checked job's identity: a digest of every field (pickle keeps 1, 1.0 and True, tuples
+    and lists apart). Equal keys, same job; two equal jobs whose fields differ in dict order
+    or object sharing may get two keys, which only runs one of them again. None when a field
+    does not pickle (the job is then shared with none)."""
+    try:
+        return hashlib.sha256(pickle.dumps(sorted(job.items()), protocol=5)).digest()
+    except Exception:   # pickle's errors vary by object (PicklingError, TypeError, ...)
+        return None

@@ -292,25 +292,33 @@ def test_an_engine_that_failed_to_start_closes_quietly(tiny, monkeypatch):
 
 def test_kv_cache_bytes_by_hand():
     """models/base's shapes: 3 layers x 2 KV heads x 48 x 4 bytes x 2 = 2,304 bytes a token.
-    128 sequences of 289 tokens take 3 blocks of 128 each; x 1.25. The floor and vLLM's
+    128 sequences of 289 tokens take 10 blocks of 32 each; x 1.25. The floor and vLLM's
     minimum of one whole-context sequence win when the work is smaller, the ceiling (1 GiB)
     when it is larger, unless one context sequence is larger still."""
     from transformers import AutoConfig
     shape = engines.kv_shape(AutoConfig.from_pretrained(model.BASE_DIR))
     assert shape == dict(layers=3, kv_heads=2, head_dim=48)
     size = functools.partial(engines.kv_cache_bytes, dtype_bytes=4, context=1024, **shape)
-    assert size(sequences=128, seq_len=289) == 128 * 384 * 2304 * 5 // 4 == 141_557_760
-    assert size(sequences=128, seq_len=256) == 128 * 256 * 2304 * 5 // 4   # 2 whole blocks
-    assert size(sequences=128, seq_len=257) == size(sequences=128, seq_len=289)
+    assert size(sequences=128, seq_len=289) == 128 * 320 * 2304 * 5 // 4 == 117_964_800
+    assert size(sequences=128, seq_len=256) == 128 * 256 * 2304 * 5 // 4   # 8 whole blocks
+    assert size(sequences=128, seq_len=257) == size(sequences=128, seq_len=288)   # 9
+    assert size(sequences=128, seq_len=288) < size(sequences=128, seq_len=289)
     assert size(sequences=256, seq_len=289) == 2 * size(sequences=128, seq_len=289)
-    assert size(sequences=128, seq_len=289, margin=1.0) == 128 * 384 * 2304
+    assert size(sequences=128, seq_len=289, margin=1.0) == 128 * 320 * 2304
     assert size(sequences=4, seq_len=100) == 64 << 20                       # the floor
     assert size(sequences=256, seq_len=4096) == 1 << 30                     # the ceiling
     # vLLM's minimum of one whole-context sequence beats the ceiling
-    assert size(sequences=4, seq_len=100, context=1_000_000) == 7813 * 128 * 2304
+    assert size(sequences=4, seq_len=100, context=1_000_010) == 31_251 * 32 * 2304
     # one sequence of a 40,960-position context (Qwen3's) is more than 4 short ones
     assert size(sequences=4, seq_len=100, context=40_960, floor=0) == 40_960 * 2304
     assert size(sequences=4, seq_len=100, context=1000, floor=0) == 1024 * 2304
+
+
+def test_the_cpu_engine_caches_prompts_in_blocks_a_short_prompt_fills(vllm_engine):
+    """The prefix cache shares whole blocks only: in blocks of 32 the n samples of a 105-token
+    prompt (the CPU default's mean) share its first 96 tokens; in vLLM's default 128, none."""
+    config = vllm_engine.llm.llm_engine.vllm_config.cache_config
+    assert config.enable_prefix_caching and config.block_size == engines.CPU_KV_BLOCK == 32
 
 
 def test_kv_shape_takes_the_configs_head_dim_and_kv_heads_when_given():
@@ -342,8 +350,8 @@ def test_the_cpu_engine_sizes_its_kv_cache_to_the_batch_unless_told(tiny, monkey
                dict(batch_sequences=200, batch_tokens=10**6)):
         with pytest.raises(ValueError, match="recorded"):
             engines.VLLMEngine(tiny, cpu, **kw)
-    context = -(-config.max_position_embeddings // 128) * 128
-    assert asked == [256 * 256 * per_token * 5 // 4, 1 << 29,
+    context = -(-config.max_position_embeddings // 32) * 32
+    assert asked == [256 * 224 * per_token * 5 // 4, 1 << 29,
                      max(200 * context * per_token * 5 // 4, 64 << 20)]
 
 

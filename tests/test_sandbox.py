@@ -376,6 +376,86 @@ def test_background_batch_judges_while_the_caller_works_and_raises_in_its_thread
         bad.results()
 
 
+# A program whose every run prints something new: whether two jobs shared one run shows in
+# what each job's result says was printed.
+FRESH = "import os\nprint(os.urandom(8).hex())\n"
+ONE_TEST = [{"input": "", "output": "-"}]
+
+
+def _printed(results) -> list[str]:
+    return [r.tests[0].output for r in results]
+
+
+def _count_runs(monkeypatch) -> list[str]:
+    """The code of every job a worker runs, in order (the real _Worker.run does the work)."""
+    ran, real = [], sb._Worker.run
+
+    def run(self, job, prepared):
+        ran.append(job["code"])
+        return real(self, job, prepared)
+    monkeypatch.setattr(sb._Worker, "run", run)
+    return ran
+
+
+def test_a_program_twice_in_a_batch_runs_once_and_both_copies_get_its_verdict(monkeypatch):
+    ran = _count_runs(monkeypatch)
+    job = dict(code=FRESH, tests=ONE_TEST, timeout=T)
+    other = dict(code="print(3)", tests=ONE_TEST, timeout=T)
+    results = sb.run_batch([job, other, dict(job), job], workers=2)
+    assert sorted(ran) == sorted([FRESH, "print(3)"])
+    assert results[0] is results[2] is results[3] and results[0].status == "wrong_answer"
+    assert _printed(results)[1] == "3\n" and len(_printed(results)[0]) == 17
+
+
+def test_copies_fed_through_an_iterator_run_once_too(monkeypatch):
+    """The queue path (BackgroundBatch, generate_while_scoring) shares as the list path does."""
+    ran = _count_runs(monkeypatch)
+    job = dict(code=FRESH, tests=ONE_TEST, timeout=T)
+    judge = sb.BackgroundBatch(workers=2)
+    for j in (job, dict(code="print(3)", tests=ONE_TEST), dict(job)):
+        judge.put(j)
+    results = judge.results()
+    assert len(ran) == 2 and results[0] is results[2]
+    assert _printed(results)[1] == "3\n"
+
+
+@pytest.mark.parametrize("setting", [dict(coverage=True), dict(timeout=2 * T),
+                                     dict(tests=ONE_TEST * 2), dict(stop_after_timeout=False),
+                                     dict(source="apps"), dict(memory_mb=512),
+                                     dict(fn_name="f", tests=[{"input": [], "output": 1}]),
+                                     dict(tests=[{"input": "", "output": "-\n"}])])
+def test_the_same_program_judged_with_another_setting_runs_again(monkeypatch, setting):
+    ran = _count_runs(monkeypatch)
+    job = dict(code=FRESH, tests=ONE_TEST, timeout=T)
+    results = sb.run_batch([job, job | setting], workers=1)
+    assert len(ran) == 2 and results[0] is not results[1]
+    if "fn_name" not in setting:   # a call-based run shows the (missing) return value
+        assert _printed(results)[0] != _printed(results)[1]
+
+
+def test_nothing_is_shared_between_two_calls(monkeypatch):
+    ran = _count_runs(monkeypatch)
+    job = dict(code=FRESH, tests=ONE_TEST, timeout=T)
+    first, second = sb.run_batch([job, job], workers=1), sb.run_batch([job], workers=1)
+    assert len(ran) == 2 and _printed(first)[0] != _printed(second)[0]
+
+
+def test_distinct_jobs_tells_values_apart_that_compare_equal():
+    """1, 1.0 and True are equal in Python but not as expected outputs (the own rule takes an
+    int exactly), nor are a tuple and a list: four jobs. Defaults filled in match explicit
+    ones. Its docstring's example holds."""
+    import doctest
+    call = dict(code="def f(): return 1", fn_name="f")
+    jobs = [dict(call, tests=[{"input": [], "output": out}]) for out in (1, 1.0, True, [1], (1,))]
+    unique, owner = sb.distinct_jobs(jobs + [dict(jobs[0], timeout=4.0, source=None)])
+    assert len(unique) == 5 and owner == [0, 1, 2, 3, 4, 0]
+    assert sb.distinct_jobs([]) == ([], [])
+    with pytest.raises(ValueError, match="job 1"):
+        sb.distinct_jobs([jobs[0], dict(code="print(1)", tests=[])])
+    finder = doctest.DocTestFinder().find(sb.distinct_jobs, "distinct_jobs", globs=vars(sb))
+    assert doctest.DocTestRunner().run(finder[0]).failed == 0
+
+
 def _children() -> set[int]:
     return set(isolation._descendants(os.getpid()))
 

@@ -479,6 +479,30 @@ def test_max_train_tests_rewards_on_the_first_n_and_counts_what_they_let_through
     assert "false_pass_frac" not in rollouts.rollout_means(rollouts.rollout_sums(ro))
 
 
+def test_duplicate_share_counts_the_repeats_within_each_prompts_group():
+    """Two prompts, 4 samples each: [A, A, no code, A] and [A, B, B, C] on another problem.
+    Repeats within a group: 2 + 1 of the 7 programs with code; A in the second group is that
+    prompt's first A, not a repeat. The sandbox runs each repeat once: copies share a Result."""
+    def problem(pid, add):
+        tests = [{"input": f"{x}\n", "output": f"{x + add}\n"} for x in (1, 2)]
+        return Problem(id=pid, source="test", question="q", starter_code="", fn_name=None,
+                       tests=tests, solutions=[], difficulty="easy")
+    a, b, c = ("x = int(input())\nprint(x + 1)\n", "print(3)\n", "print(x)\n")
+    texts = [f"```python\n{code}```" for code in (a, a)] + ["no code"] + \
+        [f"```python\n{code}```" for code in (a, a, b, b, c)]
+    flat = [problem("p", 1)] * 4 + [problem("q", 2)] * 4
+    rewards, results, programs = rollouts.score_completions(
+        flat, texts, reward="binary", test_timeout=2.0, workers=1)
+    assert rewards == [1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    assert results[0] is results[1] is results[3] and results[5] is results[6]
+    assert results[4] is not results[0]                 # the same program, other tests
+    assert rollouts.repeated_programs(programs, 4) == 3
+    ro = rollouts.Rollouts([[1], [1]], [types.SimpleNamespace(token_ids=[1],
+                                                              finish_reason="stop")] * 8,
+                           rewards, results, programs)
+    assert rollouts.rollout_means(rollouts.rollout_sums(ro))["judge/duplicate_frac"] == 3 / 7
+
+
 def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch):
     """generate_and_score and evaluate add the engine's seconds to the timer's "generate" and
     the sandbox's (the rewards, and under --max-train-tests the false-pass check) to "reward";
@@ -515,7 +539,7 @@ def test_rollouts_time_the_engine_and_the_sandbox_as_separate_phases(monkeypatch
     res = rollouts.evaluate(Engine(), None, [_problem("a")],
                             model.Dist(0, 1, 0, torch.device("cpu")), n=2, temperature=1.0,
                             top_p=1.0, max_new_tokens=8, seed=0, timer=timer, **judging)
-    assert res["pass@1"] == 1.0
+    assert res["pass@1"] == 1.0 and res["judge/duplicate_frac"] == 0.5   # print(1) twice
     assert timer.pop() == {"time/generate": 9.0, "time/reward": 20.0} and timer.seconds == {}
 
 
