@@ -387,13 +387,13 @@ def _printed(results) -> list[str]:
 
 
 def _count_runs(monkeypatch) -> list[str]:
-    """The code of every job a worker runs, in order (the real _Worker.run does the work)."""
-    ran, real = [], sb._Worker.run
+    """The code of every job a worker runs, in order (the real Worker.run does the work)."""
+    ran, real = [], sandbox_pool.Worker.run
 
-    def run(self, job, prepared):
+    def run(self, job, *args, **kwargs):
         ran.append(job["code"])
-        return real(self, job, prepared)
-    monkeypatch.setattr(sb._Worker, "run", run)
+        return real(self, job, *args, **kwargs)
+    monkeypatch.setattr(sandbox_pool.Worker, "run", run)
     return ran
 
 
