@@ -85,7 +85,7 @@ def build_model(out_dir: str, seed: int = 0) -> str:
     from world import tiny
     tok = model.load_tokenizer(tiny.model_path())
     tok.add_tokens(TURN_MARKERS, special_tokens=True)
-    tok.eos_token, tok.pad_token = "<|im_end|>", model.EOS     # as Qwen3's tokenizer
+    tok.eos_token, tok.pad_token = "<|im_end|>", tiny.EOS     # as Qwen3's tokenizer
     tok.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
     config = Qwen3Config(vocab_size=len(tok), eos_token_id=tok.eos_token_id,
