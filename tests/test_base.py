@@ -57,7 +57,8 @@ def test_shipped_base_loads_in_transformers_and_is_the_default():
 def test_shipped_base_loads_in_vllm_and_agrees_with_transformers():
     pytest.importorskip("vllm")
     code = f"""
-import torch, engines, model
+import torch
+from infra import engines, model
 prompt = {prompt()!r}
 model.init_distributed()
 v = engines.VLLMEngine(model.BASE_DIR, torch.device("cpu"), seed=0, kv_cache_gib=0.25)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from infra import engines, model
-from world import tiny  # noqa: E402
+from world import tiny as world_tiny  # noqa: E402
 
 # The environment before any engine starts: an in-process vLLM engine adds variables
 # (LD_PRELOAD, RANK, VLLM_* shared-memory names) that must not leak into the torchrun test.
@@ -32,12 +32,12 @@ PROMPTS = ["def add(a, b):\n", "n = int(input())\n", "for i in range(", "s = "]
 # Longer than a KV-cache block, so vLLM's prefix cache keeps it between calls: after a weight
 # sync that cache is stale and must be dropped.
 LONG_PROMPT = "".join(TEXTS[:5]) * 3 + "def add(a, b):\n"
-TARGET = "def add(a, b):\n    return a + b\n" + tiny.EOS   # what the training steps teach
+TARGET = "def add(a, b):\n    return a + b\n" + world_tiny.EOS   # what the training steps teach
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    return tiny.build_tiny_model(str(tmp_path_factory.mktemp("engines") / "tiny"), TEXTS,
+    return world_tiny.build_tiny_model(str(tmp_path_factory.mktemp("engines") / "tiny"), TEXTS,
                                   seed=0, hidden_size=128, intermediate_size=384,
                                   num_hidden_layers=2, vocab_size=400)
 

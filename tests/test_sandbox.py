@@ -16,6 +16,7 @@ import sandbox_programs as P  # noqa: E402
 import sandbox as sb  # noqa: E402
 from infra import isolation, sandbox_child, sandbox_pool, sandbox_prepare, sandbox_wire  # noqa: E402
 from infra import sandbox_rules as rules  # noqa: E402
+from world import sources  # noqa: E402
 
 ROOT = os.geteuid() == 0
 T = 1.0   # small per-test timeout keeps the file fast
@@ -1199,7 +1200,7 @@ HUMANEVAL_COMPLETIONS = {   # whole programs restating the signature, as a model
 def test_a_humaneval_completion_runs_after_its_prompt_as_the_harness_runs_it(name):
     import data
     prompt, test = HUMANEVAL_ROW[name]
-    problem = data.humaneval_problem({"task_id": f"HumanEval/{name}", "prompt": prompt,
+    problem = sources.humaneval_problem({"task_id": f"HumanEval/{name}", "prompt": prompt,
                                       "test": test, "entry_point": name,
                                       "canonical_solution": ""})
     job = data.sandbox_job(problem, HUMANEVAL_COMPLETIONS[name], timeout=T, coverage=True)
