@@ -41,3 +41,24 @@ def test_the_check_sees_an_import_from_above(tmp_path):
     path = tmp_path / "x.py"
     path.write_text("import os\n\ndef f():\n    import grpo\n    from world.tasks import SPLITS\n")
     assert imported_modules(str(path)) & (top_level_modules() | {"world"}) == {"grpo", "world"}
+
+
+def top_level_closure(entry: str) -> set[str]:
+    """The top-level modules `entry` imports, directly or through each other (entry included)."""
+    top, seen, todo = top_level_modules(), set(), [entry]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += imported_modules(os.path.join(ROOT, name + ".py")) & top
+    return seen
+
+
+def test_grpo_reads_in_few_top_level_files_and_the_judge_in_one_short_one():
+    """What a reader of grpo.py opens at the top level: at most 9 files, 3,000 lines; the
+    judge a learner reads (sandbox.py) at most 500 lines, its machinery in infra/."""
+    files = top_level_closure("grpo")
+    lines = {f: sum(1 for _ in open(os.path.join(ROOT, f + ".py"))) for f in files}
+    assert {"grpo", "losses", "rollouts", "actor", "sandbox", "data"} <= files
+    assert len(files) <= 9 and sum(lines.values()) <= 3000, lines
+    assert lines["sandbox"] <= 500
