@@ -14,6 +14,7 @@ from transformers.utils import logging as hf_logging
 import data
 import drive
 from engines import close_open_engines
+from infra.samples import parse_limit
 from losses import AGGREGATIONS
 from metrics import report_to_list
 from model import UserError, close_distributed, latest_checkpoint, read_trainer_state
@@ -115,6 +116,14 @@ POSITIVE_INT = number(int, 1)                # 1, 2, ...
 POSITIVE = number(float, 0, lo_open=True)    # > 0
 NON_NEGATIVE = number(float, 0)              # >= 0
 SHARE = number(float, 0, 1)                  # [0, 1]
+
+
+def sample_count(text: str) -> int:
+    """--log-samples: a count, or -1 / all (infra.samples.parse_limit), at parse time."""
+    try:
+        return parse_limit(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def hard_focus_spec(text: str) -> str:
@@ -313,6 +322,12 @@ def add_common_flags(p: argparse.ArgumentParser, name: str) -> None:
     g.add_argument("--overwrite", action="store_true",
                    help="replace the earlier run in --out (its metrics.jsonl, summary.json, "
                         "checkpoints); without it a new run refuses an --out that holds one")
+    g.add_argument("--log-samples", type=sample_count, default=4,
+                   help="samples written to <out>/samples.jsonl at each RL step and each "
+                        "evaluation, spread over the step's (AT-GRPO: episodes, each with all "
+                        "its candidates): completion, program, verdict, first failing test, "
+                        "reward, advantage, FGO's masked lines, the CCCS stage; N, 0 = none, "
+                        "-1 or all = every one. Read them with ./run.sh show <out>")
     g.add_argument("--report-to", default="none",
                    help="also send metrics to: none, tensorboard, wandb or both "
                         "(tensorboard,wandb); optional packages, wandb offline unless "

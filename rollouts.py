@@ -17,6 +17,7 @@ import torch.distributed as dist
 import cccs
 import data
 import sandbox
+from infra.samples import clip
 from metrics import Timer
 from model import Dist, all_reduce_sum
 
@@ -156,6 +157,7 @@ class Rollouts:
     results: list                      # sandbox results (None: no code)
     programs: list[str | None]         # the rewarded programs
     false_pass: list[bool] | None = None   # under --max-train-tests: false_passes, else None
+    prompts: list[str] | None = None       # per problem: the prompt text the engine got
 
 
 def generate_and_score(engine, tokenizer, batch, seed: int, *, group_size: int,
@@ -197,7 +199,7 @@ def generate_and_score(engine, tokenizer, batch, seed: int, *, group_size: int,
         false_pass = false_passes(flat, programs, results, n, test_timeout=test_timeout,
                                   workers=workers) if n else None
     return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
-                    programs, false_pass)
+                    programs, false_pass, prompts)
 
 
 def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
@@ -370,7 +372,8 @@ def by_family(problems, solved: Mapping, n: int) -> dict:
 
 def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float, top_p: float,
              max_new_tokens: int, seed: int, reward: str, test_timeout: float,
-             workers: int | None, timer: Timer | None = None, overlap: bool = False) -> dict:
+             workers: int | None, timer: Timer | None = None, overlap: bool = False,
+             trace: list | None = None) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share:
     n completions a problem at temperature / top_p, at most max_new_tokens each, from the
     engine seed seed + 7 (seed: the run's), judged as score_completions' (reward,
@@ -381,13 +384,14 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
     within families when the problems have them: the set's family mix is fixed);
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
     timer, overlap: as generate_and_score's ("generate", "reward").
+    trace: a list that gets a Trace of each of this rank's completions (the samples file).
     """
     mine, timer = problems[d.rank::d.world], timer or Timer()
     prompts = [prompt_text(tokenizer, p) for p in mine]
     flat_p = [p for p in mine for _ in range(n)]
     judging = dict(reward=reward, test_timeout=test_timeout, workers=workers)
     if overlap and mine:
-        _, _, results, _ = generate_while_scoring(
+        comps, rewards, results, programs = generate_while_scoring(
             engine, prompts, flat_p, None, n=n, temperature=temperature, top_p=top_p,
             max_new_tokens=max_new_tokens, seed=seed + 7, coverage=False, timer=timer,
             **judging)
@@ -395,9 +399,13 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
         with timer("generate"):
             outs = engine.generate(prompts, n=n, temperature=temperature, top_p=top_p,
                                    max_new_tokens=max_new_tokens, seed=seed + 7) if mine else []
+        comps = [c for o in outs for c in o]
         with timer("reward"):
-            _, results, _ = score_completions(flat_p, [c.text for o in outs for c in o],
-                                              **judging)
+            rewards, results, programs = score_completions(flat_p, [c.text for c in comps],
+                                                           **judging)
+    if trace is not None:
+        trace += [Trace(flat_p[k], prompts[k // n], comps[k], programs[k], results[k],
+                        rewards[k]) for k in range(len(comps))]
     solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
@@ -411,3 +419,82 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
             "problems": len(counts), **hardest_quarter(problems, by_id, n),
             **by_family(problems, by_id, n),
             "rates": {pid: c / n for pid, c in counts}}
+
+
+# ----------------------------------------------------------------------------- the samples file
+
+@dataclass
+class Trace:
+    """One completion as its step judged it, kept for the samples file (sample_record)."""
+    problem: data.Problem
+    prompt: str                        # the text the engine continued
+    completion: object                 # engines.Completion
+    program: str | None                # the rewarded program (None: no code)
+    result: object                     # its sandbox.Result (None: no code)
+    reward: float                      # --reward's value
+    prefix: str = ""                   # CCCS: the program's first lines, given in the prompt
+    stage: str | None = None           # CCCS: the problem's stage ("final", "final-1", ...)
+    false_pass: bool | None = None     # under --max-train-tests: false_passes'
+
+
+def trace_of(ro: Rollouts, j: int, problem, prefix: str = "", stage: str | None = None) -> Trace:
+    """The Trace of completion j of `ro` (a problem's completions are consecutive), whose
+    problem, CCCS prefix and stage the rollout had."""
+    group = len(ro.completions) // len(ro.prompt_ids)
+    return Trace(problem, ro.prompts[j // group], ro.completions[j], ro.programs[j],
+                 ro.results[j], ro.rewards[j], prefix, stage,
+                 None if ro.false_pass is None else ro.false_pass[j])
+
+
+def failing_test(problem, result) -> dict | None:
+    """The first test a program failed: its index and verdict, the problem's input and expected
+    output (a check test: its code as input), the program's output and stderr (the sandbox's
+    tails), each cut by infra.samples.clip; None when no test failed or there was no code."""
+    for i, t in enumerate(result.tests if result is not None else []):
+        if t.status == "pass":
+            continue
+        test = problem.tests[i] if i < len(problem.tests) else {}
+        out = {"index": i, "status": t.status}
+        if "check" in test:
+            out["input"] = clip(test["check"])
+        else:
+            out.update(input=clip(test.get("input")), expected=clip(test.get("output")))
+        out["actual"] = clip(t.output)
+        if t.stderr:
+            out["stderr"] = clip(t.stderr)
+        return out
+    return None
+
+
+def sample_record(t: Trace, reward: float | None = None, advantage=None) -> dict:
+    """A samples-file record (infra.samples) of one Trace: problem, family, prompt, completion,
+    program, verdict, tests passed, first failing test, reward (the Trace's --reward unless
+    `reward`: what the loss saw, e.g. PPO's StepCoder score), advantage (a float, or one a
+    token for PPO; None at an evaluation), and the CCCS stage and prefix and the false pass
+    where the step had them."""
+    res = t.result
+    rec = {"problem": t.problem.id, "family": t.problem.metadata.get("family"),
+           "prompt": t.prompt, "completion": t.completion.text, "program": t.program,
+           "finish_reason": t.completion.finish_reason,
+           "verdict": "no_code" if res is None else res.status,
+           "passed": None if res is None else res.passed,
+           "total": None if res is None else res.total,
+           "failing_test": failing_test(t.problem, res),
+           "reward": t.reward if reward is None else reward, "advantage": advantage}
+    if res is not None and res.error:
+        rec["error"] = clip(res.error)
+    if t.stage is not None:
+        rec.update(stage=t.stage, prefix=t.prefix)
+    if t.false_pass is not None:
+        rec["false_pass"] = t.false_pass
+    return rec
+
+
+def sample_records(traces: list[Trace] | None, picked: list[int], samples=None) -> list[dict]:
+    """sample_record of traces[i] for each i in `picked`, with the reward and advantage of the
+    training samples[i] (actor.Sample, one per trace) when given."""
+    if not traces:
+        return []
+    if samples is None:
+        return [sample_record(traces[i]) for i in picked]
+    return [sample_record(traces[i], samples[i].reward, samples[i].advantage) for i in picked]

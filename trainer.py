@@ -58,6 +58,8 @@ import drive
 import flags
 from actor import Sample, Scores, score, sft, sft_examples, sync_weights
 from engines import make_engine
+from infra.curves import plot_run
+from infra.samples import SampleLog, format_records
 from metrics import MetricsLog, Timer, progress, report_to_list
 from model import (
     Dist,
@@ -77,7 +79,7 @@ from model import (
     shard_model,
     warmup_cosine,
 )
-from rollouts import evaluate, family_labels, prompt_text, standard_error
+from rollouts import evaluate, family_labels, prompt_text, sample_records, standard_error
 
 # ----------------------------------------------------------------------------- set-up
 
@@ -323,6 +325,7 @@ class Curriculum:
                  tracker: drive.PassRateTracker | None = None):
         self.cccs, self.hard_focus = cccs_schedule, hard_focus
         self.tracker = tracker if tracker is not None else drive.PassRateTracker()
+        self.changed: dict = {}      # problem ids updated since the last changed_state()
 
     def pool(self, problems: Sequence, step: int) -> list:
         if self.hard_focus is None:
@@ -337,11 +340,43 @@ class Curriculum:
             return ""  # no canonical solution: the ordinary task
         return self.cccs.subtask(problem.id)[0]
 
+    def stage(self, problem) -> str | None:
+        """The problem's CCCS stage as stats() counts it ("final", "final-1", ...); None
+        without CCCS or a canonical solution."""
+        if self.cccs is None or problem.id not in self.cccs.stage:
+            return None
+        return stage_name(self.cccs, problem.id)
+
     def update(self, pid, rewards: Iterable[float]) -> None:
         rewards = list(rewards)
         self.tracker.update(pid, rewards)
         if self.cccs is not None and pid in self.cccs.stage:
             self.cccs.update(pid, rewards)
+        self.changed[pid] = None
+
+    def changed_state(self) -> dict:
+        """The state of the problems updated since the last call, for the samples file:
+        {"problems": [{"problem", "pass_rate" (the tracker's), and with CCCS "stage",
+        "start_line", "average" (the moving average the threshold is compared with, None
+        just after a move), "updates" (at this stage)}]}, and with a hard focus
+        {"hard_focus": {"phase" (1-based), "pool" (the kept ids)}}; {} when nothing changed."""
+        out: dict = {}
+        problems = []
+        for pid in self.changed:
+            row = {"problem": pid, "pass_rate": self.tracker.rates.get(pid)}
+            if self.cccs is not None and pid in self.cccs.stage:
+                row.update(stage=stage_name(self.cccs, pid),
+                           start_line=self.cccs.start_line(pid),
+                           average=self.cccs.moving_average(pid),
+                           updates=len(self.cccs.history[pid]))
+            problems.append(row)
+        if problems:
+            out["problems"] = problems
+        if self.hard_focus is not None and self.hard_focus.phase_index >= 0:
+            out["hard_focus"] = {"phase": self.hard_focus.phase_index + 1,
+                                 "pool": list(self.hard_focus.kept)}
+        self.changed = {}
+        return out
 
     def stats(self) -> dict:
         """cccs_<stage>: problems per stage ("final", "final-1", ...), cccs_final_share:
@@ -373,6 +408,12 @@ class Curriculum:
             self.hard_focus.load_state_dict(state["hard_focus"])
         if state.get("tracker"):
             self.tracker.load_state_dict(state["tracker"])
+
+
+def stage_name(schedule: cccs.CCCSSchedule, pid) -> str:
+    """A problem's stage counted from the end, as CCCSSchedule.stage_counts names it."""
+    left = len(schedule.starts[pid]) - 1 - schedule.stage[pid]
+    return "final" if left == 0 else f"final-{left}"
 
 
 def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,
@@ -438,6 +479,7 @@ class Run:
     bar: object = None                           # rl_steps' progress bar
     step_started: float = 0.0                    # rl_steps' clock at the current step's start
     summary: dict | None = None                  # set once finished (--eval-only: early)
+    sample_log: SampleLog = field(default_factory=lambda: SampleLog("", 0))  # --log-samples
 
     def say(self, msg: str) -> None:
         if self.d.main:
@@ -471,7 +513,8 @@ class Run:
 
 
 # What a run writes into --out (step_N: its checkpoints; .tmp / .old: one being replaced).
-RUN_FILES = ("metrics.jsonl", "summary.json", "rates.json", "latest", "tensorboard", "wandb")
+RUN_FILES = ("metrics.jsonl", "summary.json", "rates.json", "latest", "tensorboard", "wandb",
+             "samples.jsonl", "curves.png")
 CHECKPOINT_DIR = re.compile(r"step_\d+(\.tmp|\.old)?")
 
 
@@ -541,7 +584,7 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
                               group_size=args.group_size, max_new_tokens=args.max_new_tokens)
     policy, engine = policy_and_engine(args, d, path, value_head, batch)
     r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
-            train_eval_p)
+            train_eval_p, sample_log=SampleLog(args.out, args.log_samples, d.main))
     also = f" (+ {len(r.train_eval_problems)} train problems)" if r.train_eval_problems else ""
     kv = f" (KV cache {engine.kv_cache_bytes / 2**30:.2f} GiB)" if engine.kv_cache_bytes else ""
     r.say(f"model {args.model} ({path}), engine {engine.name}{kv}, {d.world} rank(s) on "
@@ -556,8 +599,14 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
     a = r.args
     problems = r.eval_problems if problems is None else problems
     timer = Timer()
+    trace = [] if r.sample_log.on else None      # the samples file (--log-samples)
     with timer("eval"):
-        res = evaluate(r.engine, r.tokenizer, problems, r.d, **flags.evaluation(a), timer=timer)
+        res = evaluate(r.engine, r.tokenizer, problems, r.d, **flags.evaluation(a), timer=timer,
+                       trace=trace)
+    if trace is not None:
+        with timer("samples"):
+            log_samples(r, r.step, "eval", sample_records(trace, r.sample_log.pick(len(trace))),
+                        when)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
     r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
@@ -654,6 +703,7 @@ def resume(r: Run, ckpt: str) -> int:
         r.curriculum.load_state_dict(r.state["curriculum"])
     sync_weights(r.policy, r.engine)
     dropped = r.log.forget_after(r.state["step"], ("rl", "eval"))
+    r.sample_log.forget_after(r.state["step"])
     r.say(f"resumed from {ckpt} at step {r.state['step']}"
           + (f" ({dropped} metrics rows past it dropped)" if dropped else ""))
     return r.state["step"]
@@ -697,6 +747,7 @@ def finish(r: Run) -> dict:
             if line:
                 r.say(f"{name}: {line}")
         r.say(f"summary: {json.dumps(summary)}  -> {a.out}/summary.json")
+        r.say(plot_run(a.out))    # curves.png from metrics.jsonl: the run's last line
     r.log.close()
     if dist.is_initialized():
         dist.barrier()
@@ -793,10 +844,22 @@ def log_step(r: Run, i: int, metrics: dict) -> None:
            **r.timer.pop(), "time/step": seconds,
            **(r.curriculum.stats() if r.curriculum else {})}
     r.log(row)
+    if r.curriculum is not None and r.sample_log.on:
+        r.sample_log.state(i + 1, r.curriculum.changed_state())
     if r.bar is not None:
         r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
                           pass_rate=f"{row.get('pass_rate', 0):.2f}")
     r.step = i + 1
+
+
+def log_samples(r: Run, step: int, phase: str, records: list[dict],
+                when: str | None = None) -> None:
+    """A step's or an evaluation's sample records (rollouts.sample_records, agents'
+    candidate_records) into samples.jsonl, and as text to --report-to's TensorBoard / W&B
+    (tag samples/<phase>)."""
+    written = r.sample_log.write(step, phase, records, when)
+    if written:
+        r.log.text(f"samples/{phase}", format_records(written), step)
 
 
 def eval_due(r: Run) -> bool:

@@ -1,0 +1,1 @@
+"""Machinery every method shares that imports none of the trainers' modules."""
