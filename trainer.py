@@ -29,7 +29,7 @@ A method's train() (grpo.train, ppo_fgo.train, agents.train), in order:
                    actor.update_and_sync (optimizer steps, schedule, weight sync);
                    end_step(run, i, metrics): the metrics row (log_step), the held-out
                    curve (eval_due: --eval-every), a checkpoint (save_step: --save-every)
-    end_run()      pass@k after RL (evaluate_run), summary.json (finish)
+    end_run()      pass@k after RL (evaluate_run), summary.json and curves.png (finish)
 agents.py, with its own evaluation, calls end_step's and end_run's pieces itself (log_step,
 eval_due, save_step; keep_eval, finish).
 main() is `with flags.entry_point(): train(parse_args(argv))`. The helpers take what they
