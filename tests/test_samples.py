@@ -123,6 +123,28 @@ def test_prompts_are_written_once_and_resume_drops_what_is_redone(tmp_path):
     assert samples.SampleLog(str(tmp_path / "x"), 4, main=False).on is False
 
 
+def test_curriculum_state_names_the_changed_problems_and_the_hard_focus_phase():
+    from types import SimpleNamespace
+    code = "x = int(input())\nif x > 0:\n    print(1)\nelse:\n    print(0)\n"
+    problems = [SimpleNamespace(id=i, solutions=[code]) for i in ("a", "b", "c")]
+    cur = trainer.make_curriculum(problems, {"a": 0.1, "b": 0.9, "c": 0.5}, curriculum="cccs",
+                                  cccs_threshold=0.5, cccs_average="window", cccs_span=1,
+                                  cccs_loops=False, hard_focus="2:3")
+    assert [p.id for p in cur.pool(problems, 0)] == ["a", "c"]     # the 2 lowest pass rates
+    assert cur.stage(problems[0]) == "final-1"                     # one split point: 2 stages
+    cur.update("a", [1.0, 0.0])                                    # average .5: moves on
+    cur.update("c", [0.0, 0.0])
+    state = cur.changed_state()
+    assert state["hard_focus"] == {"phase": 1, "pool": ["a", "c"]}
+    a, c = state["problems"]
+    assert (a["problem"], a["stage"], a["start_line"], a["average"], a["updates"]) == \
+        ("a", "final", None, None, 0)                              # a new stage: no average yet
+    assert (c["problem"], c["stage"], c["start_line"], c["average"], c["updates"]) == \
+        ("c", "final-1", 2, 0.0, 1)
+    assert cur.stage(problems[0]) == "final" and a["pass_rate"] == cur.tracker.rates["a"]
+    assert "problems" not in cur.changed_state()                   # nothing updated since
+
+
 # ----------------------------------------------------------------------------- GRPO + CCCS
 
 def test_grpo_samples_are_what_the_update_trained_on(grpo_cccs):
