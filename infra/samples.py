@@ -397,7 +397,8 @@ def format_states(states: Sequence[dict], problem: str | None = None) -> str:
                 avg = p.get("average")
                 parts.append(f"{p['stage']} (start line {p.get('start_line')}, average "
                              f"{'-' if avg is None else f'{avg:.2f}'} over "
-                             f"{p.get('updates', 0)} updates)")
+                             f"{p.get('updates', 0)} update"
+                             f"{'' if p.get('updates') == 1 else 's'} at this stage)")
             if p.get("pass_rate") is not None:
                 parts.append(f"pass rate {p['pass_rate']:.2f}")
             by_problem.setdefault(pid, []).append(" ".join(parts))
