@@ -68,6 +68,7 @@ from infra import bookkeeping, flags
 from infra.bookkeeping import policy_optimizer
 from infra.metrics import Timer
 from infra.model import UserError, all_reduce_sum, reduce_sums
+from infra.samples import clip, pick
 from tester_judge import (
     coder_jobs,
     format_tests,
@@ -306,6 +307,18 @@ class Candidate:
     reward: float
     terms: dict  # every reward term of this candidate
     output: object = None  # what generate returned (a str, or an engine Completion with token ids)
+    outcome: dict = field(default_factory=dict)  # its branch as judged: outcome_of
+
+
+def outcome_of(branch, chosen):
+    """What a candidate's branch holds after its judging, for the samples file: the program,
+    the tests, per test valid (the reference passes it) and passed (by the program), the
+    program's failures on them, its ground-truth pass rate, and whether both roles continue
+    from this branch (chosen). References, not copies: a judged branch is not changed later."""
+    return {"program": branch.program, "tests": branch.tests, "valid": branch.valid,
+            "passed": branch.passed, "mismatches": branch.mismatches,
+            "gt_pass_rate": branch.gt_pass_rate, "chosen": chosen,
+            "family": branch.problem.metadata.get("family")}
 
 
 def response_text(output):
@@ -419,9 +432,10 @@ def role_step(role, states, generate, cfg, stats, run_batch):
             scored = score_coders(state, ext, results, cfg)
         _log_terms(stats, role, scored)
         key = (state.problem.id, state.episode, state.turn, role)
-        candidates += [Candidate(role, key, prompt, response_text(out), terms["reward"], terms, out)
-                       for (_, terms), out in zip(scored, outs)]
         i = best(scored)
+        candidates += [Candidate(role, key, prompt, response_text(out), terms["reward"], terms, out,
+                                 outcome_of(b, k == i))
+                       for k, ((b, terms), out) in enumerate(zip(scored, outs))]
         chosen.append(scored[i][0])
         choices.append((i, scored[i][1]))
     return chosen, candidates, choices
@@ -856,6 +870,46 @@ def play_episodes(team, problems, rng, d, timer, cfg, *, prompts_per_step, epoch
     return cands, summarize(reduce_sums(stats))
 
 
+def candidate_record(c, advantage=None):
+    """A samples-file record (infra.samples) of one candidate: problem, family, episode, turn,
+    role, prompt (its chat messages as text), completion, reward, advantage (None at an
+    evaluation), reward terms, chosen; the tests (a tester's own, or those a coder answered)
+    with valid (the reference passes each) and passed (the program passes each); a coder's
+    program, ground-truth pass rate and first failing test of the tester's; the verdict:
+    a coder's pass / fail (ground truth) / no_code, a tester's valid / invalid (all its tests
+    valid or not) / no_tests."""
+    o = c.outcome
+    problem, episode, turn, role = c.group
+    rec = {"problem": problem, "family": o.get("family"), "episode": episode, "turn": turn,
+           "role": role, "prompt": "\n\n".join(f"[{m['role']}]\n{m['content']}"
+                                                for m in c.messages),
+           "completion": c.response, "reward": c.reward, "advantage": advantage,
+           "terms": c.terms, "chosen": o.get("chosen"), "tests": o.get("tests"),
+           "valid": o.get("valid"), "passed": o.get("passed")}
+    if role == "coder":
+        program = o.get("program")
+        verdict = "no_code" if program is None else \
+            "pass" if o.get("gt_pass_rate") == 1.0 else "fail"
+        shown = o.get("mismatches") or []
+        rec.update(program=program, gt_pass_rate=o.get("gt_pass_rate"), verdict=verdict,
+                   failing_test={k: clip(v) for k, v in shown[0].items()} if shown else None)
+    else:
+        valid = o.get("valid") or []
+        rec["program_shown"] = o.get("program") is not None
+        rec["verdict"] = "no_tests" if not valid else "valid" if all(valid) else "invalid"
+    return rec
+
+
+def candidate_records(cands, advantages, limit):
+    """candidate_record of every candidate of `limit` episodes (infra.samples.pick over the
+    episodes in the order they were played; -1: all), with its advantage (advantages: one a
+    candidate, or None)."""
+    episodes = list(dict.fromkeys(c.group[:2] for c in cands))
+    keep = {episodes[i] for i in pick(len(episodes), limit)}
+    advantages = [None] * len(cands) if advantages is None else advantages
+    return [candidate_record(c, a) for c, a in zip(cands, advantages) if c.group[:2] in keep]
+
+
 def update_model(m, roles, cands, adv, loss, timer, *, off_policy, **update_kw):
     """One GRPO update of model m on its roles' candidates (the old log-probs of the policy
     that played them first when off_policy), its schedule's step and the weight sync into its
@@ -897,7 +951,7 @@ def episode_record(e, alone=None):
 
 
 def evaluate_episodes(team, problems, d, rng, cfg, *, n, temperature, top_p, budgets, workers,
-                      dump=None, timer=None):
+                      dump=None, timer=None, trace=None):
     """pass@1 on the ground truth, over n episodes per problem (cfg: the game, k = 1), each
     role sampling at temperature / top_p within budgets[role] tokens, the sandbox with
     `workers`: the coder alone (its program from the bare problem: the single-agent baseline,
@@ -905,7 +959,8 @@ def evaluate_episodes(team, problems, d, rng, cfg, *, n, temperature, top_p, bud
     and the share of the tester's tests (all turns) that the reference solution passes.
     dump: a path for rank 0's episodes, one JSON line each.
     timer (metrics.Timer): gets the engines' seconds ("generate") and the sandbox's
-    ("reward"), as the training turns' (play_episodes)."""
+    ("reward"), as the training turns' (play_episodes).
+    trace: a list that gets this rank's episodes' Candidates (the samples file)."""
     mine = [p for p in problems for _ in range(n)][d.rank::d.world]
     timer = timer or Timer()
     gens = {r: timer.wrap("generate", engine_generate(team[r], rng, temperature=temperature,
@@ -913,7 +968,10 @@ def evaluate_episodes(team, problems, d, rng, cfg, *, n, temperature, top_p, bud
             for r in ROLES}
     run_batch = timer.wrap("reward", sandbox_runner(workers))
     alone = coder_alone(mine, gens["coder"], cfg, run_batch)
-    episodes, _, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch, cfg=cfg)
+    episodes, cands, stats = run_episodes(mine, gens["coder"], gens["tester"], run_batch,
+                                          cfg=cfg)
+    if trace is not None:
+        trace += cands
     n = all_reduce_sum(len(episodes))
     written, valid = all_reduce_sum(stats["tests_written"]), all_reduce_sum(stats["tests_valid"])
     n_alone = all_reduce_sum(sum(g == 1.0 for g in alone))
@@ -935,12 +993,18 @@ def evaluate_team(team, r, when, problems=None):
     a = r.args
     problems = r.eval_problems if problems is None else problems
     timer = Timer()
+    trace = [] if r.sample_log.on else None      # the samples file (--log-samples)
     with timer("eval"):
         res = evaluate_episodes(team, problems, r.d, random.Random(a.seed + 7),
                                 game_config(a, k=1), n=a.eval_n, temperature=a.eval_temperature,
                                 top_p=a.top_p, budgets=token_budgets(a),
                                 workers=a.sandbox_workers,
-                                dump=os.path.join(a.out, f"eval_{when}.jsonl"), timer=timer)
+                                dump=os.path.join(a.out, f"eval_{when}.jsonl"), timer=timer,
+                                trace=trace)
+    if trace is not None:
+        with timer("samples"):
+            trainer.log_samples(r, r.step, "eval",
+                                candidate_records(trace, None, r.sample_log.limit), when)
     r.say(f"{when.replace('_', ' ')}: {res}")
     r.log({"phase": "eval", "when": when, "step": r.step, **res, **timer.pop()})
     r.state[when] = res
@@ -1015,6 +1079,10 @@ def train(args):
             # or ranks: (problem, episode, turn, role).
             adv = losses.group_advantages(torch.tensor([c.reward for c in cands]),
                                           scale=args.adv_scale, group_ids=[c.group for c in cands])
+            if r.sample_log.on:                   # the samples file: whole episodes
+                with r.timer("samples"):
+                    trainer.log_samples(r, step + 1, "train",
+                                        candidate_records(cands, adv.tolist(), r.sample_log.limit))
             for m, roles in distinct(team):       # one GRPO update per model, weight sync
                 metrics.update(update_model(
                     m, roles, cands, adv, loss, r.timer, off_policy=off_policy,

@@ -213,11 +213,15 @@ class CCCSSchedule:
         Keys: "final" for problems writing the whole program, "final-1", "final-2", ...
         """
         counts: dict[str, int] = {}
-        for pid, k in self.stage.items():
-            left = len(self.starts[pid]) - 1 - k
-            key = "final" if left == 0 else f"final-{left}"
+        for pid in self.stage:
+            key = self.stage_name(pid)
             counts[key] = counts.get(key, 0) + 1
         return dict(sorted(counts.items()))
+
+    def stage_name(self, pid) -> str:
+        """The problem's stage counted from the end: "final" (the whole program), "final-1", ..."""
+        left = len(self.starts[pid]) - 1 - self.stage[pid]
+        return "final" if left == 0 else f"final-{left}"
 
     def state_dict(self) -> dict:
         """JSON-serialisable state. Problems are a list of pairs so non-string ids survive."""

@@ -58,6 +58,7 @@ from actor import Sample
 from infra import flags
 from infra.bookkeeping import policy_optimizer
 from infra.model import Forward, reduce_sums, reference_like
+from infra.samples import sample_records, trace_of
 from losses import dynamic_sampling_keep, group_advantages
 
 # ----------------------------------------------------------------------------- rollouts
@@ -66,7 +67,7 @@ from losses import dynamic_sampling_keep, group_advantages
 def rollout_step(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_per_step: int,
                  adv_scale: str, adv_eps: float, dynamic_sampling: bool, max_resample: int,
                  overlong_filter: bool, tis_cap: float, epoch_order=None, curriculum=None,
-                 step: int = 0, timer=None):
+                 step: int = 0, timer=None, trace: list | None = None):
     """Generate G = sampling["group_size"] responses for this rank's share of
     prompts_per_step prompts, score them, compute group advantages (losses.group_advantages
     with adv_scale, adv_eps); with dynamic_sampling, drop constant groups and sample more
@@ -79,6 +80,8 @@ def rollout_step(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts
     curriculum (trainer.Curriculum): .pool(problems, step) narrows the problems (DRIVE hard
     focus), .prefix(problem) gives a CCCS prefix, and it sees every group's rewards.
     timer (metrics.Timer): gets the engine's and the sandbox's seconds ("generate", "reward").
+    trace: a list that gets each Sample's infra.samples.Trace, in the Samples' order (the samples
+    file), with the CCCS stage the prefix came from.
     """
     G = sampling["group_size"]
     pool = curriculum.pool(problems, step) if curriculum else problems
@@ -110,6 +113,10 @@ def rollout_step(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts
                                       [0] * len(c.token_ids) if cut else None,
                                       ro.rewards[j], key=(problem.id, j),
                                       **actor.sampler_extras(c, tis_cap)))
+                if trace is not None:     # the samples file: the sample as the step saw it
+                    trace.append(trace_of(
+                        ro, j, problem, prefixes[g] if prefixes else "",
+                        curriculum.stage(problem) if curriculum else None))
         sums["groups_seen"] += len(batch)
         sums["groups_kept"] += int(keep.sum())
         for k, v in rollouts.rollout_sums(ro).items():
@@ -152,13 +159,18 @@ def grpo_step(r: trainer.Run, step: int) -> dict:
     """One GRPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
     # --- draw -> generate -> reward -> advantages (rollout_step; timed "generate", "reward") --
+    trace = [] if r.sample_log.on else None      # the samples file (--log-samples)
     samples, sums = rollout_step(
         r.engine, r.tokenizer, r.train_problems, r.rng, r.d, flags.sampling(args),
         prompts_per_step=args.prompts_per_step, adv_scale=args.adv_scale, adv_eps=args.adv_eps,
         dynamic_sampling=args.dynamic_sampling, max_resample=args.max_resample,
         overlong_filter=args.overlong_filter, tis_cap=args.tis_cap,
         epoch_order=rollouts.epoch_order(args.prompt_order, args.seed, step),
-        curriculum=r.curriculum, step=step, timer=r.timer)
+        curriculum=r.curriculum, step=step, timer=r.timer, trace=trace)
+    if trace is not None:   # what the update trains on: rewards, advantages, CCCS stages
+        with r.timer("samples"):
+            trainer.log_samples(r, step + 1, "train", sample_records(
+                trace, r.sample_log.pick(len(samples)), samples))
     rollout = rollout_log(reduce_sums(sums))
     r.engine.sleep()        # GPU: free the engine's memory for the update (no-op on CPU)
     # --- old log-probs (several updates per batch), reference log-probs (beta > 0) -------------

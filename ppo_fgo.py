@@ -84,6 +84,7 @@ from actor import Sample
 from infra import flags
 from infra.bookkeeping import policy_optimizer
 from infra.model import Forward, critic_like, reduce_sums, reference_like
+from infra.samples import sample_records, trace_of
 from losses import gae, kl_in_reward, whiten
 from sandbox import executable_lines
 
@@ -274,7 +275,7 @@ def completion_fgo_mask(tokenizer, completion, prefix: str, program: str | None,
 
 def ppo_rollout(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_per_step: int,
                 fgo: bool, reward_table: dict | None, tis_cap: float, epoch_order=None,
-                curriculum=None, step: int = 0, timer=None):
+                curriculum=None, step: int = 0, timer=None, trace: list | None = None):
     """Sample G = sampling["group_size"] responses for this rank's share of prompts_per_step
     problems, run them on the tests, and build Samples with the StepCoder reward
     (stepcoder_reward with reward_table's overrides) and, with fgo, the FGO token mask.
@@ -282,7 +283,9 @@ def ppo_rollout(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_
     sampling: generate_and_score's keywords (flags.sampling). tis_cap: actor.sampler_extras'.
     epoch_order: draw_batch's (rollouts.epoch_order; None: with replacement).
     curriculum, step: as grpo.rollout_step's.
-    timer (metrics.Timer): gets the engine's and the sandbox's seconds ("generate", "reward")."""
+    timer (metrics.Timer): gets the engine's and the sandbox's seconds ("generate", "reward").
+    trace: a list that gets each Sample's infra.samples.Trace, in the Samples' order (the samples
+    file), with the CCCS stage the prefix came from."""
     G = sampling["group_size"]
     pool = curriculum.pool(problems, step) if curriculum else problems
     per_rank = max(1, prompts_per_step // d.world)
@@ -309,10 +312,53 @@ def ppo_rollout(engine, tokenizer, problems, rng, d, sampling: dict, *, prompts_
                               key=(batch[g].id, j), **actor.sampler_extras(c, tis_cap)))
         status = "no_code" if res is None else res.status
         sums[f"status/{status}"] = sums.get(f"status/{status}", 0) + 1
+        if trace is not None:     # the samples file: the sample as the step saw it
+            trace.append(trace_of(ro, j, batch[g], prefixes[g] if prefixes else "",
+                                           curriculum.stage(batch[g]) if curriculum else None))
     # The curricula see --reward (binary / fraction), not the StepCoder score.
     rollouts.feed_curriculum(curriculum, [(p.id, ro.rewards[g * G:(g + 1) * G])
                                           for g, p in enumerate(batch)])
     return samples, sums
+
+
+def masked_lines(tokenizer, completion, prefix: str, program: str | None,
+                 mask: list[int] | None) -> list[int]:
+    """The 1-based lines of the rewarded `program` whose every token the FGO `mask` (over
+    completion.token_ids, completion_fgo_mask's) took out of the loss: what a reader sees as
+    FGO's cut. A line's whitespace does not count, and a CCCS prefix's lines have no tokens,
+    so they are never listed; [] without a mask.
+    Example: the completion writing fgo_line_mask's `sign` with lines 4-5 masked -> [4, 5]."""
+    if mask is None or program is None:
+        return []
+    head = f"```python\n{prefix}" if prefix else ""
+    full = head + completion.text
+    span = code_char_span(full, program)
+    if span is None:
+        return []
+    start, end = span
+    line_of_char = []                       # 1-based program line of each program character
+    for k, text in enumerate(program.splitlines(keepends=True), start=1):
+        line_of_char += [k] * len(text)
+    masked, kept = set(), set()
+    for (s, e), keep in zip(token_char_spans(tokenizer, completion.token_ids), mask):
+        for c in range(max(s + len(head), start), min(e + len(head), end)):
+            if not program[c - start].isspace():
+                (kept if keep else masked).add(line_of_char[c - start])
+    return sorted(masked - kept)
+
+
+def fgo_records(tokenizer, traces: list | None, samples: list[Sample],
+                picked: list[int]) -> list[dict]:
+    """rollouts.sample_records of the picked samples (their StepCoder reward, per-token
+    advantage, CCCS stage) with FGO's masked_lines (masked_lines of the Sample's token_mask,
+    the loss's) and masked_tokens."""
+    records = sample_records(traces, picked, samples)
+    for rec, i in zip(records, picked):
+        t, mask = traces[i], samples[i].token_mask
+        if mask is not None:
+            rec["masked_tokens"] = len(mask) - sum(mask)
+            rec["masked_lines"] = masked_lines(tokenizer, t.completion, t.prefix, t.program, mask)
+    return records
 
 
 def _padded(rows: list[list[float]]) -> torch.Tensor:
@@ -429,12 +475,13 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
     """One PPO step; returns its metrics (train's end_step adds lr, timings, curriculum)."""
     args = r.args
     # --- generate, reward, FGO masks (timed "generate", "reward") --------------------------------
+    trace = [] if r.sample_log.on else None      # the samples file (--log-samples)
     samples, sums = ppo_rollout(
         r.engine, r.tokenizer, r.train_problems, r.rng, r.d, flags.sampling(args),
         prompts_per_step=args.prompts_per_step, fgo=args.fgo,
         reward_table=json.loads(args.reward_table) if args.reward_table else None,
         tis_cap=args.tis_cap, epoch_order=rollouts.epoch_order(args.prompt_order, args.seed, step),
-        curriculum=r.curriculum, step=step, timer=r.timer)
+        curriculum=r.curriculum, step=step, timer=r.timer, trace=trace)
     r.engine.sleep()        # GPU: free the engine's memory for scoring and the update
     # --- old log-probs, reference, values; KL-in-reward, GAE --------------------------------
     with r.timer("score"):
@@ -443,6 +490,10 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
         samples, adv_sums = ppo_advantages(samples, scores, kl_coef=args.kl_coef,
                                            gamma=args.gamma, lam=args.lam,
                                            whiten_advantages=args.whiten)
+    if trace is not None:   # what the update trains on: score, advantages, the FGO mask
+        with r.timer("samples"):
+            trainer.log_samples(r, step + 1, "train", fgo_records(
+                r.tokenizer, trace, samples, r.sample_log.pick(len(samples))))
     # --- PPO update: policy + critic (--epochs x --mini-batches optimizer steps), weight sync -
     loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, vf_clip=args.vf_clip,
                        vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap)

@@ -18,6 +18,7 @@ import sandbox
 from infra.evalstats import by_family, family_labels, hardest_quarter, pass_at_k, standard_error
 from infra.metrics import Timer
 from infra.model import Dist, all_reduce_sum, gather_objects
+from infra.samples import Trace
 
 # ----------------------------------------------------------------------------- rollouts, rewards
 
@@ -158,6 +159,7 @@ class Rollouts:
     results: list                      # sandbox results (None: no code)
     programs: list[str | None]         # the rewarded programs
     false_pass: list[bool] | None = None   # under --max-train-tests: false_passes, else None
+    prompts: list[str] | None = None       # per problem: the prompt text the engine got
 
 
 def generate_and_score(engine, tokenizer, batch, seed: int, *, group_size: int,
@@ -199,7 +201,7 @@ def generate_and_score(engine, tokenizer, batch, seed: int, *, group_size: int,
         false_pass = false_passes(flat, programs, results, n, test_timeout=test_timeout,
                                   workers=workers) if n else None
     return Rollouts([tokenizer(t)["input_ids"] for t in prompts], comps, rewards, results,
-                    programs, false_pass)
+                    programs, false_pass, prompts)
 
 
 def draw_batch(pool: Sequence, rng: random.Random, per_rank: int, d: Dist,
@@ -296,7 +298,8 @@ def rollout_means(sums: dict) -> dict:
 
 def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float, top_p: float,
              max_new_tokens: int, seed: int, reward: str, test_timeout: float,
-             workers: int | None, timer: Timer | None = None, overlap: bool = False) -> dict:
+             workers: int | None, timer: Timer | None = None, overlap: bool = False,
+             trace: list | None = None) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share:
     n completions a problem at temperature / top_p, at most max_new_tokens each, from the
     engine seed seed + 7 (seed: the run's), judged as score_completions' (reward,
@@ -308,13 +311,14 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
     them: the set's family mix is fixed);
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
     timer, overlap: as generate_and_score's ("generate", "reward").
+    trace: a list that gets a Trace of each of this rank's completions (the samples file).
     """
     mine, timer = problems[d.rank::d.world], timer or Timer()
     prompts = [prompt_text(tokenizer, p) for p in mine]
     flat_p = [p for p in mine for _ in range(n)]
     judging = dict(reward=reward, test_timeout=test_timeout, workers=workers)
     if overlap and mine:
-        _, _, results, programs = generate_while_scoring(
+        comps, rewards, results, programs = generate_while_scoring(
             engine, prompts, flat_p, None, n=n, temperature=temperature, top_p=top_p,
             max_new_tokens=max_new_tokens, seed=seed + 7, coverage=False, timer=timer,
             **judging)
@@ -322,11 +326,15 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
         with timer("generate"):
             outs = engine.generate(prompts, n=n, temperature=temperature, top_p=top_p,
                                    max_new_tokens=max_new_tokens, seed=seed + 7) if mine else []
+        comps = [c for o in outs for c in o]
         with timer("reward"):
-            _, results, programs = score_completions(flat_p, [c.text for o in outs for c in o],
-                                                     **judging)
+            rewards, results, programs = score_completions(flat_p, [c.text for c in comps],
+                                                           **judging)
     judged = all_reduce_sum(sum(p is not None for p in programs))
     repeated = all_reduce_sum(repeated_programs(programs, n) if n else 0)
+    if trace is not None:
+        trace += [Trace(flat_p[k], prompts[k // n], comps[k], programs[k], results[k],
+                        rewards[k]) for k in range(len(comps))]
     solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
               for i in range(len(mine))]
     counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])

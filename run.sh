@@ -7,6 +7,9 @@
 #                       real model.
 #   ./run.sh test       `ruff check .`, then the test suite (what .ci/run calls).
 #   ./run.sh setup      only the set-up.
+#   ./run.sh show RUN   a run's samples as code (infra/samples.py: the program with FGO's
+#                       masked lines marked, the verdict and the failing test; filters
+#                       --step N --phase train|eval --family F --verdict V ...; --state, --plot).
 # Extra arguments after the mode go to grpo.py (e.g. ./run.sh main --seed 1).
 # On a GPU machine the set-up installs vLLM, then requirements.txt, then flash-attn; the last
 # is optional (SKIP_FLASH_ATTN=1 skips it) and a failure of either GPU extra is one line:
@@ -106,5 +109,6 @@ case "$MODE" in
     else
       exec .venv/bin/python grpo.py "$@"
     fi ;;
-  *) echo "usage: ./run.sh [main|test|setup] [args...]" >&2; exit 2 ;;
+  show) exec .venv/bin/python -m infra.samples "$@" ;;
+  *) echo "usage: ./run.sh [main|test|setup|show] [args...]" >&2; exit 2 ;;
 esac

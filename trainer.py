@@ -11,7 +11,7 @@ A method's train() (grpo.train, ppo_fgo.train, agents.train), in order:
     first_step()   the step-0 checkpoint, or the resume (which restores those optimizers)
     the steps      for i in rl_steps(run): the method's step; end_step(run, i, metrics): the
                    metrics row, the --eval-every point, the --save-every checkpoint
-    end_run()      pass@k after RL, summary.json
+    end_run()      pass@k after RL, summary.json and curves.png
 
 agents.py, with its own warm start and evaluation, calls the pieces itself. The machinery
 these call (the output folder, prompts that fit, the engine's batch, checkpoints, the summary's
@@ -40,6 +40,7 @@ from infra.bookkeeping import (
     engine_batch,
     finish,
     fitting_prompts,
+    log_samples,
     log_step,
     longest_prompt,
     policy_and_engine,
@@ -64,6 +65,7 @@ from infra.model import (
     resolve_model,
     seed_everything,
 )
+from infra.samples import SampleLog, curriculum_state, sample_records
 from rollouts import evaluate, prompt_text
 from world import sources, tiny
 
@@ -166,6 +168,7 @@ class Curriculum:
                  tracker: drive.PassRateTracker | None = None):
         self.cccs, self.hard_focus = cccs_schedule, hard_focus
         self.tracker = tracker if tracker is not None else drive.PassRateTracker()
+        self.changed: dict = {}      # problem ids updated since the last changed_state()
 
     def pool(self, problems: Sequence, step: int) -> list:
         if self.hard_focus is None:
@@ -180,11 +183,25 @@ class Curriculum:
             return ""  # no canonical solution: the ordinary task
         return self.cccs.subtask(problem.id)[0]
 
+    def stage(self, problem) -> str | None:
+        """The problem's CCCS stage as stats() counts it ("final", "final-1", ...); None
+        without CCCS or a canonical solution."""
+        if self.cccs is None or problem.id not in self.cccs.stage:
+            return None
+        return self.cccs.stage_name(problem.id)
+
     def update(self, pid, rewards: Iterable[float]) -> None:
         rewards = list(rewards)
         self.tracker.update(pid, rewards)
         if self.cccs is not None and pid in self.cccs.stage:
             self.cccs.update(pid, rewards)
+        self.changed[pid] = None
+
+    def changed_state(self) -> dict:
+        """The state of the problems updated since the last call, for the samples file
+        (infra.samples.curriculum_state)."""
+        changed, self.changed = list(self.changed), {}
+        return curriculum_state(self, changed)
 
     def stats(self) -> dict:
         """cccs_<stage>: problems per stage ("final", "final-1", ...), cccs_final_share:
@@ -302,6 +319,7 @@ class Run:
     bar: object = None                           # rl_steps' progress bar
     step_started: float = 0.0                    # rl_steps' clock at the current step's start
     summary: dict | None = None                  # set once finished (--eval-only: early)
+    sample_log: SampleLog = field(default_factory=lambda: SampleLog("", 0))  # --log-samples
 
     def say(self, msg: str) -> None:
         if self.d.main:
@@ -367,7 +385,7 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
                               group_size=args.group_size, max_new_tokens=args.max_new_tokens)
     policy, engine = policy_and_engine(args, d, path, value_head, batch)
     r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
-            train_eval_p)
+            train_eval_p, sample_log=SampleLog(args.out, args.log_samples, d.main))
     also = f" (+ {len(r.train_eval_problems)} train problems)" if r.train_eval_problems else ""
     kv = f" (KV cache {engine.kv_cache_bytes / 2**30:.2f} GiB)" if engine.kv_cache_bytes else ""
     r.say(f"model {args.model} ({path}), engine {engine.name}{kv}, {d.world} rank(s) on "
@@ -382,8 +400,14 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
     a = r.args
     problems = r.eval_problems if problems is None else problems
     timer = Timer()
+    trace = [] if r.sample_log.on else None      # the samples file (--log-samples)
     with timer("eval"):
-        res = evaluate(r.engine, r.tokenizer, problems, r.d, **flags.evaluation(a), timer=timer)
+        res = evaluate(r.engine, r.tokenizer, problems, r.d, **flags.evaluation(a), timer=timer,
+                       trace=trace)
+    if trace is not None:
+        with timer("samples"):
+            log_samples(r, r.step, "eval", sample_records(trace, r.sample_log.pick(len(trace))),
+                        when)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
     r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
@@ -467,6 +491,7 @@ def resume(r: Run, ckpt: str) -> int:
         r.curriculum.load_state_dict(r.state["curriculum"])
     sync_weights(r.policy, r.engine)
     dropped = r.log.forget_after(r.state["step"], ("rl", "eval"))
+    r.sample_log.forget_after(r.state["step"])
     r.say(f"resumed from {ckpt} at step {r.state['step']}"
           + (f" ({dropped} metrics rows past it dropped)" if dropped else ""))
     return r.state["step"]

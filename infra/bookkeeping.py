@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import torch
 import torch.distributed as dist
 
+from infra.curves import plot_run
 from infra.engines import make_engine
 from infra.errors import UserError
 from infra.evalstats import family_labels, standard_error
@@ -30,6 +31,7 @@ from infra.model import (
     shard_model,
     warmup_cosine,
 )
+from infra.samples import format_records
 
 # oneDNN (the CPU kernels of torch and of vLLM's CPU build) keeps a compiled kernel for every
 # input shape it has met, up to 1,024 by default. RL brings new sequence lengths every step, so
@@ -182,7 +184,8 @@ class NoOptimizer:
 
 
 # What a run writes into --out (step_N: its checkpoints; .tmp / .old: one being replaced).
-RUN_FILES = ("metrics.jsonl", "summary.json", "rates.json", "latest", "tensorboard", "wandb")
+RUN_FILES = ("metrics.jsonl", "summary.json", "rates.json", "latest", "tensorboard", "wandb",
+             "samples.jsonl", "curves.png")
 
 
 CHECKPOINT_DIR = re.compile(r"step_\d+(\.tmp|\.old)?")
@@ -277,7 +280,8 @@ def save_step(r, step: int) -> None:
 
 
 def finish(r) -> dict:
-    """summary.json: pass@1 before / after RL and their gain, wall time, model, seed, steps."""
+    """summary.json: pass@1 before / after RL and their gain, wall time, model, seed, steps;
+    curves.png from metrics.jsonl (infra.curves), its path the run's last line."""
     r.engine.close()        # vLLM's teardown also ends the process group it joined
     a = r.args
     summary = {k: v for k, v in r.state.items() if k not in ("rng", "curriculum", "train_ids",
@@ -309,6 +313,7 @@ def finish(r) -> dict:
             if line:
                 r.say(f"{name}: {line}")
         r.say(f"summary: {json.dumps(summary)}  -> {a.out}/summary.json")
+        r.say(plot_run(a.out))    # curves.png from metrics.jsonl: the run's last line
     r.log.close()
     if dist.is_initialized():
         dist.barrier()
@@ -324,7 +329,19 @@ def log_step(r, i: int, metrics: dict) -> None:
            **r.timer.pop(), "time/step": seconds,
            **(r.curriculum.stats() if r.curriculum else {})}
     r.log(row)
+    if r.curriculum is not None and r.sample_log.on:
+        r.sample_log.state(i + 1, r.curriculum.changed_state())
     if r.bar is not None:
         r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",
                           pass_rate=f"{row.get('pass_rate', 0):.2f}")
     r.step = i + 1
+
+
+def log_samples(r, step: int, phase: str, records: list[dict],
+                when: str | None = None) -> None:
+    """A step's or an evaluation's sample records (infra.samples.sample_records, agents'
+    candidate_records) into samples.jsonl, and as text to --report-to's TensorBoard / W&B
+    (tag samples/<phase>)."""
+    written = r.sample_log.write(step, phase, records, when)
+    if written:
+        r.log.text(f"samples/{phase}", format_records(written), step)

@@ -15,6 +15,7 @@ from infra.engines import close_open_engines
 from infra.errors import DataError, UserError
 from infra.metrics import report_to_list
 from infra.model import close_distributed, latest_checkpoint, read_trainer_state
+from infra.samples import parse_limit
 
 # Settings every method shares; each method's PRESETS add to these (merge_presets).
 TINY_SFT_STEPS = 450   # the tiny model copies a statement's values only after 300-400 steps
@@ -113,6 +114,14 @@ POSITIVE_INT = number(int, 1)                # 1, 2, ...
 POSITIVE = number(float, 0, lo_open=True)    # > 0
 NON_NEGATIVE = number(float, 0)              # >= 0
 SHARE = number(float, 0, 1)                  # [0, 1]
+
+
+def sample_count(text: str) -> int:
+    """--log-samples: a count, or -1 / all (infra.samples.parse_limit), at parse time."""
+    try:
+        return parse_limit(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def check_common_flags(parser: argparse.ArgumentParser, args) -> None:
@@ -301,6 +310,12 @@ def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tup
     g.add_argument("--overwrite", action="store_true",
                    help="replace the earlier run in --out (its metrics.jsonl, summary.json, "
                         "checkpoints); without it a new run refuses an --out that holds one")
+    g.add_argument("--log-samples", type=sample_count, default=4,
+                   help="samples written to <out>/samples.jsonl at each RL step and each "
+                        "evaluation, spread over the step's (AT-GRPO: episodes, each with all "
+                        "its candidates): completion, program, verdict, first failing test, "
+                        "reward, advantage, FGO's masked lines, the CCCS stage; N, 0 = none, "
+                        "-1 or all = every one. Read them with ./run.sh show <out>")
     g.add_argument("--report-to", default="none",
                    help="also send metrics to: none, tensorboard, wandb or both "
                         "(tensorboard,wandb); optional packages, wandb offline unless "

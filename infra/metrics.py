@@ -80,6 +80,13 @@ class MetricsLog:
         for sink in self.sinks:
             sink.log(scalars, step)
 
+    def text(self, tag: str, text: str, step: int) -> None:
+        """Send a block of text (a step's samples, infra.samples.format_records) to the
+        sinks at `step`: TensorBoard's text tab, a W&B HTML panel. metrics.jsonl keeps
+        numbers only (the samples have their own file)."""
+        for sink in self.sinks:
+            sink.text(tag, text, step)
+
     def forget_after(self, step: int, phases: Sequence[str]) -> int:
         """On resume from a checkpoint at `step`: drop the rows of `phases` past it (and the
         after-RL evaluations), which the resumed run logs again, so every step has one row.
@@ -118,6 +125,11 @@ class TensorBoardSink:
             self.writer.add_scalar(tag, v, step)
         self.writer.flush()
 
+    def text(self, tag: str, text: str, step: int):
+        # TensorBoard renders markdown: four spaces keep the code's layout
+        self.writer.add_text(tag, "\n".join("    " + line for line in text.split("\n")), step)
+        self.writer.flush()
+
     def close(self):
         self.writer.close()
 
@@ -138,6 +150,13 @@ class WandbSink:
     def log(self, scalars: dict, step: int):
         phase = next(iter(scalars), "x/").split("/")[0]
         self.run.log({**scalars, f"{phase}/step": step})
+
+    def text(self, tag: str, text: str, step: int):
+        import html
+
+        import wandb
+        self.run.log({tag: wandb.Html(f"<pre>{html.escape(text)}</pre>"),
+                      f"{tag.split('/')[0]}/step": step})
 
     def close(self):
         self.run.finish()

@@ -37,6 +37,7 @@ LONGEST_FIRST = ("test_base.py",          # 320: the corpus made again, 3 traini
                  "test_rehearse_gpu.py",  # 85: 2 ranks with vLLM, twice
                  "test_engines.py",       # 55: vLLM in-process and under torchrun
                  "test_bench_vs_trl.py",  # 55
+                 "test_samples.py",       # 55: a GRPO, a PPO and an AT-GRPO run
                  "test_cli_errors.py")    # 50: a trainer start-up per mistake
 
 

@@ -891,6 +891,7 @@ def test_eval_rows_carry_the_evaluation_seconds_split_into_generation_and_sandbo
 
     from infra.metrics import Timer
     from infra.model import Dist
+    from infra.samples import SampleLog
 
     engine = ScriptedEngine(lambda prompt: GOOD_TESTS if "Test Input" in prompt else code(REF))
     m = SimpleNamespace(engine=engine, tokenizer=CharTokenizer())
@@ -911,7 +912,8 @@ def test_eval_rows_carry_the_evaluation_seconds_split_into_generation_and_sandbo
 
     rows = []
     run = SimpleNamespace(args=args, eval_problems=[make_problem()], d=d, step=0, state={},
-                          say=lambda text: None, log=rows.append)
+                          say=lambda text: None, log=rows.append,
+                          sample_log=SampleLog(str(tmp_path), 0))
     assert agents.evaluate_team(team, run, "before_rl")["episodes"] == 2
     (row,) = rows
     assert row["phase"] == "eval" and {"time/eval", "time/generate", "time/reward"} <= set(row)

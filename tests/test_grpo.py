@@ -560,7 +560,7 @@ def test_held_out_curve_and_train_figures_reach_metrics_and_summary(tmp_path):
     assert evals == [("before_rl", 0, 6), ("train_before_rl", 0, 6), ("step_1", 1, 6),
                      ("after_rl", 2, 6), ("train_after_rl", 2, 6)]
     # Each row carries its phases' seconds; a step's timed phases lie inside time/step.
-    phases = ["time/generate", "time/reward", "time/update", "time/sync"]
+    phases = ["time/generate", "time/reward", "time/samples", "time/update", "time/sync"]
     for row in _rows(out):
         if row["phase"] == "rl":
             assert sorted(k for k in row if k.startswith("time/")) == sorted(

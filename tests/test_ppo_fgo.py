@@ -582,7 +582,8 @@ def test_cli_ppo_step_trains_the_critic_checkpoints_and_resumes(tmp_path):
     assert [r["step"] for r in rl] == [1]
     assert {"fgo_masked_share", "vf_clip_frac", "kl_ref", "reward_mean"} <= set(rl[0])
     assert sorted(k for k in rl[0] if k.startswith("time/")) == [
-        "time/generate", "time/reward", "time/score", "time/step", "time/sync", "time/update"]
+        "time/generate", "time/reward", "time/samples", "time/score", "time/step", "time/sync",
+        "time/update"]
     assert 0.0 <= rl[0]["fgo_masked_share"] <= 1.0
     assert rl[0]["ratio_mean"] == pytest.approx(1.0, abs=1e-4)   # one epoch: on-policy
     for step in (0, 1):

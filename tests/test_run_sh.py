@@ -160,3 +160,16 @@ def test_the_second_run_installs_nothing(repo):
     calls, printed = run_sh(repo, 2, "requirements-flash.txt")
     assert installs(calls) == [] and printed == []
     assert calls == ["torchrun --nproc_per_node=2 grpo.py --preset gpu"]
+
+
+def test_show_reads_a_run_with_the_samples_reader(repo):
+    """./run.sh show RUN [filters]: infra.samples in the venv, the filters passed on."""
+    work, fakes = repo
+    log = work.parent / "calls.log"
+    env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "PYTHON": str(fakes / "python3"),
+           "FAKE_LOG": str(log), "FAKE_NGPU": "0", "FAKE_FAIL": ""}
+    proc = subprocess.run(["bash", "run.sh", "show", "runs/grpo", "--step", "3"], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert log.read_text().splitlines()[-1] == "python -m infra.samples runs/grpo --step 3"
