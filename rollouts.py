@@ -60,10 +60,11 @@ def completion_job(problem, text: str, prefix: str, *, reward: str, test_timeout
     code = cccs.rewarded_program(prefix, text)
     if code is None:
         return None, None
-    # The fraction reward counts each test on its own, so a test after a timeout is run, not
-    # counted as failed (binary: the first failure decides, stop there).
+    # Binary: the first failing test decides, the tests after it are not run (the sandbox runs
+    # them all for FGO's coverage); the fraction reward counts each test, a timeout's too.
+    binary = reward != "fraction"
     return code, data.sandbox_job(problem, code, timeout=test_timeout, coverage=coverage,
-                                  stop_after_timeout=reward != "fraction")
+                                  stop_after_timeout=binary, stop_at_first_failure=binary)
 
 
 def reward_of(result, reward: str) -> float:
@@ -140,8 +141,8 @@ def false_passes(problems, programs, results, max_tests: int, *, test_timeout: f
         if max_tests and res is not None and res.status == "pass" and \
                 len(p.tests) > max_tests:
             where.append(i)
-            jobs.append(data.sandbox_job(p, code, p.tests[max_tests:],
-                                         timeout=test_timeout))
+            jobs.append(data.sandbox_job(p, code, p.tests[max_tests:], timeout=test_timeout,
+                                         stop_at_first_failure=True))
     out = [False] * len(programs)
     for i, res in zip(where, sandbox.run_batch(jobs, workers=workers)
                       if jobs else []):

@@ -27,7 +27,9 @@ Verdict per test: pass | wrong_answer | runtime_error | timeout | memory_limit |
 Verdict per program: compile_error if the code does not compile (decided here, no test runs),
 else pass when every test passes, else the verdict of the first failing test. After the first
 test that times out the rest are not run and count as timeouts (stop_after_timeout=False runs
-each one). A job with zero tests is an error: "pass with 0 tests" would be a free reward.
+each one); stop_at_first_failure=True (not with coverage) runs none after the first failing
+test (not_run): the worker waits after each test for its verdict from here (_judge_test).
+A job with zero tests is an error: "pass with 0 tests" would be a free reward.
 A returned int over 4300 digits cannot be sent: wrong_answer. multiprocessing works (fork,
 pipes, semaphores) except what needs AF_UNIX sockets (Manager, Listener).
 
@@ -74,6 +76,7 @@ from infra.sandbox_rules import floats_close, is_decimal, plain_number
 from infra.sandbox_verdicts import (  # the verdicts, also sandbox.PASS, ...
     COMPILE_ERROR,
     MEMORY_LIMIT,
+    NOT_RUN,
     OUTPUT_LIMIT,
     PASS,
     RUNTIME_ERROR,
@@ -225,7 +228,8 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
 
     Each job is a dict with code, tests and optionally fn_name, timeout, memory_mb, coverage,
     stop_after_timeout (default True: the tests after a timeout are not run and count as timeouts;
-    False: every test is run and judged on its own), source (the data source whose comparison
+    False: every test is run and judged on its own), stop_at_first_failure (default False; True:
+    none after the first failing test, not_run), source (the data source whose comparison
     rules judge the outputs, see RULES; default: the project's own), preamble (source run in the
     program's namespace before it, as HumanEval's harness runs its prompt; data.sandbox_job).
     jobs: a list (checked whole before any runs), or an iterator that may block until its next
@@ -273,8 +277,12 @@ def run_batch(jobs: Iterable[dict], workers: int | None = None) -> list[Result]:
                     # rule reads the same way; a call-based test's stdout is never compared.
                     compact = (job["fn_name"] is not None
                                or rule_for(job["source"])[0] is outputs_match)
-                    report = worker.run(job, prepared, compact)   # observations, never a verdict
+                    report = worker.run(job, prepared, compact,   # observations, never a verdict
+                                        _judge_test if job["stop_at_first_failure"] else None)
                     results[i] = _judge_job(job, prepared, report, time.monotonic() - sent)
+                    if results[i].status == NOT_RUN:   # stopped after a pass (a bug): run all
+                        results[i] = _judge_job(job, prepared, worker.run(job, prepared, compact),
+                                                time.monotonic() - sent)
                 except (RuntimeError, KeyboardInterrupt):
                     raise
                 except Exception as e:   # a sandbox bug must not lose the batch: this job only
@@ -365,7 +373,7 @@ def isolation_report() -> dict:
 def _judge_job(job: dict, prepared: Prepared, report: dict | None, wall_time: float) -> Result:
     """The program's verdict from the worker's report: each test judged by _judge_test, the
     first failing verdict wins; tests not run after a timeout (stop_after_timeout) count as
-    timeouts."""
+    timeouts, after another failure (stop_at_first_failure) as not_run."""
     tests = job["tests"]
     if report is None:
         return Result(RUNTIME_ERROR, 0, len(tests), [], set(), wall_time,
@@ -379,14 +387,15 @@ def _judge_job(job: dict, prepared: Prepared, report: dict | None, wall_time: fl
         except Exception as e:   # never expected: judging is total on validated data
             judged.append(TestResult(RUNTIME_ERROR, 0.0, "",
                                      f"sandbox: could not judge: {type(e).__name__}"))
-    for _ in range(len(judged), len(tests)):   # not run: an earlier test timed out
-        judged.append(TestResult(TIMEOUT, 0.0, "", "not run: an earlier test timed out"))
+    not_run = (TestResult(TIMEOUT, 0.0, "", "not run: an earlier test timed out")
+               if judged and judged[-1].status == TIMEOUT and job["stop_after_timeout"] else
+               TestResult(NOT_RUN, 0.0, "", "not run: an earlier test failed"))
+    judged += [not_run] * (len(tests) - len(judged))
     failed = [t.status for t in judged if t.status != PASS]
     lines = set().union(*(t.executed_lines for t in judged))
     unknown = sum(not t.coverage_known for t in judged) if job["coverage"] else 0
     return Result(failed[0] if failed else PASS, len(judged) - len(failed), len(tests), judged,
                   None if unknown else lines, wall_time, coverage_unknown=unknown)
-
 
 
 def _judge_test(raw: dict, expected, job: dict, prepared: Prepared) -> TestResult:

@@ -121,16 +121,18 @@ print(json.dumps({"cpu": round(cpu, 4), "tests": tests}))
 '''
 
 
-def own_work(jobs: list[dict]) -> dict:
-    """{"cpu": seconds, "tests": count} of running the distinct jobs' programs on their tests
-    in one process (HARNESS), with each test's CPU limit; check tests (HumanEval) are skipped.
-    The harness is one sandbox job: the programs run confined, as in training."""
+def own_work(jobs: list[dict], results: list | None = None) -> dict:
+    """{"cpu": seconds, "tests": count} of running the distinct jobs' programs on the tests
+    the sandbox ran (each job's result in `results`: not those it did not run, after a
+    timeout or the first failure; None: every test) in one process (HARNESS), with each
+    test's CPU limit; check tests (HumanEval) are skipped. The harness is one sandbox job:
+    the programs run confined, as in training."""
     unique = {}
-    for job in jobs:
+    for job, res in zip(jobs, results or [None] * len(jobs)):
         if not any("check" in t for t in job["tests"]):
-            unique.setdefault(job_digest(job), job)
-    payload = [(j["code"], j.get("fn_name"), [t["input"] for t in j["tests"]],
-                float(j.get("timeout", 4.0))) for j in unique.values()]
+            unique.setdefault(job_digest(job), (job, ran_tests(job, res)))
+    payload = [(j["code"], j.get("fn_name"), [t["input"] for t in tests],
+                float(j.get("timeout", 4.0))) for j, tests in unique.values()]
     prelude = "from typing import *\nfrom collections import *\nimport math, heapq, bisect\n" \
               "PRELUDE = {k: v for k, v in globals().items() if not k.startswith('__')}\n"
     res = sandbox.run_batch([dict(code=prelude + HARNESS,
@@ -142,6 +144,13 @@ def own_work(jobs: list[dict]) -> dict:
     except (ValueError, IndexError):   # the harness died: say how
         raise SystemExit(f"the own-work harness failed ({res.status}): "
                          f"{res.tests[0].stderr[-500:] if res.tests else res.error}") from None
+
+
+def ran_tests(job: dict, result) -> list[dict]:
+    """The job's tests the sandbox ran (all of them when result is None)."""
+    if result is None:
+        return job["tests"]
+    return [t for t, r in zip(job["tests"], result.tests) if not r.stderr.startswith("not run")]
 
 
 def job_digest(job: dict) -> bytes:
@@ -206,7 +215,8 @@ def measure(a) -> dict:
         c0 = cpu_clock()
         m = grpo.grpo_step(r, step)
         steps.append({**m, **r.timer.pop(), "cpu/step": cpu_clock() - c0})
-    step_jobs, step_past = list(seen), tests_past_first_failure(seen, verdicts)
+    step_jobs, step_verdicts = list(seen), list(verdicts)
+    step_past = tests_past_first_failure(seen, verdicts)
     prompt_len = trainer_prompt_len(r, r.train_problems)
     sandbox.run_batch = sandbox_run_batch
     evaluation = {}
@@ -232,9 +242,10 @@ def measure(a) -> dict:
                           prompt_tokens=sum(len(r.tokenizer(rollouts.prompt_text(
                               r.tokenizer, p))["input_ids"]) for p in problems),
                           gen_tokens=sum(len(c.token_ids) for o in outs for c in o),
-                          own=own_work(seen), pass_at_1=res["pass@1"],
+                          own=own_work(seen, verdicts), pass_at_1=res["pass@1"],
                           past=tests_past_first_failure(seen, verdicts))
-    return dict(steps=steps, step_own=own_work(step_jobs), step_jobs=len(step_jobs),
+    return dict(steps=steps, step_own=own_work(step_jobs, step_verdicts),
+                step_jobs=len(step_jobs),
                 step_past=step_past,
                 step_distinct=len({job_digest(j) for j in step_jobs}),
                 prompt_len=prompt_len, evaluation=evaluation,
@@ -261,7 +272,7 @@ def threads(n: int, fn):
 
 def past_by_verdict(past: dict, per: int = 1) -> str:
     return ", ".join(f"{v / per:.0f} after {k[6:]}" for k, v in sorted(past.items())
-                     if k.startswith("after_"))
+                     if k.startswith("after_")) or "none"
 
 
 def report(m: dict, a) -> str:

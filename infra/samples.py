@@ -11,8 +11,10 @@ The file holds one JSON object a line, told apart by "kind":
             theirs by ref (the first 12 hex digits of its SHA-1)
     sample  {"kind": "sample", "step": N, "phase": "train" | "eval", "when": W, "problem": id,
             "family": f, "prompt": R, "completion": text, "program": code or null,
-            "verdict": status, "passed": k, "total": n, "failing_test": {"index", "status",
-            "input", "expected", "actual", "stderr"} or null, "reward": r, "advantage": a}
+            "verdict": status, "passed": k, "total": n, "not_run": m (only where the judge
+            stopped at the first failing test: the m tests after it), "failing_test":
+            {"index", "status", "input", "expected", "actual", "stderr"} or null,
+            "reward": r, "advantage": a}
             and what the method adds: FGO's masked_lines (1-based lines of the program whose
             every token the loss masked) and masked_tokens; CCCS's stage and prefix (the
             program's first lines, given in the prompt); false_pass (passed the train tests,
@@ -225,6 +227,8 @@ def sample_record(t: Trace, reward: float | None = None, advantage=None) -> dict
            "reward": t.reward if reward is None else reward, "advantage": advantage}
     if res is not None and res.error:
         rec["error"] = clip(res.error)
+    if not_run := sum(r.status == "not_run" for r in (res.tests if res is not None else [])):
+        rec["not_run"] = not_run
     if t.stage is not None:
         rec.update(stage=t.stage, prefix=t.prefix)
     if t.false_pass is not None:
@@ -374,6 +378,8 @@ def format_sample(s: dict, prompts: dict | None = None, show_prompt: bool = Fals
            f"reward {_number(s.get('reward'))} | advantage {_number(s.get('advantage'), True)}"]
     total = s.get("total")
     tests = f", {s.get('passed', 0)}/{total} tests passed" if total else ""
+    if s.get("not_run"):
+        tests += f" ({s['not_run']} not run after the first failing one)"
     out.append(f"verdict: {s.get('verdict')}{tests}"
                + ("; FALSE PASS: fails a test beyond the train ones" if s.get("false_pass")
                   else ""))

@@ -6,6 +6,10 @@ parent sends a worker only the code and the test INPUTS (never the expected outp
 in the parent) as a pickled request frame, and reads back the raw observations of each test as
 one frame. A worker that fails to start is retried (its stderr is printed); one that dies or
 hangs is closed, and run_batch replaces it.
+A job judged stop_at_first_failure talks per test: the job process sends each test's raw
+observations as it ends and waits for the parent's word, GO_ON when the parent's verdict of
+that test is pass, else STOP (the rest are not run). The worker so learns whether a test
+passed, never what was expected.
 """
 
 from __future__ import annotations
@@ -16,14 +20,17 @@ import pickle
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from infra import isolation
 from infra.sandbox_prepare import Prepared, output_cap
+from infra.sandbox_verdicts import PASS
 from infra.sandbox_wire import read_frame, write_frame
 
 WALL_FACTOR, WALL_SLACK = 3.0, 1.0   # wall cap per test = WALL_FACTOR * timeout + WALL_SLACK
 HARD_CAP_FACTOR = 4.0       # ... not counting time spent waiting for a CPU, up to 4x that
 WORKER_START_TRIES = 3
+GO_ON, STOP = b"go on", b"stop"   # the parent's word after each test (stop_at_first_failure)
 
 
 def start_worker() -> Worker:
@@ -73,34 +80,49 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, job: dict, prepared: Prepared, compact_output: bool) -> dict | None:
+    def run(self, job: dict, prepared: Prepared, compact_output: bool,
+            judge_test: Callable | None = None) -> dict | None:
         """Send code + inputs (never outputs); the worker's raw observations of each test
         (_run_job), or None when it died or hung (it is closed, and replaced for the next job).
         A check test's code goes in a frame of its own, after the request: the job process
         reads it only once the program's process is forked (_run_one_test). compact_output:
-        stdout past its byte cap may be kept compacted (sandbox_rules.CompactText)."""
+        stdout past its byte cap may be kept compacted (sandbox_rules.CompactText).
+        judge_test: None, every test runs (but those after a timeout, stop_after_timeout);
+        else the parent's verdict of a test, judge_test(raw, expected output, job, prepared)
+        (sandbox._judge_test), asked after each test but the last: the tests after the first
+        whose verdict is not pass are not run. A verdict that raises counts as a pass (running
+        on changes no verdict)."""
         request = dict(code=job["code"], inputs=[t.get("input") for t in job["tests"]],
                        fn_name=job["fn_name"], timeout=float(job["timeout"]),
                        memory_mb=int(job["memory_mb"]), coverage=bool(job["coverage"]),
                        stop_after_timeout=bool(job["stop_after_timeout"]),
+                       stop_at_first_failure=judge_test is not None,
                        binds_fn=prepared.binds_fn, opens_files=prepared.opens_files,
                        output_caps=[output_cap(job, t) for t in job["tests"]],
                        compact_output=compact_output, check=job["check"],
                        preamble=job["preamble"])
         deadline = time.monotonic() + len(job["tests"]) * (
             HARD_CAP_FACTOR * wall_cap(job["timeout"]) + 2.0) + 30.0
-        reply = None
+        report, asked = None, []   # asked: the tests sent one by one (judge_test)
         try:
             write_frame(self.proc.stdin.fileno(), pickle.dumps(request))
             if job["check"]:
                 write_frame(self.proc.stdin.fileno(), job["tests"][0]["check"].encode())
-            reply = self._read(deadline)
+            while (reply := self._read(deadline)) is not None:
+                report = pickle.loads(reply)
+                if "asks" not in report:   # the job's last frame: the tests not sent yet
+                    break
+                asked.append(report["asks"])
+                passed = _passes(judge_test, report["asks"], job, prepared, len(asked) - 1)
+                write_frame(self.proc.stdin.fileno(), GO_ON if passed else STOP)
+            else:
+                report = None
         except (BrokenPipeError, OSError):
-            pass
-        if reply is None:  # died (a bug, or the host killed it) or hung
+            report = None
+        if report is None:  # died (a bug, or the host killed it) or hung
             self.close()
             return None
-        return pickle.loads(reply)
+        return dict(report, tests=asked + report["tests"])
 
     def _read(self, deadline: float) -> bytes | None:
         return read_frame(self.proc.stdout.fileno(), deadline)
@@ -120,6 +142,14 @@ class Worker:
             except OSError:
                 pass
         isolation.release_worker(self.proc.pid, self.info, clean)
+
+
+def _passes(judge_test: Callable, raw: dict, job: dict, prepared: Prepared, k: int) -> bool:
+    """Is test k's verdict pass? One that cannot be judged runs on, as without the flag."""
+    try:
+        return judge_test(raw, job["tests"][k].get("output"), job, prepared).status == PASS
+    except Exception:
+        return True
 
 
 def worker_command() -> list[str]:

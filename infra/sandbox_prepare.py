@@ -35,7 +35,8 @@ PRELUDE_MODULES = PRELUDE_STAR + ("io", "sys", "json", "array", "fractions", "de
 
 def check_job(job: dict, index: int) -> dict:
     job = dict(fn_name=None, timeout=4.0, memory_mb=1024, coverage=False,
-               stop_after_timeout=True, source=None, preamble=None) | dict(job)
+               stop_after_timeout=True, stop_at_first_failure=False, source=None,
+               preamble=None) | dict(job)
     tests = job.get("tests")
     if not isinstance(job.get("code"), str):
         raise ValueError(f"job {index}: 'code' must be a string of Python source.")
@@ -48,6 +49,8 @@ def check_job(job: dict, index: int) -> dict:
     if job["preamble"] is not None and not isinstance(job["preamble"], str):
         raise ValueError(f"job {index}: 'preamble' must be a string of Python source (the "
                          "benchmark's prompt, run before the program) or None.")
+    # Coverage is FGO's mask, the union over every test: each one runs.
+    job["stop_at_first_failure"] = bool(job["stop_at_first_failure"]) and not job["coverage"]
     job["check"] = any(isinstance(t, dict) and "check" in t for t in tests)
     if job["check"]:
         if len(tests) != 1 or not isinstance(tests[0]["check"], str):
@@ -207,7 +210,8 @@ def distinct_jobs(jobs: Iterable[dict]) -> tuple[list[dict], list[int]]:
     (2, [0, 1, 0, 0])
 
     Two jobs are the same when every field is (job_key): program, tests, fn_name, source (its
-    comparison rules), limits, coverage, stop_after_timeout, anything else a caller put in.
+    comparison rules), limits, coverage, stop_after_timeout, stop_at_first_failure, anything
+    else a caller put in.
     A deterministic program's verdict is a function of its job, so one run changes nothing.
     Where the verdict is not (a program within noise of its time limit; one that reads
     random, the clock or id()), the one run is a draw from the same distribution each copy's

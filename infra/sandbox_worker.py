@@ -33,7 +33,7 @@ import time
 from infra import isolation
 from infra.sandbox_child import PRELUDE, REAL_EXIT, run_child, start_checker
 from infra.sandbox_coverage import COVERAGE_TIME_FACTOR, covered_lines
-from infra.sandbox_pool import HARD_CAP_FACTOR, wall_cap
+from infra.sandbox_pool import GO_ON, HARD_CAP_FACTOR, wall_cap
 from infra.sandbox_prepare import compile_quietly, leetcode_prelude
 from infra.sandbox_rules import CompactText
 from infra.sandbox_wire import STDERR_TAIL, read_frame, write_frame
@@ -94,7 +94,7 @@ def _serve_one_job(cmd_fd: int, reply_fd: int, info: dict) -> bool:
         try:
             isolation.confine_job()
             if (payload := read_frame(cmd_fd)) is not None:
-                report = _run_job(pickle.loads(payload), info, cmd_fd)
+                report = _run_job(pickle.loads(payload), info, cmd_fd, reply_fd)
                 write_frame(reply_fd, pickle.dumps(report, protocol=5))
                 status = JOB_SERVED
         finally:
@@ -107,11 +107,13 @@ def _serve_one_job(cmd_fd: int, reply_fd: int, info: dict) -> bool:
 
 # --- jobs and tests -----------------------------------------------------------------------------
 
-def _run_job(job: dict, info: dict, cmd_fd: int) -> dict:
+def _run_job(job: dict, info: dict, cmd_fd: int, reply_fd: int) -> dict:
     """Each test in a forked child (_run_one_test); a check job's check code is the next frame
     on cmd_fd, read by _run_one_test at its moment (and here, unused, if nothing runs). With
     coverage, each test's raw observations also hold "coverage": the lines a second, traced run
-    ran, or None (_traced_lines)."""
+    ran, or None (_traced_lines). stop_at_first_failure: each test but the last is sent as it
+    ends ({"asks": raw} on reply_fd) and the next runs only when the parent says GO_ON on
+    cmd_fd (sandbox_pool.Worker.run); the reply then holds the tests not sent."""
     check_code = []
 
     def read_check() -> str:   # read once; a traced run's checker gets it again
@@ -129,7 +131,7 @@ def _run_job(job: dict, info: dict, cmd_fd: int) -> dict:
     cg = isolation.cgroup()
     if cg is not None:
         cg.set_memory_limit(job["memory_mb"] << 20)
-    tests = []
+    tests, last = [], len(job["inputs"]) - 1
     for i, test_input in enumerate(job["inputs"]):
         raw = _run_one_test(job, compiled, test_input, job["output_caps"][i], info, read_check,
                             preamble)
@@ -137,10 +139,16 @@ def _run_job(job: dict, info: dict, cmd_fd: int) -> dict:
             raw["coverage"] = _traced_lines(job, compiled, test_input, job["output_caps"][i],
                                             info, read_check, preamble, raw)
         del raw["pid"]
-        tests.append(raw)
         timed_out = (raw["kind"] == "timeout" or raw["signal"] == signal.SIGXCPU
                      or raw["cpu"] > job["timeout"])
-        if timed_out and job["stop_after_timeout"]:
+        stop = timed_out and job["stop_after_timeout"]   # the rest count as timeouts
+        if job["stop_at_first_failure"] and i < last and not stop:
+            write_frame(reply_fd, pickle.dumps({"asks": raw}, protocol=5))
+            if read_frame(cmd_fd) != GO_ON:
+                break
+            continue
+        tests.append(raw)
+        if stop:
             break
     return {"tests": tests}
 

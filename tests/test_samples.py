@@ -123,6 +123,27 @@ def test_prompts_are_written_once_and_resume_drops_what_is_redone(tmp_path):
     assert samples.SampleLog(str(tmp_path / "x"), 4, main=False).on is False
 
 
+def test_a_record_counts_the_tests_not_run_after_the_first_failure():
+    """Judged stop_at_first_failure: 1 passed, the second failed, 2 not run; the reader says
+    so. Judged on every test, the record has no not_run."""
+    import types
+
+    import sandbox
+    tests = [{"input": f"{a} {a}\n", "output": f"{2 * a}\n"} for a in (1, 5, 2, 3)]
+    problem = types.SimpleNamespace(id="p", metadata={}, tests=tests)
+    job = dict(code="a, b = map(int, input().split())\nprint(a + b if a != 5 else 0)\n",
+               tests=tests, timeout=2.0)
+    every, first = sandbox.run_batch([job, dict(job, stop_at_first_failure=True)], workers=1)
+    completion = types.SimpleNamespace(text="", finish_reason="stop")
+    records = [samples.sample_record(samples.Trace(problem, "P", completion, job["code"], r, 0.0))
+               for r in (every, first)]
+    assert [(r["passed"], r.get("not_run")) for r in records] == [(3, None), (1, 2)]
+    assert records[0]["failing_test"] == records[1]["failing_test"]
+    assert records[1]["failing_test"]["index"] == 1
+    shown = samples.format_sample(dict(records[1], step=1, phase="train"))
+    assert "1/4 tests passed (2 not run after the first failing one)" in shown
+
+
 def test_curriculum_state_names_the_changed_problems_and_the_hard_focus_phase():
     from types import SimpleNamespace
     code = "x = int(input())\nif x > 0:\n    print(1)\nelse:\n    print(0)\n"

@@ -422,6 +422,7 @@ def test_copies_fed_through_an_iterator_run_once_too(monkeypatch):
 
 @pytest.mark.parametrize("setting", [dict(coverage=True), dict(timeout=2 * T),
                                      dict(tests=ONE_TEST * 2), dict(stop_after_timeout=False),
+                                     dict(stop_at_first_failure=True),
                                      dict(source="apps"), dict(memory_mb=512),
                                      dict(fn_name="f", tests=[{"input": [], "output": 1}]),
                                      dict(tests=[{"input": "", "output": "-\n"}])])
@@ -455,6 +456,107 @@ def test_distinct_jobs_tells_values_apart_that_compare_equal():
         sb.distinct_jobs([jobs[0], dict(code="print(1)", tests=[])])
     finder = doctest.DocTestFinder().find(sb.distinct_jobs, "distinct_jobs", globs=vars(sb))
     assert doctest.DocTestRunner().run(finder[0]).failed == 0
+
+
+# --- stop_at_first_failure: no test after the first failing one runs ---------------------------
+
+# Four sums; each program below fails the second only (5 5), in its own way.
+SUMS = [{"input": f"{a} {a}\n", "output": f"{2 * a}\n"} for a in (1, 5, 2, 3)]
+READ = "a, b = map(int, input().split())\n"
+FAILS_THE_SECOND = {
+    "wrong_answer": READ + "print(a + b if a != 5 else 0)\n",
+    "runtime_error": READ + "assert a != 5\nprint(a + b)\n",
+    "timeout": READ + "while a == 5:\n    pass\nprint(a + b)\n",
+}
+DOUBLES = [{"input": [x], "output": 2 * x} for x in (1, 5, 2)]
+
+
+def _tests_run(monkeypatch) -> list[int]:
+    """How many tests the worker ran (a child each) for every job it got, in order."""
+    counts, real = [], sandbox_pool.Worker.run
+
+    def run(self, *args, **kwargs):
+        report = real(self, *args, **kwargs)
+        counts.append(len(report["tests"]))
+        return report
+    monkeypatch.setattr(sandbox_pool.Worker, "run", run)
+    return counts
+
+
+def _same_up_to_the_first_failure(every, first):
+    """`first` (stop_at_first_failure) says what `every` (each test run) says up to and with
+    the first failing test, and not_run after it."""
+    k = next(i for i, t in enumerate(every.tests) if t.status != "pass")
+    assert first.status == every.status and first.total == every.total
+    assert [(t.status, t.output) for t in first.tests[:k + 1]] == \
+        [(t.status, t.output) for t in every.tests[:k + 1]]
+    assert first.passed == k and [t.status for t in first.tests[k + 1:]] == \
+        ["not_run"] * (every.total - k - 1)
+    assert all(t.stderr == "not run: an earlier test failed" for t in first.tests[k + 1:])
+
+
+@pytest.mark.parametrize("verdict", sorted(FAILS_THE_SECOND))
+def test_a_failing_program_runs_no_test_after_its_first_failure_and_keeps_its_verdict(
+        monkeypatch, verdict):
+    """Without the flag the two tests after the failing one run too (a timeout's as well:
+    stop_after_timeout=False); with it the worker runs two of the four."""
+    ran = _tests_run(monkeypatch)
+    job = dict(code=FAILS_THE_SECOND[verdict], tests=SUMS, timeout=0.5, stop_after_timeout=False)
+    every, first = sb.run_batch([job, dict(job, stop_at_first_failure=True)], workers=1)
+    assert ran == [4, 2] and every.status == verdict and every.passed == 3
+    _same_up_to_the_first_failure(every, first)
+
+
+def test_a_call_based_value_stops_the_job_as_its_verdict_says(monkeypatch):
+    """2 * x but 0 for x = 5, then 4.0 for x = 2 (an int expected takes 4.0: values_match)."""
+    ran = _tests_run(monkeypatch)
+    job = dict(code="def f(x):\n    return 0 if x == 5 else 2.0 * x\n", fn_name="f",
+               tests=DOUBLES, timeout=T)
+    every, first = sb.run_batch([job, dict(job, stop_at_first_failure=True)], workers=1)
+    assert ran == [3, 2] and [t.status for t in every.tests] == ["pass", "wrong_answer", "pass"]
+    _same_up_to_the_first_failure(every, first)
+
+
+def test_a_passing_program_is_judged_the_same_with_the_flag(monkeypatch):
+    ran = _tests_run(monkeypatch)
+    job = dict(code=READ + "print(a + b)\n", tests=SUMS, timeout=T)
+    every, first = sb.run_batch([job, dict(job, stop_at_first_failure=True)], workers=1)
+    assert ran == [4, 4] and every.status == first.status == "pass"
+    assert first.passed == every.passed == 4
+    assert [(t.status, t.output) for t in first.tests] == [(t.status, t.output)
+                                                           for t in every.tests]
+
+
+def test_coverage_runs_every_test_whatever_the_flag():
+    """FGO's mask is the union of the lines every test ran: the flag is dropped with coverage,
+    so the two jobs are one job (run once), every test run, the lines of the third in it."""
+    code = "a, b = map(int, input().split())\nif a == 5:\n    print(0)\nelif a == 2:\n" \
+           "    print(4)\nelse:\n    print(a + b)\n"
+    job = dict(code=code, tests=SUMS[:3], timeout=T, coverage=True)
+    flagged = dict(job, stop_at_first_failure=True)
+    assert sb.distinct_jobs([job, flagged])[1] == [0, 0]
+    r = sb.run_batch([flagged], workers=1)[0]
+    assert [t.status for t in r.tests] == ["pass", "wrong_answer", "pass"]
+    assert {3, 5} <= r.executed_lines
+
+
+def test_an_early_stop_the_verdicts_would_not_make_cannot_change_the_result(monkeypatch):
+    """Were the parent's word wrong (STOP after a passing test), the job is judged again with
+    every test run: a passing program still passes, and one failing the third test fails
+    there. A verdict that raises lets the tests run on."""
+    monkeypatch.setattr(sandbox_pool, "_passes", lambda *args: False)
+    ran = _tests_run(monkeypatch)
+    right = dict(code=READ + "print(a + b)\n", tests=SUMS, timeout=T, stop_at_first_failure=True)
+    third = dict(right, code=READ + "print(a + b if a != 2 else 0)\n")
+    results = sb.run_batch([right, third], workers=1)
+    assert ran == [1, 4, 1, 4]
+    assert [(r.status, r.passed) for r in results] == [("pass", 4), ("wrong_answer", 3)]
+    assert all(t.status != "not_run" for r in results for t in r.tests)
+    monkeypatch.undo()
+
+    def raises(*args):
+        raise ValueError("a verdict that cannot be made")
+    assert sandbox_pool._passes(raises, {}, right, None, 0) is True
 
 
 def _children() -> set[int]:

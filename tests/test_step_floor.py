@@ -43,3 +43,14 @@ def test_tests_past_the_first_failure_over_distinct_jobs():
     assert got == {"ran": 4 + 3 + 2 + 2, "after": 4, "after_wrong_answer": 2,
                    "after_runtime_error": 2}
     assert step_floor.past_by_verdict(got, per=2) == "1 after runtime_error, 1 after wrong_answer"
+
+
+def test_the_floor_runs_only_the_tests_the_sandbox_ran():
+    """A job stopped at its first failure (the second test) ran two of its four tests: the
+    floor's harness gets those two; without a result, all four."""
+    job = dict(code="p", tests=[{"input": str(i), "output": ""} for i in range(4)])
+    stopped = _result("pass", "wrong_answer")
+    stopped.tests += [sandbox.TestResult("not_run", 0.0, "", "not run: an earlier test failed")] * 2
+    assert step_floor.ran_tests(job, stopped) == job["tests"][:2]
+    assert step_floor.ran_tests(job, None) == job["tests"]
+    assert step_floor.past_by_verdict({"ran": 2, "after": 0}) == "none"

@@ -448,6 +448,28 @@ def test_fraction_reward_does_not_depend_on_the_order_of_the_tests(reward, expec
     assert rewards == [expected, expected]
 
 
+def test_only_the_binary_reward_stops_judging_at_the_first_failing_test():
+    """A program wrong on the first of three tests: the binary reward (0) needs no more, so
+    the other two are not run; the fraction reward (2/3) runs them. With FGO's coverage the
+    sandbox runs every test (tests/test_sandbox.py)."""
+    tests = [{"input": f"{x}\n", "output": f"{x + 1}\n"} for x in (0, 1, 2)]
+    p = Problem(id="p", source="test", question="q", starter_code="", fn_name=None,
+                tests=tests, solutions=[], difficulty="easy")
+    text = "```python\nx = int(input())\nprint(x + 1 if x else 0)\n```"
+    for reward, stops in (("binary", True), ("fraction", False)):
+        for coverage in (False, True):
+            job = rollouts.completion_job(p, text, "", reward=reward, test_timeout=2.0,
+                                          coverage=coverage)[1]
+            assert job["stop_at_first_failure"] is stops and job["stop_after_timeout"] is stops
+    (binary,), (result,), _ = rollouts.score_completions([p], [text], reward="binary",
+                                                         test_timeout=2.0, workers=1)
+    assert binary == 0.0 and [t.status for t in result.tests] == ["wrong_answer", "not_run",
+                                                                  "not_run"]
+    (fraction,), (result,), _ = rollouts.score_completions([p], [text], reward="fraction",
+                                                           test_timeout=2.0, workers=1)
+    assert fraction == pytest.approx(2 / 3) and result.status == "wrong_answer"
+
+
 SMALL_ONLY = "x = int(input())\nprint(x + 1 if x < 10 else 0)\n"
 
 
