@@ -78,7 +78,7 @@ def load_problem_sets(args):
         for part in spec.split(","):
             name, _, path = part.partition(":")
             out += sources.load_problems(name, split=split, path=path or None)
-        return out
+        return sources.unique_ids(out, spec)   # two parts may hold the same problem
     train = load(args.train_data, "train")
     evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
     # --max-eval-problems unset: the eval set is cut as the train set is (the old behaviour,
