@@ -100,17 +100,19 @@ def judge_both(jobs: list[dict], workers: int | None) -> tuple[list, list]:
 
 def compare(old: list, new: list, limit: float) -> dict:
     """The figures of one judged batch: programs whose verdict / binary reward / StepCoder
-    reward changed, the transitions, the tracer's CPU factor per test (tests that ran to the
-    end both ways with at least 5 ms untraced), and the tests within the factor of the limit."""
+    reward changed, the transitions, the tracer's CPU factor (traced over untraced CPU seconds
+    of the tests that ended alike both ways, from 1 ms untraced: per test, and summed), and
+    the programs with a test whose untraced CPU times the median factor passes the limit."""
     changed = Counter()
     for o, n in zip(old, new):
         if o.status != n.status:
             changed[f"{n.status} -> {o.status}"] += 1
-    factors, near = [], 0
+    pairs, near = [], 0
     for o, n in zip(old, new):
         for to, tn in zip(o.tests, n.tests):
-            if to.status == tn.status and tn.cpu_time >= 0.005 and to.status != "timeout":
-                factors.append(to.cpu_time / tn.cpu_time)
+            if to.status == tn.status and tn.cpu_time >= 0.001 and to.status != "timeout":
+                pairs.append((to.cpu_time, tn.cpu_time))
+    factors = [a / b for a, b in pairs]
     median = statistics.median(factors) if factors else None
     for n in new:
         near += any(t.cpu_time * (median or 1.0) > limit for t in n.tests)
@@ -129,7 +131,9 @@ def compare(old: list, new: list, limit: float) -> dict:
         "verdicts_old": dict(Counter(r.status for r in old)),
         "coverage_unknown_new": sum(r.executed_lines is None for r in new),
         "tracer_cpu_factor": {"tests": len(factors), "median": median,
-                              "p10": _quantile(factors, 0.1), "p90": _quantile(factors, 0.9)},
+                              "p10": _quantile(factors, 0.1), "p90": _quantile(factors, 0.9),
+                              "summed": (sum(a for a, _ in pairs) / sum(b for _, b in pairs)
+                                         if pairs else None)},
         "programs_with_a_test_near_the_limit": near,
     }
 
@@ -176,8 +180,9 @@ def readme(res: dict) -> str:
         f"| verdicts, new | {f['verdicts_new']} |",
         f"| verdicts, old | {f['verdicts_old']} |",
         f"| coverage unknown (new) | {f['coverage_unknown_new']} programs |",
-        f"| tracer CPU factor per test (traced / untraced; {t['tests']} tests >= 5 ms) | "
-        f"median {fmt(t['median'])}, p10 {fmt(t['p10'])}, p90 {fmt(t['p90'])} |",
+        f"| tracer CPU factor (traced / untraced CPU s of a test; {t['tests']} tests of >= 1 "
+        f"ms that ended alike) | median {fmt(t['median'])}, p10 {fmt(t['p10'])}, p90 "
+        f"{fmt(t['p90'])}, summed over them {fmt(t['summed'])} |",
         f"| programs with a test whose untraced CPU x the median factor exceeds the limit | "
         f"{f['programs_with_a_test_near_the_limit']} |",
         "",
