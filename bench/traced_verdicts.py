@@ -188,8 +188,8 @@ def readme(res: dict) -> str:
         f"{fmt(t['p90'])}, summed over them {fmt(t['summed'])} |",
         f"| programs with a test whose untraced CPU x the median factor exceeds the limit | "
         f"{f['programs_with_a_test_near_the_limit']} |",
-        f"| slowest test, untraced CPU seconds (timeouts aside) | "
-        f"{fmt(f['slowest_test_untraced_cpu_seconds'])} |",
+        f"| slowest test, untraced CPU (timeouts aside) | "
+        f"{1000 * (f['slowest_test_untraced_cpu_seconds'] or 0):.1f} ms |",
         "",
         "A test's CPU seconds are its process tree's, the fork and the harness included, so "
         "on programs this short the factor is mostly the tracer's fixed cost, not the 3-5x it "
