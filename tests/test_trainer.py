@@ -826,6 +826,9 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_naming_the_last_whole_check
         with open(os.path.join(out_dir, "latest"), "w") as f:
             f.write(f"step_{step}")
     monkeypatch.setattr(bookkeeping, "save_checkpoint", writer)
+    # entry_point's clean-up of engines and process groups: other tests' (none here)
+    monkeypatch.setattr(flags, "close_open_engines", lambda wait: None)
+    monkeypatch.setattr(flags, "close_distributed", lambda wait: None)
     r = _saving_run(out, [])
     bookkeeping.save_step(r, 2)
     assert states[0]["method"] == "grpo" and states[0]["model"] == "base"
