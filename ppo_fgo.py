@@ -73,6 +73,7 @@ import argparse
 import ast
 import dataclasses
 import json
+import math
 
 import torch
 
@@ -549,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "weights and lr, the value loss never moves the policy) or the "
                         "policy's own body with a value head (half the memory; the value "
                         "loss also trains the policy's body at its lr)")
-    g.add_argument("--critic-lr", type=flags.POSITIVE, default=6e-5,
+    g.add_argument("--critic-lr", type=flags.LEARNING_RATE, default=6e-5,
                    help="critic learning rate, constant (StepCoder 1.5e-6 = 3x the policy's); "
                         "with --critic shared it applies to the value head only")
     g.add_argument("--kl-coef", type=flags.NON_NEGATIVE, default=0.05,
@@ -576,9 +577,17 @@ def parse_args(argv=None):
     parser = build_parser()
     args = flags.parse_flags(parser, PRESETS, argv)
     if args.reward_table:
-        for k in json.loads(args.reward_table):
+        try:
+            table = json.loads(args.reward_table)
+        except ValueError:
+            parser.error(f"--reward-table {args.reward_table!r} is not JSON")
+        if not isinstance(table, dict):
+            parser.error("--reward-table must be a JSON object {verdict: reward}")
+        for k, v in table.items():
             if k not in STEPCODER_REWARDS:
                 parser.error(f"--reward-table: unknown key {k!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                parser.error(f"--reward-table: {k!r} must map to a finite number, got {v!r}")
     return args
 
 

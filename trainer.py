@@ -80,7 +80,7 @@ def load_problem_sets(args):
         for part in spec.split(","):
             name, _, path = part.partition(":")
             out += sources.load_problems(name, split=split, path=path or None)
-        return out
+        return sources.unique_ids(out, spec)   # two parts may hold the same problem
     train = load(args.train_data, "train")
     evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
     # --max-eval-problems unset: the eval set is cut as the train set is (the old behaviour,
@@ -361,7 +361,8 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
     t0 = time.time()
     bound_native_memory()
     d = init_distributed()
-    claim_out_dir(args.out, resume=args.resume, overwrite=args.overwrite, main=d.main)
+    claim_out_dir(args.out, resume=args.resume, overwrite=args.overwrite, main=d.main,
+                  method=name, model=args.model)
     seed_everything(args.seed)
     os.makedirs(args.out, exist_ok=True)
     log = MetricsLog(args.out, d.main, report_to_list(args.report_to), vars(args), name)
@@ -476,6 +477,10 @@ def select_problems(r: Run, rates: dict) -> dict:
                             "temperature": a.temperature})["rates"]
     if a.offline_filter:
         kept = drive.offline_filter({p.id: rates[p.id] for p in r.train_problems})
+        if not kept:   # GRPO would learn nothing from them: every group's rewards are equal
+            raise UserError(f"--offline-filter kept none of the {len(r.train_problems)} train "
+                            "problems (every sample solved each, or none did); train without "
+                            "it, or on problems the starting policy solves sometimes")
         r.say(f"--offline-filter kept {len(kept)}/{len(r.train_problems)} train problems "
               f"(dropped those every sample or no sample solved)")
         r.state["train_ids"] = sorted(kept, key=str)
@@ -530,7 +535,11 @@ def prepare_run(r: Run) -> str | None:
         rates = select_problems(r, rates)
     if "train_ids" in r.state:
         keep = set(r.state["train_ids"])
-        r.train_problems = [p for p in r.train_problems if p.id in keep] or r.train_problems
+        r.train_problems = [p for p in r.train_problems if p.id in keep]
+        if not r.train_problems:   # a resume on other --train-data
+            raise UserError(f"--resume: none of the {len(keep)} problems the offline filter "
+                            f"kept is in --train-data {r.args.train_data}; resume with the "
+                            "run's own --train-data")
     a = r.args
     r.curriculum = make_curriculum(r.train_problems, rates, curriculum=a.curriculum,
                                    cccs_threshold=a.cccs_threshold, cccs_average=a.cccs_average,

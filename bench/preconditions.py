@@ -54,13 +54,21 @@ def pass_at(n: int, k: int, rates: dict) -> dict:
     return {pid: evalstats.pass_at_k(n, round(r * n), k) for pid, r in rates.items()}
 
 
-def reference_coverage(problems, n_tests: int, workers) -> dict[str, float]:
-    """{problem id: lines the reference runs under its first n_tests / under all its tests}."""
+def reference_coverage(problems, n_tests: int, workers) -> tuple[dict[str, float], int]:
+    """({problem id: lines the reference runs under its first n_tests / under all its tests},
+    the problems left out because the sandbox could not vouch for either coverage: its
+    executed_lines None, unknown)."""
     jobs = [data.sandbox_job(p, p.solutions[0], t, coverage=True, timeout=4.0)
             for p in problems for t in (p.tests[:n_tests], p.tests)]
     res = sandbox.run_batch(jobs, workers=workers)
-    return {p.id: len(res[2 * i].executed_lines) / max(len(res[2 * i + 1].executed_lines), 1)
-            for i, p in enumerate(problems)}
+    ratios, unknown = {}, 0
+    for i, p in enumerate(problems):
+        few, every = res[2 * i].executed_lines, res[2 * i + 1].executed_lines
+        if few is None or every is None:
+            unknown += 1
+            continue
+        ratios[p.id] = len(few) / max(len(every), 1)
+    return ratios, unknown
 
 
 def false_pass_rates(engine, tok, problems, n_tests: int, n: int, settings: dict) -> dict:
@@ -129,7 +137,9 @@ def table(res: dict) -> str:
              f"difficulty score): pass@{dr['k']} > 0 on {dr['share_solved']:.2f} of them "
              f"(pass@1 {dr['pass@1']:.3f}, pass@{dr['k']} {dr['pass@k']:.3f}).",
              f"- FGO: the branchy families' reference coverage under {res['fgo']['n_tests']} "
-             f"tests {res['fgo']['branchy_coverage']:.2f} (every test: 1.00); false-pass "
+             f"tests {res['fgo']['branchy_coverage']:.2f} (every test: 1.00; "
+             f"{res['fgo'].get('coverage_unknown', 0)} references of unknown coverage left "
+             "out); false-pass "
              f"rate of the model's programs on them {res['fgo']['branchy_false_pass_rate']:.2f}."]
     return "\n".join(rows) + "\n"
 
@@ -167,16 +177,18 @@ def main(argv=None):
             "pass@8_by_family": base.family_pass_at_k(held, ev["rates"], 8)}
     say(f"room: pass@1 {ev['pass@1']:.3f} pass@8 {ev['pass@8']:.3f}")
 
-    cov = reference_coverage(rl, a.train_tests, a.sandbox_workers)
+    cov, cov_unknown = reference_coverage(rl, a.train_tests, a.sandbox_workers)
     cov_fam = by_family(rl, cov)
     fp = false_pass_rates(engine, tok, rl, a.train_tests, 8, settings)
     branchy = [f for f in tasks.BRANCHY_FAMILIES if f in cov_fam]
     fp_b = [fp[f] for f in branchy if f in fp]
-    fgo = {"n_tests": a.train_tests, "coverage_by_family": cov_fam, "false_pass": fp,
+    fgo = {"n_tests": a.train_tests, "coverage_by_family": cov_fam,
+           "coverage_unknown": cov_unknown, "false_pass": fp,
            "branchy_coverage": sum(cov_fam[f] for f in branchy) / len(branchy),
            "branchy_false_pass_rate": sum(x["false_passes"] for x in fp_b)
            / max(sum(x["train_passes"] for x in fp_b), 1)}
-    say(f"fgo: branchy coverage {fgo['branchy_coverage']:.2f}, false-pass rate "
+    say(f"fgo: branchy coverage {fgo['branchy_coverage']:.2f} ({cov_unknown} of {len(rl)} "
+        f"references' coverage unknown, left out), false-pass rate "
         f"{fgo['branchy_false_pass_rate']:.2f}")
 
     fam = [q for q in held if q.metadata["family"] == tasks.CCCS_FAMILY]

@@ -5,6 +5,8 @@ a step's checkpoint and metrics row, summary.json and rates.json. trainer.py cal
 learner may skip them. `r` is trainer.Run."""
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import random
@@ -27,6 +29,8 @@ from infra.model import (
     PolicyLogprobs,
     latest_checkpoint,
     load_causal_lm,
+    model_identity,
+    read_trainer_state,
     save_checkpoint,
     shard_model,
     warmup_cosine,
@@ -119,7 +123,8 @@ def policy_and_engine(args, d: Dist, path: str, value_head: bool = False,
     CPU engine's KV cache unless --engine-kv-cache-gib does (None: any prompt, up to
     engines.CPU_MAX_SEQS sequences of the whole context)."""
     # The engine first: on GPU vLLM checks at start-up that its share of memory is free.
-    engine = make_engine(args.engine, path, d.device, seed=args.seed + d.rank,
+    # each rank its own seed, within the 32 bits numpy (inside vLLM) takes
+    engine = make_engine(args.engine, path, d.device, seed=(args.seed + d.rank) % 2**32,
                          tensor_parallel_size=args.engine_tp,
                          gpu_memory_utilization=args.engine_mem, sleep_level=args.sleep_level,
                          max_model_len=args.max_model_len,
@@ -198,32 +203,88 @@ def earlier_run(out: str) -> list[str]:
     return sorted(n for n in os.listdir(out) if n in RUN_FILES or CHECKPOINT_DIR.fullmatch(n))
 
 
-def claim_out_dir(out: str, *, resume: bool, overwrite: bool, main: bool) -> None:
-    """--out checked before any work, each mistake a UserError: a path no run can write; an
-    earlier run there that this one would overwrite (its checkpoints, summary, and rows
-    appended to its metrics.jsonl), unless `resume` continues it from a checkpoint or
-    `overwrite` replaces it, whose files the main rank (main) then removes."""
+def claim_out_dir(out: str, *, resume: bool, overwrite: bool, main: bool,
+                  method: str | None = None, model: str | None = None) -> None:
+    """--out checked before any work, each mistake a UserError: a path no run can write; a
+    checkpoint that `resume` would continue written by another method or from another model
+    (check_resumed_run; method, model: this run's, None: not checked); an earlier run there
+    that this one would overwrite (its checkpoints, summary, and rows appended to its
+    metrics.jsonl), unless `resume` continues it from a checkpoint or `overwrite` replaces it;
+    another run still writing there. The main rank (main) then holds the folder's lock to the
+    end of the run (lock_out_dir; the only file a refused run may leave) and, with
+    `overwrite`, removes the earlier run's files."""
     problem = output_dir_problem(out)
     if problem:
         raise UserError(problem)
+    if resume:
+        check_resumed_run(out, method, model)
     found = earlier_run(out)
-    if not found:
-        return
     shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
-    if resume and latest_checkpoint(out) is None:
+    if found and resume and latest_checkpoint(out) is None:
         raise UserError(f"--resume: {out} holds an earlier run ({shown}) but no "
                         "checkpoint to continue from (--save-every N writes them); pass "
                         "--overwrite instead to start again there, or a new --out")
-    if not resume and not overwrite:
+    if found and not resume and not overwrite:
         raise UserError(f"--out {out} holds an earlier run ({shown}); continue it with "
                         "--resume, write to a new --out, or pass --overwrite to replace it")
-    if overwrite and main:
-        for name in found:
-            path = os.path.join(out, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
+    if not main:
+        return
+    lock_out_dir(out)   # before the removal: a run still writing there keeps its files
+    for name in found if overwrite else ():
+        path = os.path.join(out, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
+
+def check_resumed_run(out: str, method: str | None, model: str | None) -> None:
+    """UserError when the checkpoint --resume would continue in `out` was written by another
+    method (grpo, ppo, agents: trainer.start's names) or from another model than `model` (the
+    --model flag, compared as model_identity). Nothing is written before this check. A
+    checkpoint that records neither is not checked."""
+    ckpt = latest_checkpoint(out)
+    state = read_trainer_state(ckpt) if ckpt is not None else {}
+    if method is not None and state.get("method", method) != method:
+        raise UserError(f"--resume: {ckpt} holds a {state['method']} run and this run is "
+                        f"{method}; continue it with {state['method']}'s script, or pass a new "
+                        "--out")
+    if model is not None and state.get("model", model_identity(model)) != model_identity(model):
+        raise UserError(f"--resume: {ckpt} was trained from --model {state['model']} and this "
+                        f"run names --model {model}; resume with --model {state['model']}, or "
+                        "pass a new --out")
+
+
+# The lock each run holds on its --out: taken with flock, so the kernel releases it when the
+# process ends, however it ends (a crashed run leaves no lock behind, only the file).
+LOCK_FILE = "run.lock"
+_held_locks: dict[str, int] = {}   # --out (real path) -> the lock file this process holds
+
+
+def lock_out_dir(out: str) -> None:
+    """Create `out` and take its lock for this process (released by release_out_dir, or when
+    the process ends); UserError when another process holds it: two runs started together into
+    one --out would interleave one metrics.jsonl and overwrite each other's checkpoints."""
+    os.makedirs(out, exist_ok=True)
+    release_out_dir(out)   # this process's earlier run there (a test runs several in turn)
+    fd = os.open(os.path.join(out, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip()
+        os.close(fd)
+        raise UserError(f"--out {out} is in use by another run (process {holder or '?'}); "
+                        "wait for it to end, or pass another --out") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    _held_locks[os.path.realpath(out)] = fd
+
+
+def release_out_dir(out: str) -> None:
+    """Give up this process's lock on `out` (lock_out_dir); nothing when it holds none."""
+    fd = _held_locks.pop(os.path.realpath(out), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def rng_state_from_json(x):
@@ -275,8 +336,30 @@ def save_step(r, step: int) -> None:
     r.state.update(rng=r.rng.getstate())
     if r.curriculum is not None:
         r.state["curriculum"] = r.curriculum.state_dict()
-    save_checkpoint(a.out, step, r.policy, r.tokenizer, r.optimizer, r.scheduler, r.state, r.d,
-                    extras=r.checkpoint_modules())
+    # what --resume checks before it continues the run (check_resumed_run)
+    state = {**r.state, "method": r.name, "model": model_identity(a.model)}
+    try:
+        save_checkpoint(a.out, step, r.policy, r.tokenizer, r.optimizer, r.scheduler, state,
+                        r.d, extras=r.checkpoint_modules())
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        shutil.rmtree(os.path.join(a.out, f"step_{step}.tmp"), ignore_errors=True)
+        raise UserError(f"--out {a.out}: the disk is full ({e.strerror}) while writing the "
+                        f"checkpoint of step {step}; {last_whole_checkpoint(a.out)}") from None
+
+
+def last_whole_checkpoint(out: str) -> str:
+    """Where a run stopped by a full disk can continue: the checkpoint `out`/latest names."""
+    try:
+        with open(os.path.join(out, "latest")) as f:
+            name = f.read().strip()
+    except OSError:
+        name = ""
+    if not name or not os.path.isdir(os.path.join(out, name)):
+        return "no whole checkpoint was written before it: free some space and start again"
+    return (f"the last whole checkpoint is {os.path.join(out, name)}: free some space and "
+            "continue from it with --resume")
 
 
 def finish(r) -> dict:
@@ -285,7 +368,7 @@ def finish(r) -> dict:
     r.engine.close()        # vLLM's teardown also ends the process group it joined
     a = r.args
     summary = {k: v for k, v in r.state.items() if k not in ("rng", "curriculum", "train_ids",
-                                                              "step", "world")
+                                                              "step", "world", "method")
                and not k.startswith(("rates_", "train_rates_"))}
     summary.update(wall_seconds=round(time.time() - r.t0, 1), model=a.model, seed=a.seed,
                    steps=a.steps)
@@ -317,6 +400,7 @@ def finish(r) -> dict:
     r.log.close()
     if dist.is_initialized():
         dist.barrier()
+    release_out_dir(a.out)
     return summary
 
 

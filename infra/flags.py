@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -84,15 +85,17 @@ def exit_user_error(prog: str, message) -> None:
     sys.exit(2)
 
 
-def number(kind=int, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False):
-    """An argparse type for `kind` values in [lo, hi] ("(" / ")" ends with lo_open/hi_open):
-    `--steps -1` then fails at parse time with "must be >= 0, got -1"."""
+def number(kind=int, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False,
+           also: tuple = ()):
+    """An argparse type for finite `kind` values in [lo, hi] ("(" / ")" ends with lo_open /
+    hi_open), or one of `also` (0 for greedy decoding): `--steps -1` then fails at parse time
+    with "must be >= 0, got -1", and `--lr inf` or `nan` with "must be a finite number > 0"."""
     parts = []
     if lo is not None:
         parts.append(f"{'>' if lo_open else '>='} {lo}")
     if hi is not None:
         parts.append(f"{'<' if hi_open else '<='} {hi}")
-    rule = " and ".join(parts)
+    rule = " and ".join(parts) + "".join(f" (or {v})" for v in also)
 
     def parse(text: str):
         try:
@@ -100,9 +103,13 @@ def number(kind=int, lo=None, hi=None, lo_open: bool = False, hi_open: bool = Fa
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value in also:
+            return value
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number {rule}, got {text}")
         too_low = lo is not None and (value <= lo if lo_open else value < lo)
         too_high = hi is not None and (value >= hi if hi_open else value > hi)
-        if too_low or too_high or value != value:   # value != value: NaN
+        if too_low or too_high:
             raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
         return value
     parse.__name__ = kind.__name__
@@ -114,6 +121,17 @@ POSITIVE_INT = number(int, 1)                # 1, 2, ...
 POSITIVE = number(float, 0, lo_open=True)    # > 0
 NON_NEGATIVE = number(float, 0)              # >= 0
 SHARE = number(float, 0, 1)                  # [0, 1]
+# numpy's and vLLM's seeds are 32-bit: torch takes more, np.random.seed refuses it
+SEED = number(int, 0, 2**32 - 1)
+# AdamW moves each weight by about lr a step: from lr 1 on no model survives a step
+LEARNING_RATE = number(float, 0, 1, lo_open=True)
+# vLLM raises a temperature below 0.01 to 0.01, so its samples would not follow the
+# log-probs the trainer computes at the lower one
+MIN_TEMPERATURE = 0.01
+TEMPERATURE = number(float, MIN_TEMPERATURE)
+GREEDY_OR_TEMPERATURE = number(float, MIN_TEMPERATURE, also=(0.0,))
+# seconds a test may run; the sandbox's own cap is 1e6, and coverage runs get 5x the limit
+TEST_TIMEOUT = number(float, 0, 3600, lo_open=True)
 
 
 def sample_count(text: str) -> int:
@@ -166,7 +184,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tup
                    help="'base' (the shipped CPU base model, models/base), 'tiny' (an untrained "
                         "Qwen2-architecture model built here, given --sft-steps of SFT), a hub "
                         "id or a local path (e.g. Qwen/Qwen3-1.7B as in AT-GRPO)")
-    g.add_argument("--model-seed", type=int, default=0, help="seed of the tiny model's weights")
+    g.add_argument("--model-seed", type=SEED, default=0, help="seed of the tiny model's weights")
     g.add_argument("--train-data", default="tasks:rl",
                    help="comma list of NAME or NAME:PATH (apps, apps_plus, code_contests, "
                         "livecodebench, builtin, tasks:train|test|heldout: the procedural "
@@ -214,7 +232,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tup
                         "epoch, the partial batch dropped (TRL's sampler, the data loaders' "
                         "standard; on the CPU default's 3,614 fresh problems no problem is "
                         "drawn twice); replacement: each step's prompts drawn uniformly")
-    g.add_argument("--temperature", type=POSITIVE, default=1.0,
+    g.add_argument("--temperature", type=TEMPERATURE, default=1.0,
                    help="sampling temperature, also applied to the trainer's logits (papers: 1.0)")
     g.add_argument("--top-p", type=number(float, 0, 1, lo_open=True), default=1.0,
                    help="nucleus sampling (1.0 keeps sampler and trainer log-probs consistent)")
@@ -235,7 +253,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tup
                    help="lower clip (PPO/GRPO 0.2)")
     g.add_argument("--eps-high", type=NON_NEGATIVE, default=0.28,
                    help="upper clip (DAPO clip-higher 0.28; PPO 0.2)")
-    g.add_argument("--lr", type=POSITIVE, default=5e-5,
+    g.add_argument("--lr", type=LEARNING_RATE, default=5e-5,
                    help="RL learning rate (AT-GRPO 1e-6 at 1.7B-8B)")
     g.add_argument("--min-lr-ratio", type=SHARE, default=1.0,
                    help="cosine floor as a share of --lr (1.0 = constant after warm-up)")
@@ -268,25 +286,25 @@ def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tup
     g.add_argument("--sft-steps", type=COUNT, default=None,
                    help="supervised steps on reference solutions before RL (0 = none; default: "
                         f"{TINY_SFT_STEPS} for --model tiny, which starts from scratch, else 0)")
-    g.add_argument("--sft-lr", type=POSITIVE, default=1e-3, help="SFT learning rate")
+    g.add_argument("--sft-lr", type=LEARNING_RATE, default=1e-3, help="SFT learning rate")
     g.add_argument("--sft-batch", type=POSITIVE_INT, default=32,
                    help="SFT examples per step over all ranks")
     g.add_argument("--eval-n", type=COUNT, default=8,
                    help="samples per problem for pass@1/pass@n (0 = no evaluation)")
-    g.add_argument("--eval-temperature", type=NON_NEGATIVE, default=1.0,
+    g.add_argument("--eval-temperature", type=GREEDY_OR_TEMPERATURE, default=1.0,
                    help="evaluation temperature (AT-GRPO 0.6; 0 = greedy, with --eval-n 1)")
     g.add_argument("--eval-only", action="store_true",
                    help="evaluate (after --sft-steps, if any) and stop")
     g.add_argument("--eval-every", type=COUNT, default=0,
                    help="also evaluate the held-out set every N RL steps (metrics.jsonl rows "
                         "phase=eval, when=step_N: the learning curve); 0 = before/after only")
-    g.add_argument("--train-eval-problems", type=int, default=-1,
+    g.add_argument("--train-eval-problems", type=number(int, -1), default=-1,
                    help="before and after RL also evaluate N train problems (a fixed random "
                         "sample), for the train-split figure beside the held-out one "
                         "(summary.json train_pass_at_1_*); -1 = as many as the eval set when "
                         "--eval-data differs from --train-data, 0 = off")
     g = p.add_argument_group("sandbox")
-    g.add_argument("--test-timeout", type=POSITIVE, default=2.0, help="seconds per test")
+    g.add_argument("--test-timeout", type=TEST_TIMEOUT, default=2.0, help="seconds per test")
     g.add_argument("--sandbox-workers", type=POSITIVE_INT, default=None,
                    help="sandbox processes (default: one per core)")
     g.add_argument("--overlap-reward", action="store_true",
@@ -297,7 +315,7 @@ def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tup
                         "CPU-only machine both phases need every core and the step is slower "
                         "(the CPU default: +0.6 s, bench/results/phase-timers)")
     g = p.add_argument_group("run")
-    g.add_argument("--seed", type=int, default=0, help="seed for sampling, data order and SFT")
+    g.add_argument("--seed", type=SEED, default=0, help="seed for sampling, data order and SFT")
     g.add_argument("--cpu-threads", type=COUNT, default=0,
                    help="torch threads per process on CPU; 0 = torch's default: "
                         "OMP_NUM_THREADS when set, else every core. Trainings that share the "

@@ -2,6 +2,7 @@
 (MetricsLog), and the progress bars (progress)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -90,19 +91,47 @@ class MetricsLog:
     def forget_after(self, step: int, phases: Sequence[str]) -> int:
         """On resume from a checkpoint at `step`: drop the rows of `phases` past it (and the
         after-RL evaluations), which the resumed run logs again, so every step has one row.
-        Returns how many rows were dropped."""
+        Returns how many rows were dropped. A row that does not parse (cut off by a kill or a
+        full disk mid-append) is dropped too, and counted in one line on stderr. The log is
+        rewritten as a new file that replaces the old one whole (os.replace): a run stopped
+        mid-rewrite leaves the old log, never a cut one."""
         if not self.path or not os.path.isfile(self.path):
             return 0
-        with open(self.path) as f:
+        with open(self.path, encoding="utf-8", errors="replace") as f:
             lines = [line for line in f if line.strip()]
-        keep = [line for line in lines if not redone(json.loads(line), step, phases)]
-        with open(self.path, "w") as f:
-            f.writelines(keep)
-        return len(lines) - len(keep)
+        rows = [_row(line) for line in lines]
+        keep = [line if line.endswith("\n") else line + "\n"
+                for line, row in zip(lines, rows) if row is not None
+                and not redone(row, step, phases)]
+        cut = sum(row is None for row in rows)
+        if cut:
+            print(f"[metrics] {self.path}: dropped {cut} row(s) that do not parse (cut off "
+                  "when a run stopped mid-write)", file=sys.stderr, flush=True)
+        tmp = self.path + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(keep)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
+        return len(lines) - len(keep) - cut
 
     def close(self):
         for sink in self.sinks:
             sink.close()
+
+
+def _row(line: str) -> dict | None:
+    """A metrics.jsonl line as its row; None when it is not a JSON object (cut off)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
 
 
 def redone(row: dict, step: int, phases: Sequence[str]) -> bool:

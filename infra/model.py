@@ -15,7 +15,8 @@ length L. Position t of the log-prob tensor ([B, L-1]) scores token t+1.
 
 Weight files are checked before anything loads them (check_weights: each safetensors file's
 header, and its size against the header's offsets), so a cut-off download or checkpoint is
-one line naming the file, not vLLM's and then transformers' tracebacks.
+one line naming the file, not vLLM's and then transformers' tracebacks; so are a model
+directory's config, tokenizer and chat template (check_model_dir).
 """
 from __future__ import annotations
 
@@ -28,9 +29,11 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import jinja2
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+import transformers
 from huggingface_hub import hf_hub_download
 from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
 from safetensors.torch import load_file
@@ -42,6 +45,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.utils.checkpoint import checkpoint
 from transformers import (
+    CONFIG_MAPPING,
     AutoModel,
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -57,20 +61,19 @@ BASE_DIR = os.path.join(ROOT, "models", "base")
 def resolve_model(name: str) -> str:
     """Map a --model value to something from_pretrained loads.
 
-    "base" is the shipped CPU base model
-    (models/base, made by base.py); an existing directory must hold a
-    config.json; a value that looks like a path (./x, /x, ~/x, x/y/z) but does not exist is a
-    user error, not a hub id; a hub id ("org/name") is checked against the hub or, offline,
-    against the local cache, so an unreachable hub fails here with advice, not deep inside
-    transformers.
+    "base" is the shipped CPU base model (models/base, made by base.py); an existing directory
+    must hold a config.json, and its files are checked (check_model_dir); a value that looks
+    like a path (./x, /x, ~/x, x/y/z) but does not exist is a user error, not a hub id; a hub
+    id ("org/name") is checked against the hub or, offline, against the local cache, so an
+    unreachable hub fails here with advice, not deep inside transformers.
     """
     if name == "base":
         if not os.path.exists(os.path.join(BASE_DIR, "config.json")):
             raise UserError(f"--model base: {BASE_DIR} holds no model; this clone lacks the "
                             "shipped base (git checkout -- models/base), or make one with "
                             "python -m models.make_base")
-        check_weights(BASE_DIR, "--model base",
-                      "git checkout -- models/base, or python -m models.make_base")
+        check_model_dir(BASE_DIR, "--model base",
+                        "git checkout -- models/base, or python -m models.make_base")
         return BASE_DIR
     path = os.path.expanduser(name)
     if os.path.isdir(path):
@@ -78,7 +81,7 @@ def resolve_model(name: str) -> str:
             raise UserError(f"--model {name}: the directory holds no config.json, so it is not "
                             "a transformers model directory (pass the folder save_pretrained "
                             "wrote, or a checkpoint runs/X/step_N)")
-        check_weights(path, f"--model {name}")
+        check_model_dir(path, f"--model {name}")
         return path
     if os.path.exists(path):
         raise UserError(f"--model {name}: is a file; pass a model directory or a hub id")
@@ -86,6 +89,16 @@ def resolve_model(name: str) -> str:
         raise UserError(f"--model {name}: no such model directory")
     _check_hub_model(name)
     return name
+
+
+def model_identity(name: str) -> str:
+    """One name for one --model, however it is spelt: "base" for the shipped base (also given
+    as its folder), a local folder's real path, else the value itself (tiny, a hub id)."""
+    path = os.path.expanduser(name)
+    if name == "base" or not os.path.isdir(path):
+        return name
+    real = os.path.realpath(path)
+    return "base" if real == os.path.realpath(BASE_DIR) else real
 
 
 def _looks_like_path(name: str) -> bool:
@@ -191,6 +204,95 @@ def check_weights(path: str, what: str, advice: str = "download or copy the mode
     if found:
         file, why = found
         raise UserError(f"{what}: {file} cannot be loaded: {why}; {advice}")
+
+
+# ----------------------------------------------------------------------------- the other files
+
+# A tokenizer's vocabulary: fast (tokenizer.json), BPE (vocab.json + merges.txt), SentencePiece
+# or WordPiece. Without one transformers builds an empty tokenizer and the engine generates
+# from nothing.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model", "vocab.txt")
+
+
+def check_model_dir(path: str, what: str, advice: str = "download or copy the model again") -> None:
+    """UserError naming the first file of model directory `path` that from_pretrained, the
+    tokenizer or the engine would fail on, before anything loads it: config.json (JSON, a
+    model_type transformers knows), the weights (check_weights), a tokenizer's vocabulary, and
+    the chat template when there is one (it must compile). `what` names the flag."""
+    config = _json_file(os.path.join(path, "config.json"))
+    if not isinstance(config, dict):
+        raise UserError(f"{what}: {path}/config.json is not a JSON object (cut short?); {advice}")
+    kind = config.get("model_type")
+    if kind not in CONFIG_MAPPING:
+        raise UserError(f"{what}: {path}/config.json has model_type {kind!r}, which this "
+                        f"transformers ({transformers.__version__}) does not know; use a "
+                        "model of a known architecture or a newer transformers")
+    check_weights(path, what, advice)
+    if not any(os.path.exists(os.path.join(path, n)) for n in TOKENIZER_FILES):
+        raise UserError(f"{what}: {path} holds no tokenizer ({', '.join(TOKENIZER_FILES)}); "
+                        f"{advice}, with its tokenizer files")
+    for where, template in chat_templates(path):
+        problem = _template_problem(template)
+        if problem:
+            raise UserError(f"{what}: the chat template in {where} does not parse ({problem}); "
+                            "fix or remove it")
+
+
+def _json_file(path: str):
+    """The JSON in `path`; None when it is missing, cut short or not text."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def chat_templates(path: str) -> list[tuple[str, object]]:
+    """(file, template) for each chat template model directory `path` holds: chat_template.jinja,
+    chat_template.json's, tokenizer_config.json's (a string, or a list of {name, template}).
+    A template file that does not read is given as None (it does not parse either)."""
+    found: list[tuple[str, object]] = []
+    jinja = os.path.join(path, "chat_template.jinja")
+    if os.path.exists(jinja):
+        try:
+            with open(jinja, encoding="utf-8") as f:
+                found.append((jinja, f.read()))
+        except (OSError, UnicodeDecodeError):
+            found.append((jinja, None))
+    for name in ("chat_template.json", "tokenizer_config.json"):
+        file = os.path.join(path, name)
+        if not os.path.exists(file):
+            continue
+        spec = _json_file(file)
+        if not isinstance(spec, dict):
+            found.append((file, None))
+            continue
+        template = spec.get("chat_template")
+        for t in template if isinstance(template, list) else [template]:
+            if t is not None:
+                found.append((file, t.get("template") if isinstance(t, dict) else t))
+    return found
+
+
+def _template_problem(template) -> str | None:
+    """Why a chat template does not compile as transformers compiles it (None: it does)."""
+    if not isinstance(template, str):
+        return "not a JSON file with a template string" if template is None else \
+            "not a template string"
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template as compile_
+    except ImportError:   # another transformers: jinja2 as it configures it
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+        def compile_(text):
+            return ImmutableSandboxedEnvironment(
+                extensions=["jinja2.ext.loopcontrols"]).from_string(text)
+    try:
+        compile_(template)
+    except jinja2.TemplateError as e:
+        line = getattr(e, "lineno", None)
+        return (f"line {line}: " if line else "") + " ".join(str(e).split())[:200]
+    return None
 
 
 def load_tokenizer(path: str):

@@ -275,7 +275,7 @@ def train(args) -> None:
            f"validation {len(valid)} rl problems; {time.time() - t0:.0f} s")
     log = metrics.MetricsLog(args.out, d.main, (), vars(args), "base")
     engine = None if args.skip_validation else make_engine(args.engine, path, d.device,
-                                                             seed=args.seed + d.rank)
+                                                             seed=(args.seed + d.rank) % 2**32)
     policy = shard_model(PolicyLogprobs(load_causal_lm(path, d.device)), d.device)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=args.lr, weight_decay=0.0)
     sched = warmup_cosine(optimizer, args.warmup_steps, args.steps)
@@ -390,8 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export", default=None, metavar="DIR",
                    help="instead of training: evaluate the checkpoint the stopping rule picks "
                         "on the held-out eval split and write it with its card to DIR")
-    p.add_argument("--seed", type=int, default=0, help="weights, tokenizer and batch order")
-    p.add_argument("--corpus-seed", type=int, default=0, help="tasks.generate_base's seed")
+    p.add_argument("--seed", type=flags.SEED, default=0, help="weights, tokenizer and batch order")
+    p.add_argument("--corpus-seed", type=flags.SEED, default=0, help="tasks.generate_base's seed")
     g = p.add_argument_group("architecture (Qwen2)")
     g.add_argument("--layers", type=flags.POSITIVE_INT, default=3)
     g.add_argument("--hidden", type=flags.POSITIVE_INT, default=192)
@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("training")
     g.add_argument("--steps", type=flags.POSITIVE_INT, default=3000, help="optimizer steps")
     g.add_argument("--batch", type=flags.POSITIVE_INT, default=32, help="examples per step")
-    g.add_argument("--lr", type=flags.POSITIVE, default=1e-3, help="peak learning rate")
+    g.add_argument("--lr", type=flags.LEARNING_RATE, default=1e-3, help="peak learning rate")
     g.add_argument("--warmup-steps", type=flags.COUNT, default=30)
     g.add_argument("--micro-batch", type=flags.POSITIVE_INT, default=8,
                    help="sequences per forward/backward (the step does not depend on it)")

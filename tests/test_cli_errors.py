@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -51,7 +52,26 @@ def _bad_files(tmp: str) -> dict[str, str]:
     files = dict(garbage=garbage, empty=empty, a_file=a_file, model_dir=model_dir,
                  other_world=other_world, truncated=truncated, missing_shard=missing_shard,
                  damaged_ckpt=damaged_ckpt)
-    return {**files, **_bad_rows(tmp), **_bad_runs(tmp)}
+    return {**files, **_bad_rows(tmp), **_bad_runs(tmp), **_bad_model_dirs(tmp)}
+
+
+def _bad_model_dirs(tmp: str) -> dict[str, str]:
+    """Model folders whose weights are whole but another file is not: a config.json cut short,
+    one naming an architecture transformers does not know, no tokenizer, a chat template that
+    does not parse."""
+    from infra.model import BASE_DIR
+    paths = {}
+    for name in ("cut_config", "unknown_type", "no_tokenizer", "bad_template"):
+        paths[name] = _model_dir(tmp, name)
+        if name != "no_tokenizer":
+            shutil.copy(os.path.join(BASE_DIR, "tokenizer.json"), paths[name])
+    with open(os.path.join(paths["cut_config"], "config.json"), "w") as f:
+        f.write('{"model_type": "qwe')
+    with open(os.path.join(paths["unknown_type"], "config.json"), "w") as f:
+        json.dump({"model_type": "qwen99"}, f)
+    with open(os.path.join(paths["bad_template"], "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": "{% for m in messages %}{{ m.content }"}, f)
+    return paths
 
 
 def _bad_rows(tmp: str) -> dict[str, str]:
@@ -84,8 +104,13 @@ def _bad_runs(tmp: str) -> dict[str, str]:
     with open(os.path.join(earlier, "summary.json"), "w") as f:
         json.dump({"pass_at_1_after_rl": 0.5}, f)
     paths = {"earlier_run": earlier}
+    def whole(method, model):   # a checkpoint's trainer state, as save_step writes it
+        return json.dumps({"step": 2, "world": 1, "rng": [3, [0], None], "method": method,
+                           "model": model})
     for name, state in (("cut_state", '{"step": 2, "wor'),
-                        ("keyless_state", '{"step": 2, "world": 1}')):   # no "rng"
+                        ("keyless_state", '{"step": 2, "world": 1}'),   # no "rng"
+                        ("ppo_run", whole("ppo", "base")), ("grpo_run", whole("grpo", "base")),
+                        ("tiny_run", whole("grpo", "tiny"))):
         paths[name] = os.path.join(tmp, name)
         step = _model_dir(paths[name], "step_2")
         with open(os.path.join(paths[name], "latest"), "w") as f:
@@ -136,6 +161,11 @@ CASES = [
     # damaged weights: named before any engine starts, not vLLM's and transformers' errors
     ("grpo.py", ["--model", "{truncated}"], "truncated/model.safetensors cannot be loaded"),
     ("grpo.py", ["--model", "{missing_shard}"], "model-00002-of-00002.safetensors"),
+    # the rest of a model folder: named before any engine starts
+    ("grpo.py", ["--model", "{cut_config}"], "cut_config/config.json is not a JSON object"),
+    ("grpo.py", ["--model", "{unknown_type}"], "model_type 'qwen99'"),
+    ("grpo.py", ["--model", "{no_tokenizer}"], "holds no tokenizer"),
+    ("grpo.py", ["--model", "{bad_template}"], "chat template"),
     ("grpo.py", ["--resume", "--out", "{damaged_ckpt}"], "step_2/model.safetensors"),
     # numbers out of range and values of the wrong type
     ("grpo.py", ["--steps", "-1"], "--steps"),
@@ -148,6 +178,12 @@ CASES = [
     ("grpo.py", ["--micro-batch", "0"], "--micro-batch"),
     ("grpo.py", ["--test-timeout", "0"], "--test-timeout"),
     ("grpo.py", ["--hard-focus", "lots"], "lots"),
+    ("grpo.py", ["--lr", "inf"], "--lr"),
+    ("grpo.py", ["--sft-lr", "inf"], "--sft-lr"),
+    ("grpo.py", ["--test-timeout", "inf"], "--test-timeout"),
+    ("grpo.py", ["--temperature", "1e-300"], "--temperature"),
+    ("grpo.py", ["--seed", "-1"], "--seed"),
+    ("grpo.py", ["--seed", str(2**70)], "--seed"),
     # flags argparse rejects, flag combinations that cannot work
     ("grpo.py", ["--preset", "nope"], "nope"),
     ("grpo.py", ["--no-such-flag"], "--no-such-flag"),
@@ -164,6 +200,9 @@ CASES = [
     ("grpo.py", ["--out", "{earlier_run}"], "holds an earlier run (metrics.jsonl, summary.json)"),
     ("grpo.py", ["--resume", "--out", "{earlier_run}"], "no checkpoint to continue from"),
     ("grpo.py", ["--resume", "--overwrite"], "pass one of them"),
+    # a checkpoint is continued by its own method, from its own model
+    ("grpo.py", ["--resume", "--out", "{ppo_run}"], "holds a ppo run and this run is grpo"),
+    ("grpo.py", ["--resume", "--out", "{tiny_run}"], "trained from --model tiny"),
     # bad rows are skipped at load; a file of nothing else leaves no problem to train on
     ("grpo.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
     ("grpo.py", ["--train-data", "prepared:{int_tests}"], "int_tests.jsonl"),
@@ -177,12 +216,16 @@ CASES = [
     ("ppo_fgo.py", ["--model", "./no/such/dir"], "no/such/dir"),
     ("ppo_fgo.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
     ("ppo_fgo.py", ["--out", "{earlier_run}"], "holds an earlier run"),
+    ("ppo_fgo.py", ["--resume", "--out", "{grpo_run}"], "holds a grpo run and this run is ppo"),
+    ("ppo_fgo.py", ["--reward-table", "{{bad"], "--reward-table"),   # {{: format()'s brace
     ("agents.py", ["--max-turns", "0"], "--max-turns"),
     ("agents.py", ["--policy", "bogus"], "bogus"),
     ("agents.py", ["--train-data", "foo"], "foo"),
     ("agents.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
     ("agents.py", ["--train-data", "prepared:{no_solutions}"], "no problem has a reference"),
     ("agents.py", ["--out", "{earlier_run}"], "holds an earlier run"),
+    ("agents.py", ["--resume", "--out", "{grpo_run}"], "holds a grpo run and this run is "
+     "agents"),
 ]
 
 
@@ -371,3 +414,28 @@ def test_a_resume_names_a_cut_optimizer_file(tmp_path):
     _cut(os.path.join(ckpt, "rank0.pt"))
     with pytest.raises(model.UserError, match="rank0.pt cannot be loaded"):
         model.check_checkpoint(ckpt, rank=0)
+
+
+def test_a_model_folder_is_checked_before_anything_loads_it(tmp_path):
+    """model.resolve_model names the file that transformers, the tokenizer or the engine would
+    fail on: a config.json cut short, an unknown model_type, no tokenizer, a chat template
+    that does not parse (in tokenizer_config.json or chat_template.jinja). The shipped base
+    and a folder with a template that compiles pass."""
+    from infra import model
+    dirs = _bad_model_dirs(str(tmp_path))
+    for name, want in (("cut_config", "is not a JSON object"), ("unknown_type", "qwen99"),
+                       ("no_tokenizer", "holds no tokenizer"),
+                       ("bad_template", r"tokenizer_config.json does not parse \(line 1")):
+        with pytest.raises(model.UserError, match=want):
+            model.resolve_model(dirs[name])
+    good = dirs["bad_template"]
+    with open(os.path.join(good, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": [{"name": "default", "template":
+                                      "{% for m in messages %}{{ m.content }}{% endfor %}"}]},
+                  f)
+    assert model.resolve_model(good) == good
+    with open(os.path.join(good, "chat_template.jinja"), "w") as f:
+        f.write("{% if %}")
+    with pytest.raises(model.UserError, match="chat_template.jinja does not parse"):
+        model.resolve_model(good)
+    assert model.resolve_model("base") == model.BASE_DIR

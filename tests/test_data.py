@@ -628,6 +628,50 @@ def test_a_prepared_row_of_the_wrong_types_is_counted_and_skipped(tmp_path):
     assert stats["read"] == 2 + len(bad) and stats["kept"] == 2
 
 
+def test_a_repeated_id_in_one_file_is_made_unique_and_counted(tmp_path, capsys):
+    """Per-id figures (solve rates, the paired gain, the offline filter, DRIVE's tracker,
+    CCCS's stages) would mix two problems that share an id: the later one is kept as ID#2."""
+    rows = [_prepared_row(), _prepared_row(question="Add three."), _prepared_row(id="p/0#2"),
+            _prepared_row(id="p/1"), _prepared_row(question="Add four.")]
+    stats = Counter()
+    problems = sources.load_problems("prepared", path=write_jsonl(tmp_path / "p.jsonl", rows),
+                                     stats=stats)
+    assert [p.id for p in problems] == ["p/0", "p/0#3", "p/0#2", "p/1", "p/0#4"]
+    assert [p.question for p in problems][:2] == ["Add two numbers.", "Add three."]
+    assert stats[sources.RENAMED] == 2 and stats["kept"] == 5
+    assert "2 problems had the id of an earlier one" in capsys.readouterr().err
+
+
+def test_two_parts_of_one_data_flag_never_share_an_id(capsys):
+    import grpo
+    import trainer
+    args = grpo.parse_args(["--train-data", "tasks:test,tasks:test", "--eval-data",
+                            "tasks:test"])
+    train, evals = trainer.load_problem_sets(args)
+    assert len(train) == 2 * len(evals) and len({p.id for p in train}) == len(train)
+    assert f"{len(evals)} problems had the id of an earlier one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["public_tests", "private_tests", "generated_tests"])
+def test_a_code_contests_row_with_more_inputs_than_outputs_is_counted_and_skipped(tmp_path,
+                                                                                  kind):
+    """Not cut to the shorter list (which input an output belonged to is lost): skipped and
+    counted, as APPS's rows with the same defect."""
+    bad = cc_row(name="2_B. Short", **{kind: {"input": ["1\n", "2\n", "3\n"],
+                                             "output": ["1\n", "2\n"]}})
+    path = write_jsonl(tmp_path / "cc.jsonl", [cc_row(), bad])
+    stats = Counter()
+    problems = sources.load_problems("code_contests", path=path, stats=stats)
+    assert [p.id for p in problems] == ["code_contests/1_A. Sum"]
+    assert stats["inputs and outputs differ in length"] == 1
+    repackaged = tmp_path / "cc165.json"
+    repackaged.write_text(json.dumps([{"problem": "Sum.", "tests": {
+        "inputs": ["1 2\n", "3 4\n"], "outputs": ["3\n"]}}]))
+    stats = Counter()
+    assert sources.load_problems("code_contests", path=str(repackaged), stats=stats) == []
+    assert stats["inputs and outputs differ in length"] == 1
+
+
 def test_rows_that_are_not_utf8_are_counted_and_skipped_never_repaired(tmp_path):
     """A latin-1 byte in a .jsonl line or a .json list, or a JSON-escaped lone surrogate:
     that row is skipped ("not UTF-8"), the others load; a BOM is no bad byte."""

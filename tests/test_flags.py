@@ -115,3 +115,62 @@ def test_help_shows_the_defaults_of_the_preset_it_is_given_with():
     assert "(default: builtin)" in help_of(agents)
     assert "(default: Qwen/Qwen3-1.7B)" in help_of(grpo, "--preset", "gpu")
     assert "(default: base)" in help_of(grpo, "--preset=cpu")
+
+
+# Values that parse as numbers but no run can use: each ended (before this check) as a
+# traceback after the model was built, or as a run that trained to non-finite weights.
+UNUSABLE = [
+    ("--lr", "inf"), ("--lr", "nan"), ("--lr", "2"), ("--sft-lr", "inf"), ("--sft-lr", "1e300"),
+    ("--test-timeout", "inf"), ("--test-timeout", "1e300"), ("--temperature", "1e-300"),
+    ("--temperature", "0.001"), ("--temperature", "inf"), ("--eval-temperature", "1e-300"),
+    ("--seed", "-1"), ("--seed", str(2**70)), ("--seed", str(2**32)), ("--model-seed", "-1"),
+    ("--max-grad-norm", "inf"), ("--weight-decay", "inf"), ("--eps-high", "inf"),
+    ("--tis-cap", "nan"), ("--engine-kv-cache-gib", "nan"), ("--train-eval-problems", "-2"),
+]
+
+
+@pytest.mark.parametrize("module", [grpo, ppo_fgo, agents], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("flag, value", UNUSABLE)
+def test_a_numeric_flag_refuses_values_no_run_can_use_at_parse_time(module, flag, value, capsys):
+    with pytest.raises(SystemExit) as e:
+        module.parse_args([flag, value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_edges_of_each_range_are_accepted():
+    args = grpo.parse_args(["--seed", str(2**32 - 1), "--model-seed", "0", "--temperature",
+                            "0.01", "--eval-temperature", "0", "--lr", "1", "--sft-lr", "1e-9",
+                            "--test-timeout", "3600", "--train-eval-problems", "-1"])
+    assert (args.seed, args.temperature, args.eval_temperature, args.lr) == (2**32 - 1, 0.01,
+                                                                             0.0, 1.0)
+    assert ppo_fgo.parse_args(["--critic-lr", "1e-6"]).critic_lr == 1e-6
+
+
+@pytest.mark.parametrize("flag, value", [("--critic-lr", "inf"), ("--vf-clip", "inf"),
+                                         ("--kl-coef", "nan")])
+def test_ppos_own_numeric_flags_are_finite(flag, value):
+    with pytest.raises(SystemExit):
+        ppo_fgo.parse_args([flag, value])
+
+
+@pytest.mark.parametrize("table, want", [("{bad", "not JSON"), ("[1, 2]", "JSON object"),
+                                         ('{"pass": "x"}', "finite number"),
+                                         ('{"pass": Infinity}', "finite number"),
+                                         ('{"passed": 1}', "unknown key")])
+def test_ppos_reward_table_is_an_object_of_known_verdicts_and_finite_rewards(table, want,
+                                                                             capsys):
+    with pytest.raises(SystemExit) as e:
+        ppo_fgo.parse_args(["--reward-table", table])
+    assert e.value.code == 2 and want in capsys.readouterr().err
+    assert ppo_fgo.parse_args(["--reward-table", '{"pass": 2}']).reward_table
+
+
+@pytest.mark.parametrize("argv", [["--seed", "-1"], ["--corpus-seed", str(2**40)],
+                                  ["--lr", "inf"]])
+def test_the_base_models_recipe_checks_its_numbers_too(argv):
+    from models import make_base
+    with pytest.raises(SystemExit) as e:
+        make_base.build_parser().parse_args(argv)
+    assert e.value.code == 2

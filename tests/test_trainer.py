@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import subprocess
 import sys
 import types
 
@@ -22,6 +23,8 @@ import trainer
 from data import Problem
 from infra import bookkeeping, evalstats, flags, metrics, model
 from world import tiny  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # stages start at lines 4, 2, then the final stage
 TWO_IFS = "x = int(input())\nif x > 0:\n    print(1)\nif x < 0:\n    print(-1)\n"
@@ -723,14 +726,202 @@ def test_a_new_run_refuses_an_out_holding_an_earlier_run_and_overwrite_replaces_
     bookkeeping.claim_out_dir(out, resume=False, overwrite=True, main=False)
     assert len(os.listdir(out)) == 6                          # only the main rank removes
     bookkeeping.claim_out_dir(out, resume=False, overwrite=True, main=True)
-    assert os.listdir(out) == ["notes.txt"]
+    assert sorted(os.listdir(out)) == ["notes.txt", bookkeeping.LOCK_FILE]   # and its lock
     bookkeeping.claim_out_dir(out, resume=False, overwrite=False, main=True)  # nothing to overwrite
     log = metrics.MetricsLog(out, True)
     log({"phase": "rl", "step": 1})
     assert [json.loads(line)["step"] for line in open(os.path.join(out, "metrics.jsonl"))] == [1]
     empty = str(tmp_path / "fresh")
     bookkeeping.claim_out_dir(empty, resume=True, overwrite=False, main=True)
-    assert not os.path.exists(empty)                          # a check, not a mkdir
+    assert os.listdir(empty) == [bookkeeping.LOCK_FILE]       # the lock, nothing else
+    bookkeeping.release_out_dir(out)
+    bookkeeping.release_out_dir(empty)
+
+
+# A run that holds its --out as trainer.start does (claim_out_dir on the main rank), until its
+# stdin closes; argv: the folder, the repository.
+HOLD_OUT = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from infra.bookkeeping import claim_out_dir
+claim_out_dir(sys.argv[1], resume=False, overwrite=False, main=True)
+print("claimed", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_run_into_the_same_new_out_refuses_while_the_first_holds_it(tmp_path):
+    """Two runs started together into one new --out both found it empty and interleaved one
+    metrics.jsonl: the main rank takes the folder's lock (flock) as it claims it, and the second
+    run refuses in one line naming the first. The kernel drops the lock when its process ends,
+    however it ends, so a crashed run's lock file blocks nothing."""
+    out = str(tmp_path / "run")
+    first = subprocess.Popen([sys.executable, "-c", HOLD_OUT, out, ROOT], text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert first.stdout.readline().strip() == "claimed"
+        for overwrite in (False, True):
+            with pytest.raises(model.UserError) as refused:
+                bookkeeping.claim_out_dir(out, resume=False, overwrite=overwrite, main=True)
+            assert f"is in use by another run (process {first.pid})" in str(refused.value.code)
+    finally:
+        first.kill()                  # a crash: no clean-up ran
+        first.wait()
+    assert os.path.exists(os.path.join(out, bookkeeping.LOCK_FILE))
+    bookkeeping.claim_out_dir(out, resume=False, overwrite=False, main=True)
+    bookkeeping.release_out_dir(out)
+
+
+def _checkpointed_run(out: str, method: str, model_name: str) -> dict:
+    """An --out holding one whole checkpoint (step_2, as save_step writes its trainer state)
+    and a metrics row; returns {file: bytes} of everything in it."""
+    from safetensors.torch import save_file
+    step = os.path.join(out, "step_2")
+    os.makedirs(step)
+    with open(os.path.join(step, "config.json"), "w") as f:
+        json.dump({"model_type": "qwen2"}, f)
+    save_file({"w": torch.zeros(4)}, os.path.join(step, "model.safetensors"))
+    with open(os.path.join(step, "trainer_state.json"), "w") as f:
+        json.dump({"step": 2, "world": 1, "rng": [3, [0], None], "method": method,
+                   "model": model_name}, f)
+    with open(os.path.join(out, "latest"), "w") as f:
+        f.write("step_2")
+    with open(os.path.join(out, "metrics.jsonl"), "w") as f:
+        f.write(json.dumps({"phase": "rl", "step": 1}) + "\n")
+    return _files(out)
+
+
+def _files(folder: str) -> dict:
+    return {os.path.relpath(os.path.join(d, n), folder): open(os.path.join(d, n), "rb").read()
+            for d, _, names in os.walk(folder) for n in names}
+
+
+def test_resume_into_another_methods_or_models_run_is_refused_before_anything_is_written(
+        tmp_path):
+    """grpo.py resuming a ppo_fgo.py run put two methods in one record; another --model trained
+    the checkpoint's weights with another tokenizer. The checkpoint names both, and --resume
+    refuses either mismatch before it writes anything (not even its lock); the shipped base
+    given as its folder is the same model as "base"."""
+    out = str(tmp_path / "run")
+    before = _checkpointed_run(out, "ppo", "base")
+    with pytest.raises(model.UserError, match="holds a ppo run and this run is grpo"):
+        bookkeeping.claim_out_dir(out, resume=True, overwrite=False, main=True, method="grpo",
+                                  model="base")
+    with pytest.raises(model.UserError, match="trained from --model base and this run names "
+                                              "--model tiny"):
+        bookkeeping.claim_out_dir(out, resume=True, overwrite=False, main=True, method="ppo",
+                                  model="tiny")
+    assert _files(out) == before
+    bookkeeping.claim_out_dir(out, resume=True, overwrite=False, main=True, method="ppo",
+                              model=os.path.relpath(model.BASE_DIR))
+    bookkeeping.release_out_dir(out)
+
+
+def _saving_run(out: str, step_written: list) -> types.SimpleNamespace:
+    """What save_step reads of a trainer.Run: a grpo run on the base that saves every 2 steps."""
+    return types.SimpleNamespace(
+        args=types.SimpleNamespace(save_every=2, steps=10, out=out, model="base"), name="grpo",
+        state={"step_seen": step_written}, rng=__import__("random").Random(0), curriculum=None,
+        policy=None, tokenizer=None, optimizer=None, scheduler=None, d=None,
+        checkpoint_modules=dict)
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_naming_the_last_whole_checkpoint(
+        tmp_path, monkeypatch, capsys):
+    """ENOSPC while a checkpoint is written: one line (exit 2, no traceback) that names the
+    last whole checkpoint to --resume from; the half-written step_N.tmp is removed, and the
+    whole one stays. Each checkpoint records the method and the model (what --resume checks)."""
+    import errno
+    out = str(tmp_path / "run")
+    os.makedirs(out)
+    states = []
+
+    def writer(out_dir, step, policy, tokenizer, optimizer, scheduler, state, d, extras=None):
+        states.append(dict(state))
+        tmp = os.path.join(out_dir, f"step_{step}.tmp")
+        os.makedirs(tmp)
+        with open(os.path.join(tmp, "model.safetensors"), "wb") as f:
+            f.write(b"half")
+        if step > 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        os.rename(tmp, os.path.join(out_dir, f"step_{step}"))
+        with open(os.path.join(out_dir, "latest"), "w") as f:
+            f.write(f"step_{step}")
+    monkeypatch.setattr(bookkeeping, "save_checkpoint", writer)
+    # entry_point's clean-up of engines and process groups: other tests' (none here)
+    monkeypatch.setattr(flags, "close_open_engines", lambda wait: None)
+    monkeypatch.setattr(flags, "close_distributed", lambda wait: None)
+    r = _saving_run(out, [])
+    bookkeeping.save_step(r, 2)
+    assert states[0]["method"] == "grpo" and states[0]["model"] == "base"
+    with pytest.raises(SystemExit) as stopped:
+        flags.run_entry_point(lambda args: bookkeeping.save_step(r, 4), lambda argv: None, [])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "disk is full" in err and "checkpoint of step 4" in err
+    assert f"the last whole checkpoint is {os.path.join(out, 'step_2')}" in err
+    assert sorted(os.listdir(out)) == ["latest", "step_2"]
+
+
+def test_a_cut_off_metrics_row_is_dropped_and_counted_on_resume(tmp_path, capsys):
+    """A kill or a full disk mid-append leaves a row cut off; every later --resume died on it.
+    It is dropped with a count, the rows past the checkpoint as before, and the next row
+    starts on a line of its own."""
+    rows = [{"phase": "rl", "step": 1}, {"phase": "eval", "when": "step_2", "step": 2},
+            {"phase": "rl", "step": 2}, {"phase": "rl", "step": 3}]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"phase": "rl", "st')
+    log = metrics.MetricsLog(str(tmp_path), True)
+    assert log.forget_after(2, ("rl", "eval")) == 1
+    assert "dropped 1 row(s) that do not parse" in capsys.readouterr().err
+    log({"phase": "rl", "step": 3})
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [*rows[:3], rows[3]]
+    assert not os.path.exists(str(path) + ".tmp")
+
+
+def test_the_log_rewrite_stopped_midway_leaves_the_old_log_whole(tmp_path, monkeypatch):
+    """--resume rewrites metrics.jsonl without the rows it logs again. Truncated in place and
+    then written, a SIGTERM in between left it empty; written as a new file that then replaces
+    the old one, a stop anywhere leaves the old log as it was (and no stray file)."""
+    path = tmp_path / "metrics.jsonl"
+    text = "".join(json.dumps({"phase": "rl", "step": s}) + "\n" for s in (1, 2, 3))
+    path.write_text(text)
+
+    class StoppedWhileWriting:   # the file opened for writing; the process stops at the write
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, _):
+            raise KeyboardInterrupt   # as a signal's handler would raise it
+
+        writelines = write
+    real_open = open
+
+    def stopping_open(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return StoppedWhileWriting(f) if "w" in mode else f
+    monkeypatch.setattr(metrics, "open", stopping_open, raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        metrics.MetricsLog(str(tmp_path), True).forget_after(1, ("rl",))
+    assert path.read_text() == text and os.listdir(tmp_path) == ["metrics.jsonl"]
+
+
+def test_an_offline_filter_that_keeps_no_problem_is_an_error():
+    """It printed "kept 0/N" and then trained on all N: now one line that says why."""
+    problems = [_problem("a"), _problem("b")]
+    r = types.SimpleNamespace(args=types.SimpleNamespace(offline_filter=True, hard_focus=""),
+                              train_problems=problems, state={}, say=lambda msg: None)
+    with pytest.raises(model.UserError, match="kept none of the 2 train problems"):
+        trainer.select_problems(r, {"a": 1.0, "b": 0.0})
+    trainer.select_problems(r, {"a": 0.5, "b": 0.0})
+    assert r.state["train_ids"] == ["a"]
 
 
 def test_bound_native_memory_caps_onednns_kernel_cache_unless_the_user_set_it(monkeypatch):

@@ -43,7 +43,7 @@ import sys
 import textwrap
 import zlib
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import date
 
 from data import SOURCES, BadRow, DataError, Problem, check_problem, sandbox_job
@@ -84,7 +84,15 @@ def _json(text, reason: str):
         raise BadRow(reason) from None
 
 
+def _same_length(inputs, outputs) -> None:
+    """A row whose test inputs and outputs differ in number is skipped, not cut to the shorter
+    list: which input the extra output belonged to is lost."""
+    if len(inputs) != len(outputs):
+        raise BadRow("inputs and outputs differ in length")
+
+
 def _call_tests(inputs, outputs, unwrap: bool) -> list[dict]:
+    _same_length(inputs, outputs)
     tests = []
     for args, out in zip(inputs, outputs):
         if not isinstance(args, list):
@@ -96,6 +104,7 @@ def _call_tests(inputs, outputs, unwrap: bool) -> list[dict]:
 
 
 def _stdio_tests(inputs, outputs) -> list[dict]:
+    _same_length(inputs, outputs)
     return [{"input": _join_lines(i), "output": _join_lines(o)} for i, o in zip(inputs, outputs)]
 
 
@@ -114,8 +123,6 @@ def apps_problem(row: dict, index: int = 0) -> Problem:
         raise BadRow("no tests")
     fn_name = io_spec.get("fn_name") or None
     inputs, outputs = io_spec["inputs"], io_spec.get("outputs") or []
-    if len(inputs) != len(outputs):
-        raise BadRow("inputs and outputs differ in length")
     tests = (_call_tests(inputs, outputs, unwrap=True) if fn_name
              else _stdio_tests(inputs, outputs))
     solutions = _json(row.get("solutions") or "[]", "unparsable solutions")
@@ -155,8 +162,7 @@ def apps_plus_problem(row: dict, index: int = 0) -> Problem:
     inputs, outputs = row.get("inputs") or [], row.get("outputs") or []
     if not inputs:
         raise BadRow("no tests")
-    if len(inputs) != len(outputs):
-        raise BadRow("inputs and outputs differ in length")
+    _same_length(inputs, outputs)
     starter, solution = row.get("starter_code") or "", row.get("canonical_solution") or ""
     metadata = {"scope": row.get("scope", []), "index": index}
     if isinstance(inputs[0], str):
@@ -565,11 +571,40 @@ def load_problems(name: str, split: str = "test", path: str | None = None,
         if opts["limit"] and len(problems) >= opts["limit"]:
             break
     stats["kept"] += len(problems)
-    dropped = {k: v for k, v in stats.items() if k not in ("read", "kept")}
+    dropped = {k: v for k, v in stats.items() if k not in ("read", "kept", RENAMED)}
     if dropped:
         print(f"[data] {name} {split}: kept {stats['kept']} of {stats['read']} rows; dropped "
               + ", ".join(f"{k}: {v}" for k, v in sorted(dropped.items())), file=sys.stderr)
-    return problems
+    return unique_ids(problems, f"{name} {split}", stats)
+
+
+RENAMED = "repeated id, made unique"   # the stats key of unique_ids' count
+
+
+def unique_ids(problems: list[Problem], what: str, stats: Counter | None = None
+               ) -> list[Problem]:
+    """The problems with every id unique: a repeated id becomes ID#2, ID#3, ... (a copy of the
+    problem; the first keeps its id), counted in one line on stderr that names `what` (and in
+    stats[RENAMED]). Per-id figures (solve rates, the paired gain, the offline filter, DRIVE's
+    tracker, CCCS's stages) would otherwise mix two problems. Kept, not dropped: two rows that
+    share an id are usually two problems (a contest name or a problem number used twice)."""
+    seen, taken, out = {p.id for p in problems}, set(), []
+    for p in problems:
+        if p.id in taken:
+            k = 2
+            while f"{p.id}#{k}" in seen:
+                k += 1
+            p = replace(p, id=f"{p.id}#{k}")
+            seen.add(p.id)
+        taken.add(p.id)
+        out.append(p)
+    renamed = sum(a is not b for a, b in zip(problems, out))
+    if renamed:
+        if stats is not None:
+            stats[RENAMED] += renamed
+        print(f"[data] {what}: {renamed} problems had the id of an earlier one; each was kept "
+              "as ID#2, ID#3, ...", file=sys.stderr)
+    return out
 
 
 def _tasks_rows(split: str, path: str | None, seed: int) -> list[dict]:
