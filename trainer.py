@@ -66,18 +66,21 @@ from infra.model import (
 )
 from rollouts import evaluate, prompt_text
 from world import sources, tiny
+from world.train_tests import with_train_tests
 
 # ----------------------------------------------------------------------------- set-up
 # (A reader may skip the set-up: which problems and model files a run loads.)
 
 
 def load_problem_sets(args):
-    """Train and eval problems from --train-data / --eval-data (NAME or NAME:PATH[,...])."""
+    """Train and eval problems from --train-data / --eval-data (NAME or NAME:PATH[,...]), each
+    problem's tests in the order --train-tests names (world/train_tests.py)."""
     def load(spec, split):
         out = []
         for part in spec.split(","):
             name, _, path = part.partition(":")
-            out += sources.load_problems(name, split=split, path=path or None)
+            out += [with_train_tests(p, args.train_tests)
+                    for p in sources.load_problems(name, split=split, path=path or None)]
         return out
     train = load(args.train_data, "train")
     evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
@@ -166,6 +169,7 @@ class Curriculum:
                  tracker: drive.PassRateTracker | None = None):
         self.cccs, self.hard_focus = cccs_schedule, hard_focus
         self.tracker = tracker if tracker is not None else drive.PassRateTracker()
+        self.step_rates: dict[str, list[float]] = {}   # CCCS stage -> group pass rates, this step
 
     def pool(self, problems: Sequence, step: int) -> list:
         if self.hard_focus is None:
@@ -184,16 +188,25 @@ class Curriculum:
         rewards = list(rewards)
         self.tracker.update(pid, rewards)
         if self.cccs is not None and pid in self.cccs.stage:
+            self.step_rates.setdefault(self.cccs.stage_label(pid), []).append(
+                sum(rewards) / max(len(rewards), 1))
             self.cccs.update(pid, rewards)
 
     def stats(self) -> dict:
         """cccs_<stage>: problems per stage ("final", "final-1", ...), cccs_final_share:
-        share of CCCS problems writing whole programs; hf_phase (1-based), hf_pool."""
+        share of CCCS problems writing whole programs; over the groups drawn since the last
+        stats() (a step's): cccs_pass_rate/<stage>, their mean reward at that stage, and
+        cccs_draws_final_share; hf_phase (1-based), hf_pool."""
         out: dict = {}
         if self.cccs is not None:
             counts = self.cccs.stage_counts()
             out.update({f"cccs_{k}": v for k, v in counts.items()})
             out["cccs_final_share"] = counts.get("final", 0) / max(len(self.cccs.stage), 1)
+            out.update({f"cccs_pass_rate/{k}": sum(v) / len(v) for k, v in self.step_rates.items()})
+            drawn = sum(map(len, self.step_rates.values()))
+            if drawn:
+                out["cccs_draws_final_share"] = len(self.step_rates.get("final", [])) / drawn
+            self.step_rates = {}
         if self.hard_focus is not None:
             out["hf_phase"] = self.hard_focus.phase_index + 1
             out["hf_pool"] = len(self.hard_focus.kept)
@@ -231,6 +244,9 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cccs-span", type=flags.POSITIVE_INT, default=4,
                    help="window length (or EMA span) of that average")
     g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
+    g.add_argument("--cccs-rungs", choices=cccs.RUNGS, default="sqrt",
+                   help="sqrt: ceil(sqrt(N)) of a reference's N split points (StepCoder); "
+                        "every: a stage at each split point (rungs of one conditional)")
     g.add_argument("--hard-focus", type=drive.hard_focus_spec, default="",
                    help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
                         "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
@@ -241,10 +257,10 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
 
 def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,
                     cccs_threshold: float, cccs_average: str, cccs_span: int, cccs_loops: bool,
-                    hard_focus: str) -> Curriculum | None:
+                    hard_focus: str, cccs_rungs: str = "sqrt") -> Curriculum | None:
     """curriculum "cccs" and/or a hard_focus schedule -> Curriculum (None when neither is on).
 
-    cccs_*: cccs.CCCSSchedule's threshold, average, span, include_loops; hard_focus: the
+    cccs_*: cccs.CCCSSchedule's threshold, average, span, include_loops, rungs; hard_focus: the
     KEEP:STEPS phases (drive.parse_hard_focus), "" for none.
     problems: the train problems (data.Problem); CCCS uses each one's first solution.
     rates: {problem id: solved share under the starting policy}; seeds the pass-rate tracker
@@ -256,7 +272,7 @@ def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,
     if curriculum == "cccs":
         sched = cccs.CCCSSchedule({p.id: p.solutions[0] for p in problems if p.solutions},
                                   threshold=cccs_threshold, average=cccs_average,
-                                  span=cccs_span, include_loops=cccs_loops)
+                                  span=cccs_span, include_loops=cccs_loops, rungs=cccs_rungs)
     hf = None
     if hard_focus:
         try:
@@ -386,11 +402,13 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
         res = evaluate(r.engine, r.tokenizer, problems, r.d, **flags.evaluation(a), timer=timer)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
-    r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
+    few = (f"  (on the first {a.max_train_tests} tests {res['pass@1_on_train_tests']:.3f})"
+           if "pass@1_on_train_tests" in res else "")
+    r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}{few}  pass@{n} "
           f"{res[f'pass@{n}']:.3f}  ({res['problems']} problems, {n} samples each, "
           f"T={a.eval_temperature})")
     r.log({"phase": "eval", "when": when, "step": r.step,
-           **{k: v for k, v in res.items() if k != "rates"}, **timer.pop()})
+           **{k: v for k, v in res.items() if not k.startswith("rates")}, **timer.pop()})
     return res
 
 
@@ -399,8 +417,13 @@ def keep_eval(r: Run, when: str, res: dict, prefix: str = "", pass_key: str = "p
     pass_key), pass_at_k_<when> (k = --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when>
     (the hardest quarter, world/tasks.py), family_pass_at_1_<when> ({family: pass@1}), the
     per-problem rates before / after RL (for the paired gain's se), each with `prefix`
-    ("train_": the train sample's)."""
+    ("train_": the train sample's); under --max-train-tests also the train-style regime's
+    pass_at_1_on_train_tests_<when> and its per-problem rates_on_train_tests_<when>."""
     r.state[f"{prefix}pass_at_1_{when}"] = res[pass_key]
+    if "pass@1_on_train_tests" in res:
+        r.state[f"{prefix}pass_at_1_on_train_tests_{when}"] = res["pass@1_on_train_tests"]
+        if when in ("before_rl", "after_rl"):
+            r.state[f"{prefix}rates_on_train_tests_{when}"] = res["rates_on_train_tests"]
     if "pass@1_se" in res:
         r.state[f"{prefix}pass_at_1_se_{when}"] = res["pass@1_se"]
     if "k" in res:
@@ -510,7 +533,7 @@ def prepare_run(r: Run) -> str | None:
     r.curriculum = make_curriculum(r.train_problems, rates, curriculum=a.curriculum,
                                    cccs_threshold=a.cccs_threshold, cccs_average=a.cccs_average,
                                    cccs_span=a.cccs_span, cccs_loops=a.cccs_loops,
-                                   hard_focus=a.hard_focus)
+                                   hard_focus=a.hard_focus, cccs_rungs=a.cccs_rungs)
     return ckpt
 
 
