@@ -41,6 +41,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ablate  # noqa: E402
+import stepcoder_gates  # noqa: E402
 from compare import over_seeds, paired  # noqa: E402
 from grids import STEPCODER_FAMILIES  # noqa: E402
 
@@ -115,14 +116,17 @@ class Grid:
                 if r.get("phase") == "rl"]
         return ablate.metric({}, rows[-last:] if last else rows, f"metrics.jsonl:{key}")
 
-    def flag(self, name: str, flag: str, default: str) -> str:
-        """The value of `flag` in the command of `name`'s first seed (cmd.json), else default."""
+    def command(self, name: str) -> list[str]:
+        """The command of `name`'s first finished seed (cmd.json); [] when there is none."""
         for seed in self.seeds(name):
             path = os.path.join(self.cell(name, seed), "cmd.json")
             if os.path.isfile(path):
-                cmd = json.load(open(path))["cmd"]
-                return next((cmd[i + 1] for i in range(len(cmd) - 1) if cmd[i] == flag), default)
-        return default
+                return json.load(open(path))["cmd"]
+        return []
+
+    def flag(self, name: str, flag: str, default: str) -> str:
+        """The value of `flag` in the command of `name` (its last one), else default."""
+        return stepcoder_gates.flag_value(self.command(name), flag, default)
 
     def names(self) -> list[str]:
         """The configs that have a cell folder, sorted."""
@@ -249,11 +253,25 @@ def measure(grid: Grid) -> list[dict]:
     return out
 
 
+def ladder_budget(cmd: list[str]) -> dict:
+    """stepcoder_gates.ladder_budget for a CCCS cell's command: its pool (--train-data cut by
+    --max-problems) and its flags; {} for no command."""
+    if not cmd:
+        return {}
+    pool = []
+    for part in stepcoder_gates.flag_value(cmd, "--train-data", "tasks:rl").split(","):
+        name, _, path = part.partition(":")
+        pool += sources.load_problems(name, split="train", path=path or None)
+    n = int(stepcoder_gates.flag_value(cmd, "--max-problems", 0))
+    return stepcoder_gates.ladder_budget(pool[:n] if n else pool, cmd)
+
+
 def cccs_gates(grid: Grid, gates: dict) -> str:
     """The CCCS ladder's own preconditions as one clause: from the base
     (bench/stepcoder_gates.py's results: the pool's first stage under the train tests and
-    the ladder the CCCS cells ran with, and the ladder budget) and from the cells (the share
-    of draws at the whole-program stage over their last 5 RL steps, target >= 0.25)."""
+    the ladder the CCCS cells ran with), the cells' budget (ladder_budget of their command)
+    and the cells' share of draws at the whole-program stage over their last 5 RL steps
+    (target >= 0.25)."""
     met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     choice = grid.flag("sc-cccs", "--train-tests", "first")
     rungs = grid.flag("sc-cccs", "--cccs-rungs", "sqrt")
@@ -263,8 +281,12 @@ def cccs_gates(grid: Grid, gates: dict) -> str:
         parts.append(f"first stage's new code run by the 3 {choice} train tests "
                      f"{first['mean']:.2f}, none in {first['zero']} of {first['stages']} pool "
                      f"problems ({met(first['zero'] == 0)})")
-    if budget := gates.get("budget"):
-        parts.append(f"ladder budget {met(all(b['ok'] for b in budget.values()))}")
+    if budget := ladder_budget(grid.command("sc-cccs")):
+        short = [f for f, b in budget.items() if not b["ok"]]
+        draws = next(iter(budget.values()))["draws"]
+        parts.append(f"{draws:g} draws a pool problem, " + (
+            f"short of 2 x rungs + 10 in {', '.join(short)} (NOT met)" if short
+            else "2 x rungs + 10 (met)"))
     final = [v for name in ("sc-cccs", "sc-cccs-fgo") for s in grid.seeds(name)
              if (v := grid.rl_mean(name, s, "cccs_draws_final_share", last=5)) is not None]
     if final:

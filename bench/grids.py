@@ -217,7 +217,8 @@ PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
 # StepCoder where CCCS and FGO have something to act on: the five branchy families, RL rewards
 # on each problem's 3 train tests (APPS+'s count), drawn per problem (--train-tests drawn,
 # world/train_tests.py: as APPS+ ships them, not ordered to run few paths; the stored order's
-# first 3 left the first CCCS stage's new code unrun in 4 of 5 tiers pool problems), 25 problems
+# first 3 left the first CCCS stage's new code unrun in 4 of 5 tiers pool problems; drawn, FGO
+# masks 7-10% of the base's tokens, below its 10% gate: bench/results/stepcoder-gates), 25 problems
 # (5 a family). The ladder (bench/stepcoder_gates.py measures it): rungs of one conditional
 # (--cccs-rungs every) moving on at a pass rate of 0.5 over a rung's last 2 updates; 36 steps
 # of 16 prompts x 8 samples (the same 128 rollouts a step as 8 x 16) draw each problem 23

@@ -11,6 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import claims  # noqa: E402
+import grids  # noqa: E402
 
 from world import sources  # noqa: E402
 
@@ -152,7 +153,7 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
         "room": {"pass@1": 0.4, "pass@8": 0.5, "pass@1_by_family": {"tiers": 0.5}},
         "cccs": {"whole_pass@8": 0.0, "last_stage_pass@8": 0.8},
         "drive": {"share_solved": 0.4}}))
-    pre = claims.preconditions(grid, str(base))
+    pre = claims.preconditions(grid, str(base), str(tmp_path / "no-gates.json"))
     assert pre["room"] == "room pass@8 - pass@1 0.100 (>= 0.15: NOT met)"
     assert pre["fgo"] == "tokens masked 12.0% in the FGO cells (>= 10%: met)"
     assert pre["cccs"].endswith("(met); stages moved in 3 of 3 CCCS cells")
@@ -203,7 +204,7 @@ def test_stepcoder_rows_compare_what_the_paper_compares_in_both_regimes(tmp_path
             rates["rates_on_train_tests_after_rl"] = {i: few for i in ids}
             (cell / "rates.json").write_text(json.dumps(rates))
             (cell / "cmd.json").write_text(json.dumps({"cmd": [
-                "ppo_fgo.py", "--train-tests", "drawn", "--cccs-rungs", "every"]}))
+                "ppo_fgo.py", *grids.STEPCODER_CELL, "--seed", str(seed)]}))
     rows = {c["claim"]: c for c in claims.measure(claims.Grid(str(tmp_path)))}
 
     def diff(claim):
@@ -231,10 +232,14 @@ def test_stepcoder_rows_compare_what_the_paper_compares_in_both_regimes(tmp_path
         "coverage": {"pool": {"every/drawn": {"all": {"1": {"mean": 0.92, "zero": 0,
                                                              "stages": 25}}},
                               "sqrt/first": {"all": {"1": {"mean": 0.63, "zero": 6,
-                                                            "stages": 25}}}}},
-        "budget": {"chain_long": {"ok": True}, "tiers": {"ok": True}}}))
+                                                            "stages": 25}}}}}}))
     base = tmp_path / "pre.json"
     base.write_text(json.dumps({"cccs": {"whole_pass@8": 0.0, "last_stage_pass@8": 0.8}}))
     pre = claims.preconditions(claims.Grid(str(tmp_path)), str(base), str(gates))
     assert ("first stage's new code run by the 3 drawn train tests 0.92, none in 0 of 25 pool "
-            "problems (met); ladder budget met") in pre["cccs"]
+            "problems (met); 23 draws a pool problem, 2 x rungs + 10 (met)") in pre["cccs"]
+    # the grid of 2026-12-04: 25 steps of 8 prompts, StepCoder's sqrt ladder
+    old = ["--max-problems", "25", "--steps", "25", "--cccs-span", "2",
+           "--train-data", grids.STEPCODER[1]]
+    budget = claims.ladder_budget(["ppo_fgo.py", *old])
+    assert budget["chain_long"] == {"stages": 3, "need": 16, "draws": 8.0, "ok": False}
