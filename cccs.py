@@ -12,6 +12,7 @@ conditional statements and first asks the model only for the ending:
     stages         K = ceil(sqrt(N)) split points, evenly spread, the LAST one first:
                    stage j uses p[N-1 - floor(j*N/K)] (0-based), j = 0..K-1;
                    then stage K = None: no prefix, the whole program from the statement
+                   (rungs "every", ours: K = N, a stage at every split point, last first)
     subtask        prefix = canonical lines 1 .. start-1 (shown in the prompt, no loss),
                    the model writes the rest; reward program = prefix + completion
     schedule       per problem, a moving average of the pass rate of its samples; when it
@@ -28,7 +29,9 @@ only stage is the full program.
 Simplifications: the paper does not say how the ceil(sqrt(N)) split points are chosen among
 the N; we spread them evenly from the end. The average is a window mean or an EMA over the
 last `span` updates, and a problem cannot advance before `span` updates at its stage (one lucky
-batch is not mastery). Stages never move back.
+batch is not mastery). Stages never move back. A ladder needs (bench/stepcoder_gates.py
+measures it) each stage's new code run by the train tests, draws enough to climb and a next
+rung within reach.
 
 The trainer (trainer.Curriculum, built from --curriculum cccs) asks the schedule for each
 problem's prefix before a rollout and feeds it the group's rewards after. DRIVE's hard-focus
@@ -77,13 +80,24 @@ def spread_from_end(points: Sequence[int]) -> list[int]:
     return [points[n - 1 - (j * n) // k] for j in range(k)]
 
 
-def stage_starts(code: str, include_loops: bool = False) -> list[int | None]:
+RUNGS = ("sqrt", "every")
+
+
+def stage_starts(code: str, include_loops: bool = False, rungs: str = "sqrt") -> list[int | None]:
     """Start line of each stage, easiest first; the last entry is None (write everything).
+    rungs "sqrt": StepCoder's ceil(sqrt(N)) split points (spread_from_end); "every": a stage
+    at every split point, last first (rungs of one step: a long chain of conditionals climbed
+    one conditional at a time).
 
     >>> stage_starts("if a:\\n    pass\\nif b:\\n    pass\\n")  # N=2 -> 2 stages + final
     [3, 1, None]
+    >>> stage_starts("if a:\\n    pass\\nif b:\\n    pass\\nif c:\\n    pass\\n", rungs="every")
+    [5, 3, 1, None]
     """
-    return spread_from_end(split_points(code, include_loops)) + [None]
+    if rungs not in RUNGS:
+        raise ValueError(f"rungs must be one of {RUNGS}, got {rungs!r}.")
+    points = split_points(code, include_loops)
+    return (spread_from_end(points) if rungs == "sqrt" else points[::-1]) + [None]
 
 
 def physical_lines(code: str) -> list[str]:
@@ -153,13 +167,15 @@ class CCCSSchedule:
         average: str = "window",
         span: int = 4,
         include_loops: bool = False,
+        rungs: str = "sqrt",
     ):
         if average not in ("window", "ema"):
             raise ValueError(f"average must be 'window' or 'ema', got {average!r}.")
         if span < 1:
             raise ValueError(f"span must be >= 1, got {span}.")
         self.threshold, self.average, self.span = threshold, average, span
-        self.starts = {pid: stage_starts(code, include_loops) for pid, code in solutions.items()}
+        self.starts = {pid: stage_starts(code, include_loops, rungs)
+                       for pid, code in solutions.items()}
         self.solutions = dict(solutions)
         self.stage = {pid: 0 for pid in solutions}  # index into self.starts[pid]
         self.history: dict = {pid: [] for pid in solutions}  # pass rates seen at this stage
@@ -207,21 +223,18 @@ class CCCSSchedule:
         self.history[pid], self.ema[pid] = [], None  # the new stage is a new task
         return True
 
-    def stage_counts(self) -> dict[str, int]:
-        """For logging: how many problems sit at each stage counted from the end.
-
-        Keys: "final" for problems writing the whole program, "final-1", "final-2", ...
-        """
-        counts: dict[str, int] = {}
-        for pid in self.stage:
-            key = self.stage_name(pid)
-            counts[key] = counts.get(key, 0) + 1
-        return dict(sorted(counts.items()))
-
-    def stage_name(self, pid) -> str:
+    def stage_label(self, pid) -> str:
         """The problem's stage counted from the end: "final" (the whole program), "final-1", ..."""
         left = len(self.starts[pid]) - 1 - self.stage[pid]
         return "final" if left == 0 else f"final-{left}"
+
+    def stage_counts(self) -> dict[str, int]:
+        """For logging: how many problems sit at each stage (stage_label's keys)."""
+        counts: dict[str, int] = {}
+        for pid in self.stage:
+            key = self.stage_label(pid)
+            counts[key] = counts.get(key, 0) + 1
+        return dict(sorted(counts.items()))
 
     def state_dict(self) -> dict:
         """JSON-serialisable state. Problems are a list of pairs so non-string ids survive."""

@@ -18,26 +18,29 @@ The equations (per response; t runs over its response tokens, m_t the 0/1 respon
     value loss    0.5 * max((V - ret)^2, (clip(V, V_old - c, V_old + c) - ret)^2)
     FGO           f_t = 0 if token t lies on a code line that no unit test executed, else 1
 
-FGO. The sandbox runs the tests with line tracing and reports the program's executed lines
-(union over tests). A line counts as "not executed" only if it is executable: it has bytecode
-(some code object's co_lines() names it), which is exactly the set of lines sys.settrace can
-report. Lines without bytecode (blank lines, comments, `else:`, `try:`, `finally:`, a
-function's docstring, the closing bracket of a multi-line call) are neutral and resolved by
-`fgo_line_mask`: a statement spread over several lines takes one status for all its lines;
-a neutral non-blank line takes the status of the next code line below it (a comment describes,
-an `else:` opens, what follows), so an unreached `else:` branch is masked whole, keyword
-included; blank lines and anything after the last code line are kept. A test killed for
-time, memory or output reports no lines, so those verdicts (and compile errors) mask nothing.
+FGO. The sandbox runs each test a second time under a line tracer and reports the program's
+executed lines (union over tests; the verdict comes from the untraced run). A line counts as
+"not executed" only if it is executable: it has bytecode (some code object's co_lines() names
+it), which is exactly the set of lines sys.settrace can report. Lines without bytecode (blank
+lines, comments, `else:`, `try:`, `finally:`, a function's docstring, the closing bracket of a
+multi-line call) are neutral and resolved by `fgo_line_mask`: a statement spread over several
+lines takes one status for all its lines; a neutral non-blank line takes the status of the
+next code line below it (a comment describes, an `else:` opens, what follows), so an unreached
+`else:` branch is masked whole, keyword included; blank lines and anything after the last code
+line are kept. A test that hit a limit has unknown coverage (executed_lines None), so those
+runs (and compile errors) mask nothing.
 Tokens outside the code (the fence, prose around it) are kept: FGO only removes code that did
 not influence the reward.
 A token whose characters touch several lines is masked only if all of them are masked (it also
 wrote part of code that ran). Compile errors mask nothing: the whole program earned the -1.
 
 Simplifications and choices (the paper leaves these open):
-- The value loss is NOT FGO-masked. The critic predicts the return from every response state,
-  and GAE bootstraps through all of them (V_{t+1} of a masked token enters the advantage of
-  the token before it); leaving those values untrained would corrupt the advantages of the
-  executed code around them. FGO only decides which tokens the policy is pushed on.
+- The value loss is NOT FGO-masked by default. The critic predicts the return from every
+  response state, and GAE bootstraps through all of them (V_{t+1} of a masked token enters the
+  advantage of the token before it); leaving those values untrained would corrupt the
+  advantages of the executed code around them. FGO only decides which tokens the policy is
+  pushed on. --fgo-value-mask masks the value loss with the same f_t (what StepCoder's
+  authors' PPO harness does): value loss over m_t * f_t, normalised by their global sum.
 - Masked positions of `gae` are skipped (the recursion jumps over them) and get advantage 0;
   responses are right-padded, so for a contiguous response this is the usual GAE with
   V = 0 after the last token (the episode ends there).
@@ -52,7 +55,7 @@ Simplifications and choices (the paper leaves these open):
   micro-batch, at the price that vf_coef * value loss also moves the policy's body, at the
   policy's learning rate. The head alone gets --critic-lr (its own AdamW param group,
   constant); the gradient clip covers body and head together. Either way the value loss is
-  not FGO-masked (above).
+  not FGO-masked unless --fgo-value-mask (above).
 - The loop (train: trainer.prepare_run, the critic and the optimizers, trainer.first_step,
   then ppo_step per step: rollout -> StepCoder reward table -> no-grad log-probs and values
   -> KL-in-reward, GAE -> policy + critic update -> weight sync; the math in losses.py):
@@ -63,9 +66,11 @@ Simplifications and choices (the paper leaves these open):
   with --mini-batches: actor.updates, the mechanism GRPO uses too), so the ratio is 1 and
   the clip only acts from the second optimizer step on a batch. --tis-cap weights the policy
   loss by truncated importance weights against the engine's log-probs, as in grpo.py.
-- FGO trusts coverage only from runs that report it completely (FGO_STATUSES) and that report
-  some line at all: a passing program that ends with os._exit never flushes its tracer's
-  lines, so "no line ran" means "no coverage" and masks nothing.
+- FGO trusts coverage only where the sandbox vouches for it: the verdict comes from an
+  untraced run and the lines from a separate traced one, and Result.executed_lines is None
+  (unknown) when any test's traced run could not account for every line it ran (a limit hit,
+  the tracer removed, a thread or fork unreported). Unknown coverage masks nothing and is
+  counted (fgo_coverage_unknown_frac).
 """
 from __future__ import annotations
 
@@ -236,15 +241,18 @@ def fgo_token_mask(response_text: str, token_char_spans: list[tuple[int, int]],
     return keep
 
 
-# Verdicts whose coverage is complete. A test killed for time, memory or output reports no
-# lines (its tracer dies with it), so FGO would mask code that may well have run: keep all.
+# Verdicts whose coverage can be complete. A test that hit a time, memory or output limit has
+# unknown coverage (the sandbox reports executed_lines None): FGO would mask code that may
+# well have run, so it keeps all.
 FGO_STATUSES = frozenset({"pass", "wrong_answer", "runtime_error"})
 
 
 def fgo_executed_lines(status: str | None, executed_lines: set[int] | None) -> set[int] | None:
-    """The executed lines FGO may trust for this verdict, or None (mask nothing). A run that
-    reports no line at all has no coverage (e.g. a program ending with os._exit(0), whose
-    tracer never writes its lines): masking every line it "did not run" would be wrong."""
+    """The executed lines FGO may trust for this verdict, or None (mask nothing, counted as
+    fgo_coverage_unknown_frac when the sandbox said unknown). The lines come from a separate
+    traced run of each test (sandbox.py's "Coverage"); None = unknown: some test's traced run
+    could not vouch for every line it ran. An empty set (no line known to have run) is no
+    coverage either: masking every line it "did not run" would mask code that may have run."""
     return executed_lines if status in FGO_STATUSES and executed_lines else None
 
 
@@ -423,20 +431,23 @@ def rollout_log(st: dict, adv_st: dict, fgo: bool) -> dict:
 
 
 def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: float, agg: str,
-                tis_cap: float = 0.0):
+                tis_cap: float = 0.0, fgo_value_mask: bool = False):
     """The loss actor.update calls on each micro-batch: losses.ppo_loss on the batch's
     tensors: the clipped policy loss over batch.mask (FGO-kept tokens) against
-    batch.old_logp + vf_coef * the clipped value loss over every response token
-    (batch.response_mask, its own global normaliser) against batch.old_values and
-    batch.returns. One backward trains the policy and the critic (separate, or the policy's
+    batch.old_logp + vf_coef * the clipped value loss against batch.old_values and
+    batch.returns, over every response token (batch.response_mask, its own global
+    normaliser) or, fgo_value_mask, over the FGO-kept tokens too (batch.mask, the policy's
+    normaliser). One backward trains the policy and the critic (separate, or the policy's
     value head)."""
     def loss(out: Forward, batch: actor.Batch, denom: actor.Denominators):
+        value_mask, value_denom = ((batch.mask, denom.mask) if fgo_value_mask
+                                   else (batch.response_mask, denom.response))
         return losses.ppo_loss(out.logp, out.values, batch.advantages, batch.mask,
-                               batch.response_mask, old_logp=batch.old_logp,
+                               value_mask, old_logp=batch.old_logp,
                                old_values=batch.old_values, returns=batch.returns,
                                sampler_logp=batch.sampler_logp, eps_low=eps_low,
                                eps_high=eps_high, vf_clip=vf_clip, vf_coef=vf_coef, agg=agg,
-                               denom=denom.mask, value_denom=denom.response, tis_cap=tis_cap)
+                               denom=denom.mask, value_denom=value_denom, tis_cap=tis_cap)
     return loss
 
 
@@ -497,7 +508,8 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
                 r.tokenizer, trace, samples, r.sample_log.pick(len(samples))))
     # --- PPO update: policy + critic (--epochs x --mini-batches optimizer steps), weight sync -
     loss = update_loss(eps_low=args.eps_low, eps_high=args.eps_high, vf_clip=args.vf_clip,
-                       vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap)
+                       vf_coef=args.vf_coef, agg=args.agg, tis_cap=args.tis_cap,
+                       fgo_value_mask=args.fgo_value_mask)
     stats = actor.update_and_sync(r.policy, r.optimizer, r.scheduler, r.engine, samples, loss,
                                   r.timer, also_train=critic_training(r),
                                   forward_fn=forward_with_values(r.policy, r.critic,
@@ -545,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("PPO (StepCoder)")
     g.add_argument("--fgo", action="store_true",
                    help="FGO: mask the policy loss of code lines no unit test executed")
+    g.add_argument("--fgo-value-mask", action="store_true",
+                   help="with --fgo, mask the value loss with the same mask (StepCoder's "
+                        "authors' PPO harness); default: the critic learns every token")
     g.add_argument("--critic", choices=["separate", "shared"], default="separate",
                    help="critic body: a separate copy of the policy (default, StepCoder: own "
                         "weights and lr, the value loss never moves the policy) or the "
@@ -576,6 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv=None):
     parser = build_parser()
     args = flags.parse_flags(parser, PRESETS, argv)
+    if args.fgo_value_mask and not args.fgo:
+        parser.error("--fgo-value-mask masks the value loss with FGO's mask: add --fgo")
     if args.reward_table:
         try:
             table = json.loads(args.reward_table)

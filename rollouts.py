@@ -122,9 +122,9 @@ def generate_while_scoring(engine, prompts: list[str], problems: list, prefixes:
 
 def train_view(problem, max_tests: int):
     """The problem as RL's reward sees it under --max-train-tests N: its first N tests (APPS+
-    ships 3 a problem for training; world/tasks.py orders the base world's so that a first few
-    need not run every branch). N = 0, or no more tests than N: the problem itself.
-    Evaluation always judges on every test."""
+    ships 3 a problem for training; --train-tests says which N come first: world/train_tests.py).
+    N = 0, or no more tests than N: the problem itself. Evaluation always judges on every
+    test."""
     if not max_tests or len(problem.tests) <= max_tests:
         return problem
     return replace(problem, tests=problem.tests[:max_tests])
@@ -297,10 +297,21 @@ def rollout_means(sums: dict) -> dict:
 # ----------------------------------------------------------------------------- evaluation
 
 
+def passes_train_tests(result, n: int) -> bool:
+    """Whether a program judged on every test passed its first n (the train-style regime:
+    APPS+ scores on a problem's few tests); n = 0: every test. No verdicts (no code, compile
+    error): False."""
+    if result is None or result.status == sandbox.PASS:
+        return result is not None
+    first = result.tests[:n]
+    return 0 < n < result.total and len(first) == n and all(t.status == sandbox.PASS
+                                                            for t in first)
+
+
 def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float, top_p: float,
              max_new_tokens: int, seed: int, reward: str, test_timeout: float,
              workers: int | None, timer: Timer | None = None, overlap: bool = False,
-             trace: list | None = None) -> dict:
+             trace: list | None = None, train_tests: int = 0) -> dict:
     """pass@1 and pass@n (unbiased estimator) over `problems`, each rank sampling its share:
     n completions a problem at temperature / top_p, at most max_new_tokens each, from the
     engine seed seed + 7 (seed: the run's), judged as score_completions' (reward,
@@ -313,6 +324,9 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
     the per-problem rates feed --offline-filter and DRIVE's hard focus.
     timer, overlap: as generate_and_score's ("generate", "reward").
     trace: a list that gets a Trace of each of this rank's completions (the samples file).
+    train_tests N > 0 (--max-train-tests) adds the train-style regime from the same verdicts:
+    "pass@1_on_train_tests" (a sample counts when its problem's first N tests pass:
+    passes_train_tests), its "_se", and "rates_on_train_tests" per problem.
     """
     mine, timer = problems[d.rank::d.world], timer or Timer()
     prompts = [prompt_text(tokenizer, p) for p in mine]
@@ -336,16 +350,22 @@ def evaluate(engine, tokenizer, problems, d: Dist, *, n: int, temperature: float
     if trace is not None:
         trace += [Trace(flat_p[k], prompts[k // n], comps[k], programs[k], results[k],
                         rewards[k]) for k in range(len(comps))]
-    solved = [sum(r is not None and r.status == "pass" for r in results[i * n:(i + 1) * n])
-              for i in range(len(mine))]
-    counts = gather_objects([(p.id, c) for p, c in zip(mine, solved)])
+    # per problem: (id, solved on every test, solved on its first train_tests tests)
+    rows = gather_objects([(p.id, *(sum(passes_train_tests(r, k) for r in results[i * n:i * n + n])
+                                    for k in (0, train_tests))) for i, p in enumerate(mine)])
+    counts = [(pid, c) for pid, c, _ in rows]
     total = max(len(counts), 1)
     by_id = dict(counts)
-    return {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
-            "pass@1_se": standard_error([c / n for _, c in counts],
-                                        family_labels(problems, [pid for pid, _ in counts]))
-            if n else 0.0,
-            f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
-            "problems": len(counts), **hardest_quarter(problems, by_id, n),
-            **by_family(problems, by_id, n), "judge/duplicate_frac": repeated / max(judged, 1),
-            "rates": {pid: c / n for pid, c in counts}}
+    labels = family_labels(problems, [pid for pid, _ in counts])
+    out = {"pass@1": sum(pass_at_k(n, c, 1) for _, c in counts) / total,
+           "pass@1_se": standard_error([c / n for _, c in counts], labels) if n else 0.0,
+           f"pass@{n}": sum(pass_at_k(n, c, n) for _, c in counts) / total, "k": n,
+           "problems": len(counts), **hardest_quarter(problems, by_id, n),
+           **by_family(problems, by_id, n), "judge/duplicate_frac": repeated / max(judged, 1),
+           "rates": {pid: c / n for pid, c in counts}}
+    if train_tests and n:
+        few = [c / n for _, _, c in rows]
+        out.update({"pass@1_on_train_tests": sum(few) / total,
+                    "pass@1_on_train_tests_se": standard_error(few, labels),
+                    "rates_on_train_tests": {pid: c / n for pid, _, c in rows}})
+    return out

@@ -67,47 +67,12 @@ from infra.model import (
 )
 from infra.samples import SampleLog, curriculum_state, sample_records
 from rollouts import evaluate, prompt_text
-from world import sources, tiny
+from world import tiny
+from world.sources import check_problem_sets, load_problem_sets
 
 # ----------------------------------------------------------------------------- set-up
-# (A reader may skip the set-up: which problems and model files a run loads.)
-
-
-def load_problem_sets(args):
-    """Train and eval problems from --train-data / --eval-data (NAME or NAME:PATH[,...])."""
-    def load(spec, split):
-        out = []
-        for part in spec.split(","):
-            name, _, path = part.partition(":")
-            out += sources.load_problems(name, split=split, path=path or None)
-        return sources.unique_ids(out, spec)   # two parts may hold the same problem
-    train = load(args.train_data, "train")
-    evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
-    # --max-eval-problems unset: the eval set is cut as the train set is (the old behaviour,
-    # and what a quick smoke run wants); set it to train on a few problems and still score on
-    # the whole held-out split.
-    n_eval = args.max_problems if args.max_eval_problems is None else args.max_eval_problems
-    same = evals is train            # train = eval stays one list (train_eval_set checks it)
-    if args.max_problems:
-        train = train[:args.max_problems]
-    if same and n_eval == args.max_problems:
-        evals = train
-    elif n_eval:
-        evals = evals[:n_eval]
-    check_problem_sets(args, train, evals)
-    return train, evals
-
-
-def check_problem_sets(args, train: list, evals: list) -> None:
-    """UserError when no train problem (or, with evaluation, no eval problem) is left."""
-    if not train:
-        raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
-                        "the file's format: world/sources.py's docstring lists the fields per "
-                        "source; "
-                        "the [data] lines above count what was dropped and why)")
-    if not evals and args.eval_n > 0:
-        raise UserError(f"--eval-data {args.eval_data}: gave no problems with tests (check the "
-                        "file's format, or pass --eval-n 0 to train without evaluation)")
+# (A reader may skip the set-up: which model files a run loads, its engine's batch; the
+# problems come from world/sources.py's load_problem_sets.)
 
 
 def model_files(args, d: Dist):
@@ -169,6 +134,7 @@ class Curriculum:
         self.cccs, self.hard_focus = cccs_schedule, hard_focus
         self.tracker = tracker if tracker is not None else drive.PassRateTracker()
         self.changed: dict = {}      # problem ids updated since the last changed_state()
+        self.step_rates: dict[str, list[float]] = {}   # CCCS stage -> group pass rates, this step
 
     def pool(self, problems: Sequence, step: int) -> list:
         if self.hard_focus is None:
@@ -188,12 +154,14 @@ class Curriculum:
         without CCCS or a canonical solution."""
         if self.cccs is None or problem.id not in self.cccs.stage:
             return None
-        return self.cccs.stage_name(problem.id)
+        return self.cccs.stage_label(problem.id)
 
     def update(self, pid, rewards: Iterable[float]) -> None:
         rewards = list(rewards)
         self.tracker.update(pid, rewards)
         if self.cccs is not None and pid in self.cccs.stage:
+            self.step_rates.setdefault(self.cccs.stage_label(pid), []).append(
+                sum(rewards) / max(len(rewards), 1))
             self.cccs.update(pid, rewards)
         self.changed[pid] = None
 
@@ -205,12 +173,19 @@ class Curriculum:
 
     def stats(self) -> dict:
         """cccs_<stage>: problems per stage ("final", "final-1", ...), cccs_final_share:
-        share of CCCS problems writing whole programs; hf_phase (1-based), hf_pool."""
+        share of CCCS problems writing whole programs; over the groups drawn since the last
+        stats() (a step's): cccs_pass_rate/<stage>, their mean reward at that stage, and
+        cccs_draws_final_share; hf_phase (1-based), hf_pool."""
         out: dict = {}
         if self.cccs is not None:
             counts = self.cccs.stage_counts()
             out.update({f"cccs_{k}": v for k, v in counts.items()})
             out["cccs_final_share"] = counts.get("final", 0) / max(len(self.cccs.stage), 1)
+            out.update({f"cccs_pass_rate/{k}": sum(v) / len(v) for k, v in self.step_rates.items()})
+            drawn = sum(map(len, self.step_rates.values()))
+            if drawn:
+                out["cccs_draws_final_share"] = len(self.step_rates.get("final", [])) / drawn
+            self.step_rates = {}
         if self.hard_focus is not None:
             out["hf_phase"] = self.hard_focus.phase_index + 1
             out["hf_pool"] = len(self.hard_focus.kept)
@@ -248,6 +223,9 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cccs-span", type=flags.POSITIVE_INT, default=4,
                    help="window length (or EMA span) of that average")
     g.add_argument("--cccs-loops", action="store_true", help="also split at for/while loops")
+    g.add_argument("--cccs-rungs", choices=cccs.RUNGS, default="sqrt",
+                   help="sqrt: ceil(sqrt(N)) of a reference's N split points (StepCoder); "
+                        "every: a stage at each split point (rungs of one conditional)")
     g.add_argument("--hard-focus", type=drive.hard_focus_spec, default="",
                    help="DRIVE stage 2: KEEP:STEPS phases, e.g. 72:64,50:32,25:32 keeps the 72 "
                         "lowest-pass-rate problems for 64 steps, then 50 for 32, then 25 for 32")
@@ -258,10 +236,10 @@ def add_curriculum_flags(p: argparse.ArgumentParser) -> None:
 
 def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,
                     cccs_threshold: float, cccs_average: str, cccs_span: int, cccs_loops: bool,
-                    hard_focus: str) -> Curriculum | None:
+                    hard_focus: str, cccs_rungs: str = "sqrt") -> Curriculum | None:
     """curriculum "cccs" and/or a hard_focus schedule -> Curriculum (None when neither is on).
 
-    cccs_*: cccs.CCCSSchedule's threshold, average, span, include_loops; hard_focus: the
+    cccs_*: cccs.CCCSSchedule's threshold, average, span, include_loops, rungs; hard_focus: the
     KEEP:STEPS phases (drive.parse_hard_focus), "" for none.
     problems: the train problems (data.Problem); CCCS uses each one's first solution.
     rates: {problem id: solved share under the starting policy}; seeds the pass-rate tracker
@@ -273,7 +251,7 @@ def make_curriculum(problems: Sequence, rates: Mapping, *, curriculum: str,
     if curriculum == "cccs":
         sched = cccs.CCCSSchedule({p.id: p.solutions[0] for p in problems if p.solutions},
                                   threshold=cccs_threshold, average=cccs_average,
-                                  span=cccs_span, include_loops=cccs_loops)
+                                  span=cccs_span, include_loops=cccs_loops, rungs=cccs_rungs)
     hf = None
     if hard_focus:
         try:
@@ -411,11 +389,13 @@ def run_eval(r: Run, when: str, problems: list | None = None) -> dict:
                         when)
     n = a.eval_n
     se = f" +- {res['pass@1_se']:.3f}" if "pass@1_se" in res else ""
-    r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}  pass@{n} "
+    few = (f"  (on the first {a.max_train_tests} tests {res['pass@1_on_train_tests']:.3f})"
+           if "pass@1_on_train_tests" in res else "")
+    r.say(f"{when.replace('_', ' ')}: pass@1 {res['pass@1']:.3f}{se}{few}  pass@{n} "
           f"{res[f'pass@{n}']:.3f}  ({res['problems']} problems, {n} samples each, "
           f"T={a.eval_temperature})")
     r.log({"phase": "eval", "when": when, "step": r.step,
-           **{k: v for k, v in res.items() if k != "rates"}, **timer.pop()})
+           **{k: v for k, v in res.items() if not k.startswith("rates")}, **timer.pop()})
     return res
 
 
@@ -424,8 +404,13 @@ def keep_eval(r: Run, when: str, res: dict, prefix: str = "", pass_key: str = "p
     pass_key), pass_at_k_<when> (k = --eval-n), hard_pass_at_1_<when> / hard_pass_at_k_<when>
     (the hardest quarter, world/tasks.py), family_pass_at_1_<when> ({family: pass@1}), the
     per-problem rates before / after RL (for the paired gain's se), each with `prefix`
-    ("train_": the train sample's)."""
+    ("train_": the train sample's); under --max-train-tests also the train-style regime's
+    pass_at_1_on_train_tests_<when> and its per-problem rates_on_train_tests_<when>."""
     r.state[f"{prefix}pass_at_1_{when}"] = res[pass_key]
+    if "pass@1_on_train_tests" in res:
+        r.state[f"{prefix}pass_at_1_on_train_tests_{when}"] = res["pass@1_on_train_tests"]
+        if when in ("before_rl", "after_rl"):
+            r.state[f"{prefix}rates_on_train_tests_{when}"] = res["rates_on_train_tests"]
     if "pass@1_se" in res:
         r.state[f"{prefix}pass_at_1_se_{when}"] = res["pass@1_se"]
     if "k" in res:
@@ -544,7 +529,7 @@ def prepare_run(r: Run) -> str | None:
     r.curriculum = make_curriculum(r.train_problems, rates, curriculum=a.curriculum,
                                    cccs_threshold=a.cccs_threshold, cccs_average=a.cccs_average,
                                    cccs_span=a.cccs_span, cccs_loops=a.cccs_loops,
-                                   hard_focus=a.hard_focus)
+                                   hard_focus=a.hard_focus, cccs_rungs=a.cccs_rungs)
     return ckpt
 
 

@@ -41,6 +41,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ablate  # noqa: E402
+import stepcoder_gates  # noqa: E402
 from compare import over_seeds, paired  # noqa: E402
 from grids import STEPCODER_FAMILIES  # noqa: E402
 
@@ -96,13 +97,17 @@ class Grid:
         path = os.path.join(self.cell(name, seed), "summary.json")
         return json.load(open(path)) if os.path.isfile(path) else None
 
-    def rates(self, name: str, seed: int, when: str, train: bool = False) -> dict | None:
+    def rates(self, name: str, seed: int, when: str, train: bool = False,
+              regime: str = "every test") -> dict | None:
         """{problem id: solved share} of the held-out set (train: the train problems scored
-        beside it) at `when` (before_rl / after_rl)."""
+        beside it) at `when` (before_rl / after_rl), judged on every test or (regime
+        "train tests", cells run with --max-train-tests N) on each problem's N train-style
+        tests, read from the same samples' verdicts."""
         path = os.path.join(self.cell(name, seed), "rates.json")
         if not os.path.isfile(path):
             return None
-        return json.load(open(path)).get(f"{'train_' if train else ''}rates_{when}")
+        kind = "rates_on_train_tests" if regime == "train tests" else "rates"
+        return json.load(open(path)).get(f"{'train_' if train else ''}{kind}_{when}")
 
     def rl_mean(self, name: str, seed: int, key: str, last: int | None = None) -> float | None:
         """The mean of KEY over the cell's RL rows of metrics.jsonl (ablate.metric); over the
@@ -110,6 +115,18 @@ class Grid:
         rows = [r for r in ablate.read_rows(os.path.join(self.cell(name, seed), "metrics.jsonl"))
                 if r.get("phase") == "rl"]
         return ablate.metric({}, rows[-last:] if last else rows, f"metrics.jsonl:{key}")
+
+    def command(self, name: str) -> list[str]:
+        """The command of `name`'s first finished seed (cmd.json); [] when there is none."""
+        for seed in self.seeds(name):
+            path = os.path.join(self.cell(name, seed), "cmd.json")
+            if os.path.isfile(path):
+                return json.load(open(path))["cmd"]
+        return []
+
+    def flag(self, name: str, flag: str, default: str) -> str:
+        """The value of `flag` in the command of `name` (its last one), else default."""
+        return stepcoder_gates.flag_value(self.command(name), flag, default)
 
     def names(self) -> list[str]:
         """The configs that have a cell folder, sorted."""
@@ -143,11 +160,12 @@ def measure(grid: Grid) -> list[dict]:
     out = []
 
     def compare(claim, paper, sign, a, b, when_a="after_rl", when_b="after_rl", n=4, k=1,
-                subset=None, note="", train=False, precondition=None):
+                subset=None, note="", train=False, precondition=None, regime="every test"):
         seeds = grid.seeds(a, b)
         per_seed, within = [], []
         for s in seeds:
-            ra, rb = grid.rates(a, s, when_a, train), grid.rates(b, s, when_b, train)
+            ra, rb = (grid.rates(a, s, when_a, train, regime),
+                      grid.rates(b, s, when_b, train, regime))
             if ra is None or rb is None:
                 continue
             if subset is not None:
@@ -162,8 +180,10 @@ def measure(grid: Grid) -> list[dict]:
         if not per_seed:
             return
         stat = over_seeds(per_seed)
+        metric = f"{'train ' if train else ''}pass@{k}" + (
+            ", 3 train-style tests" if regime == "train tests" else "")
         out.append({"claim": claim, "paper": paper, "a": f"{a} ({when_a})",
-                    "b": f"{b} ({when_b})", "metric": f"{'train ' if train else ''}pass@{k}",
+                    "b": f"{b} ({when_b})", "metric": metric, "regime": regime,
                     **stat, "within_seed_se": within, "verdict": verdict(stat, sign),
                     "note": note, "precondition": precondition})
 
@@ -186,23 +206,37 @@ def measure(grid: Grid) -> list[dict]:
                 "- at large k (Yue et al.)" if k >= 16 else "+", 1 if k < 16 else -1,
                 "grpo-pass64", "base-pass64", when_a="before_rl", when_b="before_rl", n=64, k=k,
                 precondition=room)
-    # StepCoder on the branchy families with 3 train tests: held out first, the pool beside
+    # StepCoder on the branchy families with 3 train tests. The paper's comparisons (its
+    # Table: StepCoder 36.1, PPO 31.7; ablations: without FGO 35.5, without CCCS 34.6) are
+    # full StepCoder against PPO and against itself less one part; each part against PPO is
+    # ours (the ablations imply +2.9 and +3.8). Held out in both regimes (APPS+ scores a
+    # problem on its few tests; every test is what those let through), the pool beside.
     fgo, cccs = pre.get("fgo"), pre.get("cccs")
-    for train in (False, True):
-        where = "pool" if train else "held out"
+    both = "; ".join(x for x in (fgo, cccs) if x) or None
+    stepcoder = (
+        ("StepCoder (CCCS + FGO) vs PPO", "+4.4 (36.1 vs 31.7, APPS+)", 1, "sc-cccs-fgo",
+         "sc-ppo", both),
+        ("StepCoder vs StepCoder without FGO, i.e. CCCS alone: what FGO adds",
+         "+0.6 (36.1 vs 35.5)", 1, "sc-cccs-fgo", "sc-cccs", fgo),
+        ("StepCoder vs StepCoder without CCCS, i.e. FGO alone: what CCCS adds",
+         "+1.5 (36.1 vs 34.6)", 1, "sc-cccs-fgo", "sc-fgo", cccs),
+        ("ours: FGO vs PPO", "not reported; implied +2.9 (34.6 vs 31.7)", 1, "sc-fgo",
+         "sc-ppo", fgo),
+        ("ours: CCCS vs PPO", "not reported; implied +3.8 (35.5 vs 31.7)", 1, "sc-cccs",
+         "sc-ppo", cccs),
+        ("ours: StepCoder with FGO's mask on the value loss too vs StepCoder",
+         "the authors' harness masks it", 0, "sc-cccs-fgo-vmask", "sc-cccs-fgo", fgo))
+    for train, regime in ((False, "every test"), (False, "train tests"), (True, "every test")):
+        where = "pool" if train else "held out" + (
+            ", 3 train-style tests" if regime == "train tests" else "")
         compare(f"PPO raises pass@1 ({where})", "+", 1, "sc-ppo", "sc-ppo", when_b="before_rl",
-                train=train, precondition=pre.get("branchy"))
-        compare(f"StepCoder: CCCS + FGO > PPO ({where})", "+4.4 (36.1 vs 31.7, APPS+)", 1,
-                "sc-cccs-fgo", "sc-ppo", train=train, precondition=f"{fgo}; {cccs}")
-        compare(f"StepCoder: FGO > PPO ({where})", "+0.6 (36.1 vs 35.5 without FGO)", 1,
-                "sc-fgo", "sc-ppo", train=train, precondition=fgo)
-        compare(f"StepCoder: CCCS > PPO ({where})", "+1.5 (36.1 vs 34.6 without CCCS)", 1,
-                "sc-cccs", "sc-ppo", train=train, precondition=cccs)
-        compare(f"StepCoder: CCCS > PPO on the exploration family chain_long ({where})", "+",
+                train=train, precondition=pre.get("branchy"), regime=regime)
+        for claim, paper, sign, a, b, precondition in stepcoder:
+            compare(f"{claim} ({where})", paper, sign, a, b, train=train, regime=regime,
+                    precondition=precondition)
+        compare(f"ours: CCCS vs PPO on the exploration family chain_long ({where})", "+",
                 1, "sc-cccs", "sc-ppo", train=train, subset=family_ids(problems, CCCS_FAMILY),
-                precondition=cccs)
-        compare(f"StepCoder: FGO on top of CCCS ({where})", "+0.6 (36.1 vs 35.5)", 1,
-                "sc-cccs-fgo", "sc-cccs", train=train, precondition=fgo)
+                precondition=cccs, regime=regime)
     out += metric_claims(grid, "FGO changes what 3 tests let through: false-pass rate over "
                          "the last 10 RL steps, FGO vs PPO", "", "sc-fgo", "sc-ppo",
                          "false_pass_frac", sign=0, last=10, precondition=fgo)
@@ -219,14 +253,61 @@ def measure(grid: Grid) -> list[dict]:
     return out
 
 
-def preconditions(grid: Grid, path: str | None = None) -> dict:
+def ladder_budget(cmd: list[str]) -> dict:
+    """stepcoder_gates.ladder_budget for a CCCS cell's command: its pool (--train-data cut by
+    --max-problems) and its flags; {} for no command."""
+    if not cmd:
+        return {}
+    pool = []
+    for part in stepcoder_gates.flag_value(cmd, "--train-data", "tasks:rl").split(","):
+        name, _, path = part.partition(":")
+        pool += sources.load_problems(name, split="train", path=path or None)
+    n = int(stepcoder_gates.flag_value(cmd, "--max-problems", 0))
+    return stepcoder_gates.ladder_budget(pool[:n] if n else pool, cmd)
+
+
+def cccs_gates(grid: Grid, gates: dict) -> str:
+    """The CCCS ladder's own preconditions as one clause: from the base
+    (bench/stepcoder_gates.py's results: the pool's first stage under the train tests and
+    the ladder the CCCS cells ran with), the cells' budget (ladder_budget of their command)
+    and the cells' share of draws at the whole-program stage over their last 5 RL steps
+    (target >= 0.25)."""
+    met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
+    choice = grid.flag("sc-cccs", "--train-tests", "first")
+    rungs = grid.flag("sc-cccs", "--cccs-rungs", "sqrt")
+    parts = []
+    if cov := gates.get("coverage", {}).get("pool", {}).get(f"{rungs}/{choice}"):
+        first = cov["all"]["1"]
+        parts.append(f"first stage's new code run by the 3 {choice} train tests "
+                     f"{first['mean']:.2f}, none in {first['zero']} of {first['stages']} pool "
+                     f"problems ({met(first['zero'] == 0)})")
+    if budget := ladder_budget(grid.command("sc-cccs")):
+        short = [f for f, b in budget.items() if not b["ok"]]
+        draws = next(iter(budget.values()))["draws"]
+        parts.append(f"{draws:g} draws a pool problem, " + (
+            f"short of 2 x rungs + 10 in {', '.join(short)} (NOT met)" if short
+            else "2 x rungs + 10 (met)"))
+    final = [v for name in ("sc-cccs", "sc-cccs-fgo") for s in grid.seeds(name)
+             if (v := grid.rl_mean(name, s, "cccs_draws_final_share", last=5)) is not None]
+    if final:
+        share = statistics.fmean(final)
+        parts.append(f"draws at the whole program, last 5 steps {share:.2f} "
+                     f"(>= 0.25: {met(share >= 0.25)})")
+    return "; ".join(parts)
+
+
+def preconditions(grid: Grid, path: str | None = None, gates_path: str | None = None) -> dict:
     """Each group's precondition as one line: the figure measured from the base
-    (bench/results/preconditions/preconditions.json, `path`), with the target and met / NOT
-    met, and where the grid's own cells measure it (FGO's masked share, CCCS's stage moves,
-    the tester's valid share) that figure beside it. A missing file or cell: that part is
-    left out."""
+    (bench/results/preconditions/preconditions.json, `path`; for CCCS also
+    bench/results/stepcoder-gates/results.json, `gates_path`: cccs_gates), with the target and
+    met / NOT met, and where the grid's own cells measure it (FGO's masked share, CCCS's stage
+    moves and draws at the whole program, the tester's valid share) that figure beside it. A
+    missing file or cell: that part is left out."""
     path = path or os.path.join(ROOT, "bench", "results", "preconditions", "preconditions.json")
+    gates_path = gates_path or os.path.join(ROOT, "bench", "results", "stepcoder-gates",
+                                            "results.json")
     base = json.load(open(path)) if os.path.isfile(path) else {}
+    gates = json.load(open(gates_path)) if os.path.isfile(gates_path) else {}
     met = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     out = {}
     if room := base.get("room"):
@@ -249,7 +330,8 @@ def preconditions(grid: Grid, path: str | None = None) -> dict:
         cells = len(stages)
         out["cccs"] = (f"chain_long whole pass@8 {c['whole_pass@8']:.2f}, from its last split "
                        f"point {c['last_stage_pass@8']:.2f} ({met(ok)})"
-                       + (f"; stages moved in {len(moved)} of {cells} CCCS cells" if cells else ""))
+                       + (f"; stages moved in {len(moved)} of {cells} CCCS cells" if cells else "")
+                       + (f"; {ladder}" if (ladder := cccs_gates(grid, gates)) else ""))
     if d := base.get("drive"):
         out["drive"] = (f"hardest quarter with pass@64 > 0: {d['share_solved']:.2f} "
                         f"(>= 0.5: {met(d['share_solved'] >= 0.5)})")

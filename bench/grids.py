@@ -215,23 +215,36 @@ AFTER_GRPO = "{out}/cells/grpo/seed{seed}/step_80"
 PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
           "--train-eval-problems", "0"]
 # StepCoder where CCCS and FGO have something to act on: the five branchy families, RL rewards
-# on each problem's first 3 tests (APPS+'s count; world/tasks.py orders them so that the first 3 run
-# two paths: the base's programs leave ~20% of the reference's lines unexecuted, and 24% of
-# those passing the 3 fail the rest), 25 problems (5 a family) drawn 8 times each in 25 steps
-# so that CCCS's per-problem stages can move (a stage moves on at a pass rate of 0.8 over its
-# last 2 updates). chain_long is the exploration family: its whole programs are never right
-# (pass@8 0), its completions from the last split point are (pass@8 0.81).
-# Held out: the first 200 of those families in tasks:eval (40 a family) x 4; the pool beside.
+# on each problem's 3 train tests (APPS+'s count), drawn per problem (--train-tests drawn,
+# world/train_tests.py: as APPS+ ships them, not ordered to run few paths; the stored order's
+# first 3 left the first CCCS stage's new code unrun in 4 of 5 tiers pool problems; drawn, FGO
+# masks 7-10% of the base's tokens, below its 10% gate: bench/results/stepcoder-gates), 25 problems
+# (5 a family). The ladder (bench/stepcoder_gates.py measures it): rungs of one conditional
+# (--cccs-rungs every) moving on at a pass rate of 0.5 over a rung's last 2 updates; 36 steps
+# of 16 prompts x 8 samples (the same 128 rollouts a step as 8 x 16) draw each problem 23
+# times, what chain_long's longest ladder needs (6 rungs x 2 + 10). chain_long is the
+# exploration family: its whole programs are never right (pass@8 0), its last step is.
+# Held out: the first 200 of those families in tasks:eval (40 a family) x 4, scored on every
+# test and on its 3 train-style tests (pass_at_1_on_train_tests); the pool beside.
 STEPCODER_FAMILIES = "tiers+piecewise+simulate+chain_short+chain_long"
 STEPCODER = ["--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "25",
              "--eval-data", f"tasks:eval@{STEPCODER_FAMILIES}", "--max-eval-problems", "200",
-             "--train-eval-problems", "25", "--eval-n", "4", "--steps", "25",
-             "--max-train-tests", "3"]
-STEPCODER_CCCS = ["--curriculum", "cccs", "--cccs-span", "2"]
+             "--train-eval-problems", "25", "--eval-n", "4", "--steps", "36",
+             "--prompts-per-step", "16", "--group-size", "8", "--max-train-tests", "3",
+             "--train-tests", "drawn"]
+STEPCODER_CCCS = ["--curriculum", "cccs", "--cccs-span", "2", "--cccs-rungs", "every",
+                  "--cccs-threshold", "0.5"]
+STEPCODER_CELL = [*STEPCODER, *STEPCODER_CCCS]   # a CCCS cell's flags (the gates' budget)
 # FGO vs PPO: the paper's +0.6 is below the standard error 3 seeds gave here (0.7), so those
 # two arms run 5 seeds.
 FGO_SEEDS = [0, 1, 2, 3, 4]
-STEPCODER_METRICS = ["metrics.jsonl:fgo_masked_share", "metrics.jsonl:false_pass_frac"]
+STEPCODER_METRICS = ["metrics.jsonl:fgo_masked_share", "metrics.jsonl:false_pass_frac",
+                     "pass_at_1_on_train_tests_after_rl"]
+# The StepCoder arms: PPO, each part alone, both (StepCoder), and StepCoder with FGO's mask on
+# the value loss too (--fgo-value-mask, what the authors' PPO harness does).
+STEPCODER_ARMS = (("ppo", []), ("fgo", ["--fgo"]), ("cccs", STEPCODER_CCCS),
+                  ("cccs-fgo", [*STEPCODER_CCCS, "--fgo"]),
+                  ("cccs-fgo-vmask", [*STEPCODER_CCCS, "--fgo", "--fgo-value-mask"]))
 # AT-GRPO from the base (its corpus holds the tester's and the coder's prompts and repair
 # turns): 20 steps of the CPU preset's 4 problems x K 2 x 2 turns (tester first) on tasks:rl;
 # held out: 70 of tasks:eval (7 a family) x 2 episodes at T 0.6, coder alone and the system
@@ -241,7 +254,7 @@ AGENT_RL = ["--train-data", "tasks:rl", "--eval-data", "tasks:eval", "--max-eval
 AGENT_BASE_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                       "metrics.jsonl:tester_catch_share_mean"]
 GROUP_GRPO = "GRPO: learning or sharpening"
-GROUP_SC = "StepCoder: PPO, FGO, CCCS (branchy families, 3 train tests)"
+GROUP_SC = "StepCoder: PPO, FGO, CCCS (branchy families, 3 drawn train tests)"
 
 
 def base_at(t: str, rl: bool = False) -> dict:
@@ -261,8 +274,7 @@ GRIDS["claims"] = [
              "--save-every", "40"], "metrics": HARD_METRICS},
     *[{"name": f"sc-{name}", "group": GROUP_SC, "cmd": ["ppo_fgo.py", *STEPCODER, *extra],
        "metrics": STEPCODER_METRICS, **({"seeds": FGO_SEEDS} if name in ("ppo", "fgo") else {})}
-      for name, extra in (("ppo", []), ("fgo", ["--fgo"]), ("cccs", STEPCODER_CCCS),
-                          ("cccs-fgo", [*STEPCODER_CCCS, "--fgo"]))],
+      for name, extra in STEPCODER_ARMS],
     *[{"name": f"agents-{policy}", "group": "AT-GRPO",
        "cmd": ["agents.py", *AGENT_RL, "--policy", policy, *extra],
        "metrics": AGENT_BASE_METRICS}

@@ -242,6 +242,12 @@ def add_common_flags(p: argparse.ArgumentParser, name: str, *, aggregations: tup
                    help="RL rewards on each train problem's first N tests only, always the "
                         "same N (APPS+ ships 3 for training; StepCoder's FGO acts on the code "
                         "they leave unexecuted); evaluation uses every test; 0 = all")
+    g.add_argument("--train-tests", choices=["first", "drawn"], default="first",
+                   help="which N tests --max-train-tests keeps: first: as stored (the base "
+                        "world orders them so that the first 3 run two paths); drawn: N drawn "
+                        "per problem by a Random seeded with its id, fixed over the run, not "
+                        "chosen for what they run (APPS+'s train tests). The evaluation's "
+                        "train-style pass@1 reads the same N")
     g.add_argument("--reward", choices=["binary", "fraction"], default="binary",
                    help="binary: 1 when every test passes; fraction: share of tests passed "
                         "(PPO: what the curricula see; its reward is StepCoder's table)")
@@ -368,11 +374,12 @@ def sampling(args) -> dict:
 
 def evaluation(args) -> dict:
     """rollouts.evaluate's settings for the held-out pass@k: n (--eval-n), temperature
-    (--eval-temperature), top_p, max_new_tokens, seed, overlap (--overlap-reward), and
-    judging's."""
+    (--eval-temperature), top_p, max_new_tokens, seed, overlap (--overlap-reward), train_tests
+    (--max-train-tests: pass@1 on the first N tests beside every test), and judging's."""
     return dict(n=args.eval_n, temperature=args.eval_temperature, top_p=args.top_p,
                 max_new_tokens=args.max_new_tokens, seed=args.seed,
-                overlap=args.overlap_reward, **judging(args))
+                overlap=args.overlap_reward, train_tests=args.max_train_tests,
+                **judging(args))
 
 
 def optimizer(args) -> dict:

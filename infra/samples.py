@@ -258,7 +258,7 @@ def curriculum_state(curriculum, changed: Iterable) -> dict:
     for pid in changed:
         row = {"problem": pid, "pass_rate": curriculum.tracker.rates.get(pid)}
         if schedule is not None and pid in schedule.stage:
-            row.update(stage=schedule.stage_name(pid), start_line=schedule.start_line(pid),
+            row.update(stage=schedule.stage_label(pid), start_line=schedule.start_line(pid),
                        average=schedule.moving_average(pid),
                        updates=len(schedule.history[pid]))
         problems.append(row)

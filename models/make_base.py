@@ -75,6 +75,14 @@ from world import sources, tasks
 from world.tiny import build_tiny_model
 
 COMPLETION_EVERY = 3     # one CCCS completion example per 3 instances with split points
+# The CCCS family's completions start at one of its last CCCS_FAMILY_RUNGS conditionals
+# (cccs.stage_starts' rungs "every"), drawn per instance. 1 (the shipped base): only the last,
+# and the base completes chain_long from its last conditional (0.58-0.62) but not from the one
+# before (0.01-0.03: it writes the statement's last step again, or none;
+# bench/results/stepcoder-gates), so no ladder of one-conditional rungs can be climbed from it.
+# 2 would teach continuing from where the prefix stops while the whole program (4-6 steps)
+# stays out of the corpus.
+CCCS_FAMILY_RUNGS = 1
 ROLES_EVERY = 10         # AT-GRPO turn-0 role examples for one instance in 10
 REPAIR_EVERY = 10        # AT-GRPO repair turns (agents.repair_states) for one instance in 10
 BUILTIN_REPEAT = 4       # the 51 hand-written problems are few: weight them up
@@ -96,9 +104,13 @@ def _corpus_json(seed: int) -> str:
         code = p.solutions[0]
         starts = [s for s in cccs.stage_starts(code) if s is not None]
         if p.metadata["family"] == tasks.CCCS_FAMILY:
-            # Only CCCS's easiest stage (finish the program from its last conditional):
-            # writing the whole program stays what exploration has to find.
-            prefix, rest = cccs.make_subtask(code, starts[0])
+            # Only CCCS's easiest stages (finish the program from one of its last
+            # CCCS_FAMILY_RUNGS conditionals): writing the whole program stays what
+            # exploration has to find.
+            rungs = cccs.stage_starts(code, rungs="every")[:-1][:CCCS_FAMILY_RUNGS]
+            start = rungs[0] if len(rungs) == 1 else \
+                rungs[random.Random(f"{seed}-{p.id}-rung").randrange(len(rungs))]
+            prefix, rest = cccs.make_subtask(code, start)
             out.append(("completion", rollouts.prompt_text(None, p, prefix),
                         rest.rstrip("\n") + "\n```"))
             continue

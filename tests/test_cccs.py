@@ -136,6 +136,26 @@ def _schedule(**kw):
     return CCCSSchedule({"sign": SIGN, "flat": "print(1)\n"}, **kw)
 
 
+@pytest.mark.parametrize("n", range(0, 8))
+def test_rungs_every_gives_a_stage_at_each_split_point_last_first(n):
+    """Rungs of one conditional: N split points -> N stages + the whole program, each one
+    conditional earlier than the one before, so a 6-step chain is climbed step by step."""
+    starts = stage_starts(_ifs(n), rungs="every")
+    assert starts == [2 * i - 1 for i in range(n, 0, -1)] + [None]
+    assert set(stage_starts(_ifs(n))) <= set(starts)      # StepCoder's stages are among them
+    with pytest.raises(ValueError, match="every"):
+        stage_starts(_ifs(n), rungs="all")
+
+
+def test_schedule_climbs_rungs_of_one_conditional():
+    s = CCCSSchedule({"sign": SIGN}, threshold=0.5, span=1, rungs="every")
+    assert s.starts["sign"] == [12, 5, 3, None]    # if i == 2, elif x < 0, if x > 0, whole
+    assert s.stage_label("sign") == "final-3"
+    assert s.update("sign", [1.0, 0.0]) and s.start_line("sign") == 5
+    assert s.update("sign", [0.5]) and s.start_line("sign") == 3
+    assert s.stage_label("sign") == "final-1"
+
+
 def test_schedule_advances_at_threshold_and_resets_average():
     s = _schedule(threshold=0.8, span=2)
     assert s.start_line("sign") == 12  # N=3 -> stages [12, 5, None]

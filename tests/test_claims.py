@@ -11,6 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import claims  # noqa: E402
+import grids  # noqa: E402
 
 from world import sources  # noqa: E402
 
@@ -132,10 +133,10 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
             (cell / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     grid = claims.Grid(str(tmp_path))
     rows = {c["claim"]: c for c in claims.measure(grid)}
-    assert rows["StepCoder: CCCS > PPO (held out)"]["mean"] == pytest.approx(0.125)
-    assert rows["StepCoder: CCCS > PPO on the exploration family chain_long (held out)"][
+    assert rows["ours: CCCS vs PPO (held out)"]["mean"] == pytest.approx(0.125)
+    assert rows["ours: CCCS vs PPO on the exploration family chain_long (held out)"][
         "mean"] == pytest.approx(0.25)
-    pool = rows["StepCoder: CCCS > PPO (pool)"]
+    pool = rows["ours: CCCS vs PPO (pool)"]
     assert pool["metric"] == "train pass@1" and pool["mean"] == pytest.approx(0.25)
     fp = rows["FGO changes what 3 tests let through: false-pass rate over the last 10 RL "
               "steps, FGO vs PPO"]
@@ -152,7 +153,7 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
         "room": {"pass@1": 0.4, "pass@8": 0.5, "pass@1_by_family": {"tiers": 0.5}},
         "cccs": {"whole_pass@8": 0.0, "last_stage_pass@8": 0.8},
         "drive": {"share_solved": 0.4}}))
-    pre = claims.preconditions(grid, str(base))
+    pre = claims.preconditions(grid, str(base), str(tmp_path / "no-gates.json"))
     assert pre["room"] == "room pass@8 - pass@1 0.100 (>= 0.15: NOT met)"
     assert pre["fgo"] == "tokens masked 12.0% in the FGO cells (>= 10%: met)"
     assert pre["cccs"].endswith("(met); stages moved in 3 of 3 CCCS cells")
@@ -183,3 +184,62 @@ def test_hard_coded_outputs_are_counted_per_cell(tmp_path):
     rows = claims.hard_coding(claims.Grid(str(tmp_path)))
     assert rows == [{"cell": "agents-shared", "when": "after_rl", "episodes": 3, "parsable": 2,
                      "shown_valid_tests": 1, "embeds_seen_output": 1}]
+
+
+def test_stepcoder_rows_compare_what_the_paper_compares_in_both_regimes(tmp_path):
+    """The paper's three comparisons are full StepCoder (sc-cccs-fgo) against PPO, against
+    itself without FGO (= sc-cccs) and without CCCS (= sc-fgo); each part against PPO is ours,
+    labelled so. Held out each is read on every test and on the 3 train-style tests (the
+    cells' rates_on_train_tests); the CCCS precondition reads the gates' first stage under
+    the cells' own --train-tests and ladder."""
+    ids = [p.id for p in sources.load_problems("tasks", split="eval")[:4]]
+    # solved shares after RL (4 samples a problem), every test / the 3 train-style tests
+    arms = {"sc-ppo": (0.0, 0.5), "sc-fgo": (0.25, 0.5), "sc-cccs": (0.5, 1.0),
+            "sc-cccs-fgo": (1.0, 0.75)}
+    for seed in range(2):
+        for name, (every, few) in arms.items():
+            _cell(tmp_path, name, seed, {i: 0.1 for i in ids}, {i: every for i in ids})
+            cell = tmp_path / "cells" / name / f"seed{seed}"
+            rates = json.loads((cell / "rates.json").read_text())
+            rates["rates_on_train_tests_after_rl"] = {i: few for i in ids}
+            (cell / "rates.json").write_text(json.dumps(rates))
+            (cell / "cmd.json").write_text(json.dumps({"cmd": [
+                "ppo_fgo.py", *grids.STEPCODER_CELL, "--seed", str(seed)]}))
+    rows = {c["claim"]: c for c in claims.measure(claims.Grid(str(tmp_path)))}
+
+    def diff(claim):
+        return rows[f"{claim} (held out)"]["mean"]
+    assert diff("StepCoder (CCCS + FGO) vs PPO") == pytest.approx(1.0)
+    assert diff("StepCoder vs StepCoder without FGO, i.e. CCCS alone: what FGO adds") == \
+        pytest.approx(0.5)
+    assert diff("StepCoder vs StepCoder without CCCS, i.e. FGO alone: what CCCS adds") == \
+        pytest.approx(0.75)
+    assert diff("ours: FGO vs PPO") == pytest.approx(0.25)
+    assert diff("ours: CCCS vs PPO") == pytest.approx(0.5)
+    row = rows["StepCoder vs StepCoder without CCCS, i.e. FGO alone: what CCCS adds (held out)"]
+    assert row["paper"].startswith("+1.5") and row["a"].startswith("sc-cccs-fgo")
+    assert row["b"].startswith("sc-fgo") and row["metric"] == "pass@1"
+    assert rows["ours: FGO vs PPO (held out)"]["paper"].startswith("not reported")
+    few = "held out, 3 train-style tests"
+    assert rows[f"StepCoder vs StepCoder without FGO, i.e. CCCS alone: what FGO adds ({few})"][
+        "mean"] == pytest.approx(-0.25)                     # 0.75 - 1.0 on the 3 tests
+    assert rows[f"StepCoder (CCCS + FGO) vs PPO ({few})"]["metric"] == \
+        "pass@1, 3 train-style tests"
+    assert "ours: FGO vs PPO (pool)" not in rows            # no train sample in these cells
+    assert not any("> PPO" in claim for claim in rows)       # the old labels are gone
+    gates = tmp_path / "gates.json"
+    gates.write_text(json.dumps({
+        "coverage": {"pool": {"every/drawn": {"all": {"1": {"mean": 0.92, "zero": 0,
+                                                             "stages": 25}}},
+                              "sqrt/first": {"all": {"1": {"mean": 0.63, "zero": 6,
+                                                            "stages": 25}}}}}}))
+    base = tmp_path / "pre.json"
+    base.write_text(json.dumps({"cccs": {"whole_pass@8": 0.0, "last_stage_pass@8": 0.8}}))
+    pre = claims.preconditions(claims.Grid(str(tmp_path)), str(base), str(gates))
+    assert ("first stage's new code run by the 3 drawn train tests 0.92, none in 0 of 25 pool "
+            "problems (met); 23 draws a pool problem, 2 x rungs + 10 (met)") in pre["cccs"]
+    # the grid of 2026-12-04: 25 steps of 8 prompts, StepCoder's sqrt ladder
+    old = ["--max-problems", "25", "--steps", "25", "--cccs-span", "2",
+           "--train-data", grids.STEPCODER[1]]
+    budget = claims.ladder_budget(["ppo_fgo.py", *old])
+    assert budget["chain_long"] == {"stages": 3, "need": 16, "draws": 8.0, "ok": False}

@@ -55,10 +55,10 @@ def top_level_closure(entry: str) -> set[str]:
 
 
 def test_grpo_reads_in_few_top_level_files_and_the_judge_in_one_short_one():
-    """What a reader of grpo.py opens at the top level: at most 9 files, 3,000 lines; the
+    """What a reader of grpo.py opens at the top level: at most 9 files, 3,100 lines; the
     judge a learner reads (sandbox.py) at most 500 lines, its machinery in infra/."""
     files = top_level_closure("grpo")
     lines = {f: sum(1 for _ in open(os.path.join(ROOT, f + ".py"))) for f in files}
     assert {"grpo", "losses", "rollouts", "actor", "sandbox", "data"} <= files
-    assert len(files) <= 9 and sum(lines.values()) <= 3000, lines
+    assert len(files) <= 9 and sum(lines.values()) <= 3100, lines
     assert lines["sandbox"] <= 500

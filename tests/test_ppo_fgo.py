@@ -650,3 +650,32 @@ def test_cli_help_and_reward_table_check():
     bad = subprocess.run([sys.executable, os.path.join(ROOT, "ppo_fgo.py"), "--reward-table",
                           '{"crash": -2}'], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "unknown key" in bad.stderr
+
+
+def test_fgo_value_mask_restricts_the_value_loss_to_fgo_kept_tokens():
+    """One response of 4 tokens, FGO keeps the first 2. The policy term is 0 (advantages 0);
+    the value error is 1 on the kept tokens and 3 on the masked ones (V = R + err, no clip
+    binding: V_old = V). Default: 0.5 * mean over all 4 = 0.5 * (1 + 1 + 9 + 9) / 4 = 2.5;
+    with --fgo-value-mask: over the kept 2 with their own normaliser = 0.5 * (1 + 1) / 2 = 0.5."""
+    from infra.model import Forward
+    ones = torch.ones(1, 4)
+    kept = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
+    returns = torch.zeros(1, 4)
+    values = torch.tensor([[1.0, -1.0, 3.0, -3.0]])
+    batch = actor.Batch(input_ids=torch.zeros(1, 5, dtype=torch.long),
+                        attention_mask=torch.ones(1, 5, dtype=torch.long), response_mask=ones,
+                        mask=kept, advantages=torch.zeros(1, 4), old_logp=torch.zeros(1, 4),
+                        old_values=values.clone(), returns=returns)
+    out = Forward(logp=torch.zeros(1, 4), values=values)
+    denom = actor.Denominators(mask=2.0, response=4.0)
+    settings = dict(eps_low=0.2, eps_high=0.2, vf_clip=0.2, vf_coef=1.0, agg="token-mean")
+    full, _ = ppo_fgo.update_loss(**settings)(out, batch, denom)
+    masked, _ = ppo_fgo.update_loss(**settings, fgo_value_mask=True)(out, batch, denom)
+    assert float(full) == pytest.approx(2.5) and float(masked) == pytest.approx(0.5)
+
+
+def test_fgo_value_mask_is_off_by_default_and_needs_fgo():
+    assert ppo_fgo.parse_args([]).fgo_value_mask is False
+    assert ppo_fgo.parse_args(["--fgo", "--fgo-value-mask"]).fgo_value_mask is True
+    with pytest.raises(SystemExit):
+        ppo_fgo.parse_args(["--fgo-value-mask"])

@@ -62,7 +62,58 @@ def test_curriculum_cccs_prefix_update_and_stats():
     cur.update("nosol", [1.0])  # a problem CCCS lacks is still tracked, never an error
     assert cur.tracker.get("nosol") == 1.0 and cur.tracker.get("a") == 1.0
     assert cur.stats() == {"cccs_final": 1, "cccs_final-1": 1, "cccs_final-2": 1,
-                           "cccs_final_share": 1 / 3}
+                           "cccs_final_share": 1 / 3,
+                           # both of a's draws were at final-2: (0.75 + 1.0) / 2
+                           "cccs_pass_rate/final-2": 0.875, "cccs_draws_final_share": 0.0}
+
+
+def test_curriculum_logs_each_steps_pass_rate_per_cccs_stage():
+    """stats() reports the mean reward of the groups drawn at each stage since the last
+    stats() (the stage a group was drawn at, before its update moved it) and the share of
+    those draws at the whole program; the next step starts afresh."""
+    problems = [_problem("a"), _problem("b")]
+    cur = _curriculum(problems, {})          # both at final-2; span 1, threshold 0.8
+    cur.update("a", [1.0, 1.0])              # drawn at final-2, moves to final-1
+    cur.update("b", [0.0, 0.5])
+    stats = cur.stats()
+    assert stats["cccs_pass_rate/final-2"] == pytest.approx(0.625)   # (1.0 + 0.25) / 2
+    assert "cccs_pass_rate/final-1" not in stats and stats["cccs_draws_final_share"] == 0.0
+    cur.update("a", [1.0])                   # final-1 -> final
+    cur.update("a", [0.0, 1.0])              # drawn at the whole program
+    stats = cur.stats()
+    assert (stats["cccs_pass_rate/final-1"], stats["cccs_pass_rate/final"]) == (1.0, 0.5)
+    assert stats["cccs_draws_final_share"] == 0.5 and "cccs_pass_rate/final-2" not in stats
+    assert not any(k.startswith("cccs_pass_rate") for k in cur.stats())   # nothing drawn
+
+
+def test_evaluation_reports_pass_at_1_on_the_train_tests_beside_every_test():
+    """Judged once on every test, a sample also counts in the train-style regime when its
+    problem's first N tests pass: a program right on small inputs passes the first 2 of
+    (1, 2, 30), a right one all three, one that does not compile none; keep_eval keeps both
+    regimes' figures and per-problem rates (rates.json)."""
+    from infra.engines import Completion
+    tests = [{"input": f"{x}\n", "output": f"{x + 1}\n"} for x in (1, 2, 30)]
+    p = Problem(id="p", source="test", question="q", starter_code="", fn_name=None,
+                tests=tests, solutions=[], difficulty="easy")
+    right = "x = int(input())\nprint(x + 1)\n"
+
+    class Engine:
+        def generate(self, prompts, n, **kw):
+            return [[Completion(f"```python\n{c}```", [1], "stop")
+                     for c in (SMALL_ONLY, right, "def (:\n", SMALL_ONLY)] for _ in prompts]
+    d = model.Dist(0, 1, 0, torch.device("cpu"))
+    judging = dict(n=4, temperature=1.0, top_p=1.0, max_new_tokens=8, seed=0, reward="binary",
+                   test_timeout=2.0, workers=1)
+    res = rollouts.evaluate(Engine(), None, [p], d, train_tests=2, **judging)
+    assert res["pass@1"] == 0.25 and res["pass@1_on_train_tests"] == 0.75
+    assert res["rates_on_train_tests"] == {"p": 0.75} and res["rates"] == {"p": 0.25}
+    assert "pass@1_on_train_tests" not in rollouts.evaluate(Engine(), None, [p], d, **judging)
+    run = types.SimpleNamespace(state={})
+    trainer.keep_eval(run, "after_rl", res, "train_")
+    assert run.state["train_pass_at_1_on_train_tests_after_rl"] == 0.75
+    assert run.state["train_rates_on_train_tests_after_rl"] == {"p": 0.75}
+    ok = types.SimpleNamespace(status="pass", total=3, tests=[])
+    assert rollouts.passes_train_tests(ok, 2) and not rollouts.passes_train_tests(None, 2)
 
 
 def test_curriculum_hard_focus_seeded_from_rates_and_past_the_end():
@@ -99,6 +150,7 @@ def test_curriculum_state_round_trip_continues_identically():
     cur.pool(problems, 0)
     for pid, rs in (("a", [1.0]), ("a", [1.0]), ("b", [0.0]), ("a", [1.0])):
         cur.update(pid, rs)
+    cur.stats()   # the step's metrics row comes before its checkpoint (log_step, save_step)
     state = json.loads(json.dumps(cur.state_dict()))  # what trainer_state.json holds
     back = _curriculum(problems, {"a": 0.0, "b": 0.0, "c": 0.0}, **settings)  # resume seeds
     back.load_state_dict(state)

@@ -48,7 +48,9 @@ from datetime import date
 
 from data import SOURCES, BadRow, DataError, Problem, check_problem, sandbox_job
 from infra.bookkeeping import output_dir_problem
+from infra.errors import UserError
 from world import tasks
+from world.train_tests import with_train_tests
 
 # ----------------------------------------------------------------------------------------
 # Small parsers shared by the sources.
@@ -847,6 +849,47 @@ def build_parser() -> argparse.ArgumentParser:
                    help="drop train problems whose question's 5-shingle Jaccard with a test "
                         "question reaches this")
     return parser
+
+
+# ----------------------------------------------------------------------------- a run's problems
+
+def load_problem_sets(args):
+    """Train and eval problems from --train-data / --eval-data (NAME or NAME:PATH[,...]), each
+    problem's tests in the order --train-tests names (world/train_tests.py)."""
+    def load(spec, split):
+        out = []
+        for part in spec.split(","):
+            name, _, path = part.partition(":")
+            out += [with_train_tests(p, args.train_tests)
+                    for p in load_problems(name, split=split, path=path or None)]
+        return unique_ids(out, spec)   # two parts may hold the same problem
+    train = load(args.train_data, "train")
+    evals = train if args.eval_data == args.train_data else load(args.eval_data, "test")
+    # --max-eval-problems unset: the eval set is cut as the train set is (the old behaviour,
+    # and what a quick smoke run wants); set it to train on a few problems and still score on
+    # the whole held-out split.
+    n_eval = args.max_problems if args.max_eval_problems is None else args.max_eval_problems
+    same = evals is train            # train = eval stays one list (train_eval_set checks it)
+    if args.max_problems:
+        train = train[:args.max_problems]
+    if same and n_eval == args.max_problems:
+        evals = train
+    elif n_eval:
+        evals = evals[:n_eval]
+    check_problem_sets(args, train, evals)
+    return train, evals
+
+
+def check_problem_sets(args, train: list, evals: list) -> None:
+    """UserError when no train problem (or, with evaluation, no eval problem) is left."""
+    if not train:
+        raise UserError(f"--train-data {args.train_data}: gave no problems with tests (check "
+                        "the file's format: world/sources.py's docstring lists the fields per "
+                        "source; "
+                        "the [data] lines above count what was dropped and why)")
+    if not evals and args.eval_n > 0:
+        raise UserError(f"--eval-data {args.eval_data}: gave no problems with tests (check the "
+                        "file's format, or pass --eval-n 0 to train without evaluation)")
 
 
 def main(argv=None):
