@@ -572,14 +572,20 @@ def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **se
     return states, samples, summarize({**stats, **episode_sums(states)})
 
 
+def coder_programs(states, coder_generate, cfg=None, run_batch=None):
+    """One coder sample from each state's prompt (coder_turn_messages) -> the states after it
+    (its program, ground-truth pass rate, and its results on the state's tests)."""
+    cfg = cfg or GameConfig()
+    chosen, _, _ = role_step("coder", states, coder_generate, replace(cfg, k=1), _new_stats(),
+                             run_batch or sandbox.run_batch)
+    return chosen
+
+
 def coder_alone(problems, coder_generate, cfg=None, run_batch=None):
     """The single-agent baseline: the coder's program from the bare problem (no tests shown),
     one per problem -> its ground-truth pass rates."""
-    cfg = cfg or GameConfig()
     states = [EpisodeState(p, i) for i, p in enumerate(problems)]
-    chosen, _, _ = role_step("coder", states, coder_generate, replace(cfg, k=1), _new_stats(),
-                             run_batch or sandbox.run_batch)
-    return [s.gt_pass_rate for s in chosen]
+    return [s.gt_pass_rate for s in coder_programs(states, coder_generate, cfg, run_batch)]
 
 
 def oracle_tester(problems, max_tests):
