@@ -693,7 +693,9 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
                      (the reference fails all of them: a right program shown "passed 0", as
                      a wrong program often is, so the pass count alone never says which side
                      is wrong; not made when only one easy test exists). In both the coder
-                     should keep its program, the tester fix its tests.
+                     should keep its program, the tester fix its tests. With both, each
+                     problem keeps one (mirrored): the one whose pass count is as its wrong
+                     program's, so the count says nothing about which side is wrong.
     Mismatches come from the sandbox (the program's own outputs). A state whose program passes
     anyway is dropped, and an all-wrong one whose program passes any test. The sandbox runs
     the candidates on the ground truth in rounds (one run_batch each), a problem's next
@@ -728,19 +730,21 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
         for i, p in enumerate(same):
             easy = copy.deepcopy(easy_tests(p.tests, max_tests))
             wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
+            kinds = [w for w in wrong_tests if w == "one" or len(easy) > 1]
             for code in misses[p.id]:
                 failed = failed_tests(code, p)
                 if failed:
                     wrong = code
                     if failed[0] not in easy:
                         shown = copy.deepcopy([failed[0]] + easy)[:max_tests]
+                    if len(kinds) > 1:   # its ground-truth run says what it is shown: mirror it
+                        kinds = ["all" if all(t in failed for t in shown) else "one"]
                     break
             bad = {"one": wrong_outputs(easy, [0], p.tests, p.fn_name),
                    "all": wrong_outputs(easy, range(len(easy)), p.tests, p.fn_name,
                                         random.Random(f"{seed}-{p.id}"))}
             shown_cases = [("program", wrong, shown, shown)] + [
-                (which, p.solutions[0], bad[which], easy) for which in wrong_tests
-                if which == "one" or len(easy) > 1]
+                (which, p.solutions[0], bad[which], easy) for which in kinds]
             for which, code, tests, right in shown_cases:
                 state = EpisodeState(p, len(cases), turn=1, tests=tests,
                                      valid=[t in p.tests for t in tests], tester_acted=True)
@@ -749,12 +753,31 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
             for j in coder_jobs(state.problem, state.tests, [code], gt_every_test(cfg.reward))]
     results = {**first, **run_jobs([j for j in jobs if job_key(*j) not in first], run_batch,
                                    timeout, memory_mb)}
-    out = []
+    kept = {}   # problem id -> [(which, branch, right program, right tests)]
     for which, state, code, right_code, right_tests in cases:
         ((branch, _),) = score_coders(state, [code], results, cfg)
         if not all(branch.passed) and (which != "all" or not any(branch.passed)):
-            out.append((branch, right_code, right_tests))
+            kept.setdefault(state.problem.id, []).append((which, branch, right_code, right_tests))
+    out = []
+    for pid, states in kept.items():
+        out += [(b, code, tests) for _, b, code, tests in mirrored(states, seed, pid)]
     return out
+
+
+def mirrored(states, seed, pid):
+    """One problem's repair states -> those kept: the wrong-program state, and of its
+    wrong-test states the one shown "passed 0" when the wrong program was (else the other),
+    so that a right program and a wrong one are shown each pass count equally often; without
+    a wrong-program state, one of them drawn by the seed. With one wrong-test state (a single
+    easy test, wrong_tests ("one",), or one chosen before the sandbox ran it) it is kept."""
+    fix = [s for s in states if s[0] == "program"]
+    keep = [s for s in states if s[0] != "program"]
+    if len(keep) < 2:
+        return states
+    if not fix:
+        return [keep[random.Random(f"{seed}-{pid}-keep").randrange(len(keep))]]
+    want = "all" if not any(fix[0][1].passed) else "one"   # the reference fails all / one
+    return fix + ([s for s in keep if s[0] == want] or keep[:1])
 
 
 def warm_start_pairs(problems, roles, max_tests, repairs=()):

@@ -90,10 +90,11 @@ ROLE_MAX_TESTS = 2       # agents.py's CPU --max-tests: the tester's prompt name
 CORPUS_RECIPES = {
     # the reference shown with its first test wrong; "passed 0 of 2" then meant "rewrite"
     "repair-v1": dict(repair_every=10, wrong_tests=("one",)),
-    # also every shown test wrong, so the pass count tells the coder nothing; one instance in
-    # 3 (about 3 states each), so that the coder's prompts show tests about as often as not,
-    # as the CPU game's do (2 turns in parallel order: tests from turn 1 on)
-    "repair-v2": dict(repair_every=3, wrong_tests=("one", "all")),
+    # also every shown test wrong, each problem's right program shown the wrong one's pass
+    # count (agents.mirrored), so the count tells the coder nothing; one instance in 2 (2
+    # states each), so that the coder's prompts show tests about as often as not, as the CPU
+    # game's do (2 turns in parallel order: tests from turn 1 on)
+    "repair-v2": dict(repair_every=2, wrong_tests=("one", "all")),
 }
 CORPUS_RECIPE = "repair-v2"
 REPAIR_EVERY = CORPUS_RECIPES[CORPUS_RECIPE]["repair_every"]
@@ -160,11 +161,12 @@ def corpus_pairs(seed: int = 0, recipe: str = CORPUS_RECIPE) -> list[tuple[str, 
                   without them shown -> the reference
       repair      AT-GRPO's turn-1 prompts (agents.repair_states, 1 instance in the recipe's
                   repair_every): a near-miss program with its real mismatches -> the reference
-                  and the same tests; the reference with one test wrong (and, repair-v2, with
-                  every test wrong) -> the same program and the right tests
+                  and the same tests; the reference with one test wrong (repair-v2: or with
+                  every test wrong, as the wrong program passed some or none) -> the same
+                  program and the right tests
       builtin     the hand-written problems' solutions, BUILTIN_REPEAT times
-    recipe: a CORPUS_RECIPES name. The repair turns run the sandbox (repair-v1 about a minute,
-    repair-v2 about ten on 2 cores); the result is cached per (seed, recipe)."""
+    recipe: a CORPUS_RECIPES name. The repair turns run the sandbox (repair-v1 about 2 minutes
+    on the 2-core machine, repair-v2 about 15); the result is cached per (seed, recipe)."""
     return [tuple(x) for x in json.loads(_corpus_json(seed, recipe))]
 
 

@@ -728,54 +728,66 @@ def test_warm_start_builds_repair_states_only_for_an_sft(monkeypatch):
 def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
     """Wrong program: a near miss of the reference that fails a ground-truth test, shown with
     easy tests that hold the one it fails (answer: the reference, the same tests); wrong
-    tests: the reference with its first expected output replaced, and with every one replaced
-    (answer: the same program, the right tests). Without a near miss (no literal, no bound),
-    the next problem's reference."""
+    tests: the reference with its first expected output replaced, or with every one replaced
+    (answer: the same program, the right tests), whichever is shown the wrong program's pass
+    count ("passed 0" or not). Without a near miss (no literal, no bound), the next problem's
+    reference."""
     problems = [make_problem("p0"), make_problem("p1", reference=MINUS), call_problem(),
                 make_problem("dbl", reference=DOUBLE_SMALL, tests=[
                     {"input": "-3\n", "output": "-6"}, {"input": "2\n", "output": "4"},
                     {"input": "7\n", "output": "7"}])]
     repairs = agents.repair_states(problems, max_tests=2)
     p0 = [(s, prog, tests) for s, prog, tests in repairs if s.problem.id == "p0"]
-    (wrong_prog, prog_a, tests_a), (one_wrong, prog_b, tests_b), (all_wrong, prog_c, tests_c) = p0
+    (wrong_prog, prog_a, tests_a), (all_wrong, prog_c, tests_c) = p0
     assert wrong_prog.program == MINUS and wrong_prog.mismatches and wrong_prog.turn == 1
     assert prog_a == REF and tests_a == GT[:2]  # fix the program, keep the (right) tests
-    # one wrong: the first output replaced by the next answer of the ground truth (12)
-    assert one_wrong.program == REF and one_wrong.tests == [dict(GT[0], output="12"), GT[1]]
-    assert one_wrong.passed == [False, True] and one_wrong.valid == [False, True]
+    assert wrong_prog.passed == [False, False]  # a - b passes neither: the all-wrong state kept
     # all wrong: every output replaced by another ground-truth answer; the reference passes none
     assert all_wrong.program == REF and all_wrong.passed == [False, False]
     assert all_wrong.valid == [False, False] and len(all_wrong.mismatches) == 2
     assert all(t["output"] != g["output"] and t["output"] in ("3", "12", "14")
                for t, g in zip(all_wrong.tests, GT))
     assert "It passed 0 of the 2 tests" in agents.coder_turn_messages(all_wrong)[1]["content"]
-    for prog, tests in ((prog_b, tests_b), (prog_c, tests_c)):
-        assert prog == REF and tests == GT[:2]    # keep the program (the reference), fix the tests
+    assert prog_c == REF and tests_c == GT[:2]    # keep the program (the reference), fix the tests
     messages = agents.coder_turn_messages(wrong_prog)[1]["content"]
     assert "The coder's last program" in messages and "Program's actual output" in messages
+    # A wrong program that passes one shown test (right on small inputs only): the one-wrong
+    # state is kept, the first output replaced by the next answer of the ground truth (12).
+    (small, _, _), (one_wrong, prog_b, tests_b) = agents.repair_states(
+        problems[:1], max_tests=2, wrong_programs={"p0": [SMALL_ONLY]})
+    assert small.program == SMALL_ONLY and small.passed == [False, True]
+    assert one_wrong.program == REF and one_wrong.tests == [dict(GT[0], output="12"), GT[1]]
+    assert one_wrong.passed == [False, True] and one_wrong.valid == [False, True]
+    assert prog_b == REF and tests_b == GT[:2]
     # dbl: a near miss of its own (n * 3; n < 6 and n <= 5 pass these tests), shown with the
     # test it fails first and the easy ones, the mismatch holding the program's own output.
-    (near, right, shown), *wrong_tests = [r for r in repairs if r[0].problem.id == "dbl"]
+    (near, right, shown), (keep, _, _) = [r for r in repairs if r[0].problem.id == "dbl"]
     assert near.program == DOUBLE_SMALL.replace("* 2", "* 3") and right == DOUBLE_SMALL
     assert [t["input"] for t in shown] == ["-3\n", "2\n"]
     assert near.mismatches[0]["actual"].strip() == "-9"
     assert shown == near.tests and not all(near.passed) and len(shown) == 2
     assert all(m["actual"] != m["expected"] for m in near.mismatches)
-    assert [s.program for s, _, _ in wrong_tests] == [DOUBLE_SMALL] * 2
+    assert keep.program == DOUBLE_SMALL
+    # Every problem with both kinds: the right and the wrong program show the same count.
+    for pid in ("p0", "p1", "dbl"):
+        fix, keep = [s for s, _, _ in repairs if s.problem.id == pid]
+        assert fix.program != keep.program == keep.problem.solutions[0]
+        assert any(fix.passed) == any(keep.passed)
     # The call-based problem's only near misses pass (a + b has no literal or bound) and there
-    # is no other call-based problem to borrow a wrong program from, so only its wrong-test
-    # states are kept, each with the reference.
-    (one, call_prog, call_tests), (every, _, _) = [r for r in repairs if r[0].problem.id == "addf"]
-    assert one.tests[0]["output"] == 0 and call_prog == ADD and call_tests == ADD_CALLS[:2]
-    assert every.program == ADD and not any(every.passed)
+    # is no other call-based problem to borrow a wrong program from: one of its wrong-test
+    # states is kept (the seed's draw), with the reference.
+    (call_state, call_prog, call_tests), = [r for r in repairs if r[0].problem.id == "addf"]
+    assert call_state.program == call_prog == ADD and call_tests == ADD_CALLS[:2]
+    assert not all(call_state.passed) and not all(call_state.valid)
     pairs = agents.warm_start_pairs(problems, ["coder"], 2, repairs)
     assert len(pairs) == 2 * 4 + len(
         repairs
     )  # two turn-0 pairs per reference + one per repair state
-    # the shipped base's recipe: the one-wrong state only
+    # the shipped base's recipe: the first output wrong, the reference shown it in every problem
     v1 = agents.repair_states(problems, max_tests=2, wrong_tests=("one",))
-    assert [(s.problem.id, s.program, s.tests) for s, _, _ in v1] == [
-        (s.problem.id, s.program, s.tests) for s, _, _ in repairs if any(s.valid)]
+    assert [s.tests[0]["output"] for s, _, _ in v1 if s.program == s.problem.solutions[0]] == [
+        "12", "12", "-6", 0]
+    assert [s.problem.id for s, _, _ in v1] == ["p0", "p0", "p1", "p1", "dbl", "dbl", "addf"]
 
 
 def test_repair_states_draw_the_wrong_program_from_given_samples_first():
