@@ -166,7 +166,7 @@ def corpus_pairs(seed: int = 0, recipe: str = CORPUS_RECIPE) -> list[tuple[str, 
                   program and the right tests
       builtin     the hand-written problems' solutions, BUILTIN_REPEAT times
     recipe: a CORPUS_RECIPES name. The repair turns run the sandbox (repair-v1 about 2 minutes
-    on the 2-core machine, repair-v2 about 15); the result is cached per (seed, recipe)."""
+    on the 2-core machine, repair-v2 about 7); the result is cached per (seed, recipe)."""
     return [tuple(x) for x in json.loads(_corpus_json(seed, recipe))]
 
 
