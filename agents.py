@@ -1,17 +1,21 @@
 """AT-GRPO (PettingLLMs' agent- and turn-wise GRPO): a tester and a coder refine unit tests and
 a program over turns, both trained with GRPO on groups per (problem, turn, agent).
 
-The game, turn t = 0, 1, ... (the documented workflow, --turn-order tester-first):
-  1. the tester writes (or refines) unit tests T_t, seeing the last program and its results;
-  2. the coder writes (or fixes) the program P_t, seeing T_t and how its last program did;
-  3. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
+The game, turn t = 0, 1, ... (the public code's order, --turn-order parallel, the default):
+  1. both roles act from the state the last turn left: the tester writes (or refines) unit
+     tests T_t, the coder writes (or fixes) the program P_t, each seeing the last program,
+     the last tests and how the one did on the other (at turn 0 both see the bare problem);
+  2. P_t runs on T_t; the episode ends when it passes them all ("agree"), else next turn,
      at most max_turns turns (seed config 10, the public configs 5).
-  coder-first swaps 1 and 2; parallel (the public code's order) has both act from the state
-  the last turn left (the coder's turn-0 prompt is the bare problem), then runs this turn's
-  program on this turn's tests. Problems are standard I/O or call-based (fn_name: the tests
-  are `assert f(...) == ...` lines, the coder writes the function).
-  Rewards, final = alpha * global + local per role: tester_judge.py (the tester's tests judged
-  by the reference solution: valid, catching the shown wrong program, trivial, coverage).
+  tester-first (the documented workflow): the tester acts first and the coder then sees THIS
+  turn's tests; coder-first: the coder first, the tester then tests its program. Problems are
+  standard I/O or call-based (fn_name: the tests are `assert f(...) == ...` lines, the coder
+  writes the function).
+  Rewards (tester_judge.py, --role-rewards): pettingllms, the public code's: the coder 2 x its
+  ground-truth pass rate, the tester the ground-truth pass rate of the coder candidate paired
+  with it (candidate i of both roles in one turn: the public code's K rollouts); or ours,
+  final = alpha * global + local per role with the tester's tests judged by the reference
+  solution (valid, catching the shown wrong program, trivial, coverage).
 
 Tree-structured sampling: each role step samples K candidates (--group-size) from the same
   state. Each is scored in its OWN branch (a deep copy of the episode state; only the
@@ -32,7 +36,8 @@ The public implementation's four defects, each pinned by a test in tests/test_ag
   later rewards read from stale copies (we keep the chosen branch object, no copy back);
   all tester candidates scored on one shared copy (each has its own deep copy); a group key
   that merged problems (ours holds the problem id and the episode index); a tester reward
-  without the reference solution (validity = the reference passes the test).
+  without the reference solution (--role-rewards ours: validity = the reference passes the
+  test; the default, pettingllms, keeps the public code's reward as it is).
 
 Simplifications:
   * no KL term, so no reference model (as AT-GRPO); GRPO's clipped surrogate (losses.py).
@@ -43,9 +48,10 @@ Simplifications:
     coder acts, and this turn's programs saw only the chosen tests.
   * generate functions take chat message lists and return one text per prompt (or engine
     Completions, kept whole for their token ids): the game never sees a tokenizer.
-  CPU preset: K = 2, 2 turns (the fewest in which each role answers the other), 2 tests a
-  reply, 64/96 new tokens (coder/tester), HF engine. GPU preset: the paper's K = 4, the
-  public configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
+  CPU preset: the public configs' K = 8 and eval T 0.6, 2 turns (the fewest in which each
+  role answers the other; 5 cost 2.5x a step: PRESETS), 2 tests a reply, 64/96 new tokens
+  (coder/tester), HF engine. GPU preset: K = 4, the public configs' 5 turns, 4096 tokens,
+  lr 1e-6, weight decay 0.01, eval T 0.6.
 """
 import copy
 import functools
@@ -70,6 +76,7 @@ from infra.metrics import Timer
 from infra.model import UserError, all_reduce_sum, reduce_sums
 from infra.samples import clip, pick
 from tester_judge import (
+    ROLE_REWARDS,
     coder_jobs,
     format_tests,
     gt_every_test,
@@ -124,7 +131,8 @@ class GameConfig:
     trivial_penalty: float = 0.5
     coverage_weight: float = 0.5
     max_tests: int = 8
-    turn_order: str = "tester-first"
+    turn_order: str = "parallel"
+    role_rewards: str = "pettingllms"  # tester_judge's schemes: "pettingllms" or "ours"
     reward: str = "fraction"  # the global term: "fraction" (pass rate, the seed) or "binary"
     timeout: float = 5.0
     memory_mb: int = 512
@@ -134,6 +142,16 @@ class GameConfig:
             raise ValueError(
                 f"turn_order must be one of {sorted(TURN_ORDERS)}, not {self.turn_order!r}"
             )
+        if self.role_rewards not in ROLE_REWARDS:
+            raise ValueError(f"role_rewards must be one of {list(ROLE_REWARDS)}, "
+                             f"not {self.role_rewards!r}")
+        if self.role_rewards == "pettingllms" and self.turn_order == "tester-first":
+            # the paired coder candidate acts after the tester's branch is chosen
+            raise ValueError("role_rewards 'pettingllms' pays each tester candidate the "
+                             "ground-truth pass rate of the coder candidate of its index in the "
+                             "same turn, which in tester-first order writes its program after "
+                             "the tester's branch is chosen; use role_rewards 'ours' or the "
+                             "parallel or coder-first order")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,16 +275,18 @@ def tester_messages(state, max_tests=8):
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def score_testers(state, test_sets, results, cfg):
+def score_testers(state, test_sets, results, cfg, paired=None):
     """K tester candidates from one state -> [(branch, terms)] in candidate order, judged by
-    tester_judge.judge_test_set. Each branch is a deep copy holding its candidate's own tests."""
+    tester_judge.judge_test_set. Each branch is a deep copy holding its candidate's own tests.
+    paired: this turn's K coder candidates [(code, g)], candidate i paired with tester
+    candidate i (the pettingllms reward; None: none acted yet this turn)."""
     scored = []
-    for ts in test_sets:
+    for i, ts in enumerate(test_sets):
         b = branch_of(state)
         b.tests, b.tester_acted = copy.deepcopy(ts), True
         b.valid, b.passed, b.mismatches, terms = judge_test_set(
             state.problem, ts, state.program, state.gt_pass_rate, state.coder_candidates,
-            results, cfg)
+            results, cfg, paired_g=paired[i][1] if paired else None)
         scored.append((b, terms))
     return scored
 
@@ -340,8 +360,8 @@ def generate_candidates(generate, prompts, k):
     return [texts[i * k:(i + 1) * k] for i in range(len(prompts))]
 
 
-TERMS = {"tester": ("global", "local", "reward", "valid_share", "catch_share", "trivial_share",
-                    "duplicate_share", "coverage"),
+TERMS = {"tester": ("global", "local", "reward", "paired_coder_global", "valid_share",
+                    "catch_share", "trivial_share", "duplicate_share", "coverage"),
          "coder": ("global", "local", "reward")}
 
 
@@ -387,9 +407,10 @@ def _count_tester_group(stats, terms):
     )
 
 
-def role_step(role, states, generate, cfg, stats, run_batch):
+def role_step(role, states, generate, cfg, stats, run_batch, paired=None):
     """One role's step for the active states -> (chosen branches, candidates, choice per state).
-    One generate call (K per state) and one sandbox call for all states."""
+    One generate call (K per state) and one sandbox call for all states. paired (the tester's
+    step): per state, this turn's coder candidates [(code, g)] (score_testers), or None."""
     if role == "tester":
         prompts = [tester_messages(s, cfg.max_tests) for s in states]
     else:
@@ -419,9 +440,9 @@ def role_step(role, states, generate, cfg, stats, run_batch):
     stats["sandbox_calls"] += bool(results)
     stats["sandbox_jobs"] += len(results)
     chosen, candidates, choices = [], [], []
-    for state, prompt, outs, ext in zip(states, prompts, outputs, extracted):
+    for j, (state, prompt, outs, ext) in enumerate(zip(states, prompts, outputs, extracted)):
         if role == "tester":
-            scored = score_testers(state, ext, results, cfg)
+            scored = score_testers(state, ext, results, cfg, paired[j] if paired else None)
             stats["tests_valid"] += sum(sum(b.valid) for b, _ in scored)
             stats["tests_caught"] += sum(round(t["catch_share"] * t["n_tests"]) for _, t in scored)
             stats["tests_trivial"] += sum(
@@ -461,14 +482,32 @@ def join_parallel(testers, coders, cfg, stats, run_batch):
     return out
 
 
+def shown_to_coder(state):
+    """What the coder's prompt shows of its last program: its ground-truth pass rate (None:
+    no program yet, or no code) and, per shown test, valid (the reference passes it) and
+    passed (the program passes it). A turn's record keeps it (the gates read it)."""
+    return {"program_gt_pass_rate": state.gt_pass_rate if state.program is not None else None,
+            "tests_valid": list(state.valid), "tests_passed": list(state.passed)}
+
+
 def run_turn(states, generates, cfg, stats, run_batch):
-    """One turn (both roles in cfg.turn_order) of the active states -> (states, candidates)."""
+    """One turn (both roles in cfg.turn_order) of the active states -> (states, candidates).
+    Each state's record of the turn: both roles' chosen terms and choices, what the coder was
+    shown (shown_to_coder), the turn's program's ground-truth pass rate and agreement."""
     samples = []
     records = [{} for _ in states]
     start, chosen = states, {}
     for role in TURN_ORDERS[cfg.turn_order]:
-        states, cands, choices = role_step(role, start if cfg.turn_order == "parallel" else
-                                           states, generates[role], cfg, stats, run_batch)
+        acting = start if cfg.turn_order == "parallel" else states
+        # The tester's candidates pair with this turn's coder candidates (parallel: the coder
+        # acted on the same state; coder-first: before it); tester-first: none yet.
+        paired = ([c.coder_candidates for c in chosen["coder"]]
+                  if role == "tester" and "coder" in chosen else None)
+        if role == "coder":
+            for rec, s in zip(records, acting):
+                rec["coder_shown"] = shown_to_coder(s)
+        states, cands, choices = role_step(role, acting, generates[role], cfg, stats, run_batch,
+                                           paired)
         chosen[role] = states
         samples += cands
         for rec, (i, terms) in zip(records, choices):
@@ -479,7 +518,8 @@ def run_turn(states, generates, cfg, stats, run_batch):
         state.agree = state.program is not None and bool(state.tests) and all(state.passed)
         state.done = state.agree
         state.turn += 1
-        state.history.append({**rec, "agree": state.agree})
+        state.history.append({**rec, "program_gt_pass_rate": state.gt_pass_rate,
+                              "agree": state.agree})
     return states, samples
 
 
@@ -546,14 +586,47 @@ def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **se
     return states, samples, summarize({**stats, **episode_sums(states)})
 
 
+def coder_programs(states, coder_generate, cfg=None, run_batch=None):
+    """One coder sample from each state's prompt (coder_turn_messages) -> the states after it
+    (its program, ground-truth pass rate, and its results on the state's tests)."""
+    cfg = cfg or GameConfig()
+    chosen, _, _ = role_step("coder", states, coder_generate, replace(cfg, k=1), _new_stats(),
+                             run_batch or sandbox.run_batch)
+    return chosen
+
+
 def coder_alone(problems, coder_generate, cfg=None, run_batch=None):
     """The single-agent baseline: the coder's program from the bare problem (no tests shown),
     one per problem -> its ground-truth pass rates."""
-    cfg = cfg or GameConfig()
     states = [EpisodeState(p, i) for i, p in enumerate(problems)]
-    chosen, _, _ = role_step("coder", states, coder_generate, replace(cfg, k=1), _new_stats(),
-                             run_batch or sandbox.run_batch)
-    return [s.gt_pass_rate for s in chosen]
+    return [s.gt_pass_rate for s in coder_programs(states, coder_generate, cfg, run_batch)]
+
+
+def oracle_tester(problems, max_tests):
+    """A tester generate function for run_episodes that answers every prompt with its problem's
+    ground-truth tests (easy_tests, in the tester's format), whatever else the prompt shows:
+    the game with a tester whose tests are all valid, so that what the turns add over the
+    coder alone is measured apart from the tester's skill. A prompt is matched to its problem
+    by the statement it opens with (the longest that fits); one of no given problem is an error.
+    """
+    answers = {data.problem_statement(p): format_tests(easy_tests(p.tests, max_tests), p.fn_name,
+                                                      _is_method(p))
+               for p in problems}
+    statements = sorted(answers, key=len, reverse=True)
+
+    def generate(prompts):
+        out = []
+        for messages in prompts:
+            user = messages[-1]["content"]
+            match = next((s for s in statements if user == s or user.startswith(s + "\n\n")),
+                         None)
+            if match is None:
+                raise ValueError("oracle_tester: a prompt whose statement is none of its "
+                                 "problems'")
+            out.append(answers[match])
+        return out
+
+    return generate
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,27 +672,59 @@ def near_misses(code):
     return list(dict.fromkeys(c for c in out if c != code))
 
 
-def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=512, seed=0):
+def wrong_outputs(tests, which, pool, fn_name, rng=None):
+    """Deep copies of `tests` with the expected output of each test at an index in `which`
+    replaced by a wrong one: another output of `pool` (the problem's ground-truth tests: real
+    answers of the program, to other inputs) that differs from the right one, drawn by rng
+    (None: the first in pool order); none such: "0" (standard I/O) or None (call-based), which
+    may be the right one (then the reference passes that test and repair_states drops it)."""
+    out = copy.deepcopy(tests)
+    for i in which:
+        right = _norm(out[i]["output"])
+        others = [t["output"] for t in pool if _norm(t["output"]) != right]
+        others = list({_norm(o): o for o in others}.values())   # one per value, in pool order
+        if others:
+            out[i]["output"] = copy.deepcopy(others[rng.randrange(len(others))] if rng
+                                             else others[0])
+        else:
+            out[i]["output"] = "0" if fn_name is None else None
+    return out
+
+
+def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=512, seed=0,
+                  wrong_programs=None, wrong_tests=("one", "all")):
     """Turn-1 states with a known right answer, so the warm start also covers the prompts
-    the agents see after a disagreement -> [(state, right program, right tests)]:
-      wrong program: a near miss of the reference (near_misses; the seed's choice among those
-                     that fail a ground-truth test), shown with easy tests that hold one it
-                     fails (the coder should write the reference, the tester keep its tests);
-                     without a near miss that fails, the next problem's (of the same kind)
-                     reference on the easy tests;
-      wrong test:    the reference on the easy tests with the first expected output replaced by
-                     another test's (the coder should keep its program, the tester fix it).
-    Mismatches come from the sandbox (the program's own outputs); a state whose program
-    passes anyway is dropped. The sandbox runs the near misses on the ground truth in up to
-    three run_batch calls, a problem's next near miss only while its earlier ones all pass
-    (the first that fails is the one used: about one job a problem instead of three); then
-    one call runs every state's program on its shown tests and on the ground truth (a near
-    miss's ground-truth result is the one already had)."""
+    the agents see after a disagreement -> [(state, right program, right tests)], per problem:
+      wrong program: the first of its candidates that fails a ground-truth test: a model's own
+                     programs (wrong_programs: {problem id: [program, ...]}, e.g. its samples),
+                     then up to three near misses of the reference (near_misses, drawn by the
+                     seed); shown with easy tests that hold a test it fails (the coder should
+                     write the reference, the tester keep its tests); without a candidate that
+                     fails, the next problem's (of the same kind) reference on the easy tests;
+      wrong tests (wrong_tests names which): "one": the reference on the easy tests with the
+                     first expected output replaced by another test's (wrong_outputs); "all":
+                     every expected output replaced, each by one drawn from the other tests'
+                     (the reference fails all of them: a right program shown "passed 0", as
+                     a wrong program often is, so the pass count alone never says which side
+                     is wrong; not made when only one easy test exists). In both the coder
+                     should keep its program, the tester fix its tests. With both, each
+                     problem keeps one (mirrored): the one whose pass count is as its wrong
+                     program's, so the count says nothing about which side is wrong.
+    Mismatches come from the sandbox (the program's own outputs). A state whose program passes
+    anyway is dropped, and an all-wrong one whose program passes any test. The sandbox runs
+    the candidates on the ground truth in rounds (one run_batch each), a problem's next
+    candidate only while its earlier ones all pass (about one job a problem); then one call
+    runs every state's program on its shown tests and on the ground truth (a candidate's
+    ground-truth result is the one already had)."""
     problems = [p for p in problems if p.solutions and easy_tests(p.tests, 1)]
     run_batch = run_batch or sandbox.run_batch
+    wrong_programs = wrong_programs or {}
     rng = random.Random(seed)
-    misses = {p.id: rng.sample(m, min(len(m), 3)) for p in problems
-              for m in [near_misses(p.solutions[0])]}
+    misses = {}
+    for p in problems:
+        own = [c for c in wrong_programs.get(p.id, ()) if c is not None]
+        near = near_misses(p.solutions[0])
+        misses[p.id] = list(dict.fromkeys(own + rng.sample(near, min(len(near), 3))))
     first = {}
 
     def failed_tests(code, p):
@@ -627,7 +732,7 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
         return [t for t, ok in zip(p.tests, passed_and_mismatches(res, p.tests, p.fn_name)[0])
                 if not ok]
     left = problems
-    for k in range(3):
+    for k in range(max((len(m) for m in misses.values()), default=0)):
         left = [p for p in left if k < len(misses[p.id])]
         first.update(run_jobs([(misses[p.id][k], p.tests, p, False) for p in left],
                               run_batch, timeout, memory_mb))
@@ -639,35 +744,54 @@ def repair_states(problems, max_tests, run_batch=None, timeout=2.0, memory_mb=51
         for i, p in enumerate(same):
             easy = copy.deepcopy(easy_tests(p.tests, max_tests))
             wrong, shown = same[(i + 1) % len(same)].solutions[0], easy
+            kinds = [w for w in wrong_tests if w == "one" or len(easy) > 1]
             for code in misses[p.id]:
                 failed = failed_tests(code, p)
                 if failed:
                     wrong = code
                     if failed[0] not in easy:
                         shown = copy.deepcopy([failed[0]] + easy)[:max_tests]
+                    if len(kinds) > 1:   # its ground-truth run says what it is shown: mirror it
+                        kinds = ["all" if all(t in failed for t in shown) else "one"]
                     break
-            bad = copy.deepcopy(easy)
-            fallback = "0" if p.fn_name is None else None
-            bad[0]["output"] = next(
-                (t["output"] for t in p.tests if _norm(t["output"]) != _norm(easy[0]["output"])),
-                fallback,
-            )
-            for code, tests, right in ((wrong, shown, shown), (p.solutions[0], bad, easy)):
-                state = EpisodeState(
-                    p, len(cases), turn=1, tests=tests, valid=[True] * len(tests),
-                    tester_acted=True
-                )
-                cases.append((state, code, p.solutions[0], right))
-    jobs = [j for state, code, _, _ in cases
+            bad = {"one": wrong_outputs(easy, [0], p.tests, p.fn_name),
+                   "all": wrong_outputs(easy, range(len(easy)), p.tests, p.fn_name,
+                                        random.Random(f"{seed}-{p.id}"))}
+            shown_cases = [("program", wrong, shown, shown)] + [
+                (which, p.solutions[0], bad[which], easy) for which in kinds]
+            for which, code, tests, right in shown_cases:
+                state = EpisodeState(p, len(cases), turn=1, tests=tests,
+                                     valid=[t in p.tests for t in tests], tester_acted=True)
+                cases.append((which, state, code, p.solutions[0], right))
+    jobs = [j for _, state, code, _, _ in cases
             for j in coder_jobs(state.problem, state.tests, [code], gt_every_test(cfg.reward))]
     results = {**first, **run_jobs([j for j in jobs if job_key(*j) not in first], run_batch,
                                    timeout, memory_mb)}
-    out = []
-    for state, code, right_code, right_tests in cases:
+    kept = {}   # problem id -> [(which, branch, right program, right tests)]
+    for which, state, code, right_code, right_tests in cases:
         ((branch, _),) = score_coders(state, [code], results, cfg)
-        if not all(branch.passed):
-            out.append((branch, right_code, right_tests))
+        if not all(branch.passed) and (which != "all" or not any(branch.passed)):
+            kept.setdefault(state.problem.id, []).append((which, branch, right_code, right_tests))
+    out = []
+    for pid, states in kept.items():
+        out += [(b, code, tests) for _, b, code, tests in mirrored(states, seed, pid)]
     return out
+
+
+def mirrored(states, seed, pid):
+    """One problem's repair states -> those kept: the wrong-program state, and of its
+    wrong-test states the one shown "passed 0" when the wrong program was (else the other),
+    so that a right program and a wrong one are shown each pass count equally often; without
+    a wrong-program state, one of them drawn by the seed. With one wrong-test state (a single
+    easy test, wrong_tests ("one",), or one chosen before the sandbox ran it) it is kept."""
+    fix = [s for s in states if s[0] == "program"]
+    keep = [s for s in states if s[0] != "program"]
+    if len(keep) < 2:
+        return states
+    if not fix:
+        return [keep[random.Random(f"{seed}-{pid}-keep").randrange(len(keep))]]
+    want = "all" if not any(fix[0][1].passed) else "one"   # the reference fails all / one
+    return fix + ([s for s in keep if s[0] == want] or keep[:1])
 
 
 def warm_start_pairs(problems, roles, max_tests, repairs=()):
@@ -1123,8 +1247,12 @@ PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     # before the 300-400 at which the tiny model learns the testbed's copy skill.
     # lr 5e-5: at 1.5e-4 ten RL steps cost the coder 7.8 points and the system 6.5 (3 seeds
     # each, shared; per-role alike); at 5e-5 the coder held (+1.6) (bench/results/agents-builtin/).
+    # K 8 and evaluation at T 0.6 as the public configs; 2 turns, not their 5: K 8 x 2 turns x 2
+    # roles on 4 problems is 128 samples a step, GRPO's CPU step (8 x 16), about 50 s on the
+    # 2-core machine (5 turns: about 100 s a step, and the base rarely agrees, so the turns
+    # past the first repair repeat it from a state it already failed to repair).
     "cpu": dict(train_data="builtin", eval_data="builtin", lr=5e-5, steps=10,
-                prompts_per_step=4, group_size=2, sft_batch=16,
+                prompts_per_step=4, group_size=8, sft_batch=16, eval_temperature=0.6,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
                 max_turns=2, micro_batch=16, engine="hf", cpu_threads=1),
     # AT-GRPO's reported settings at 1.7B (the PettingLLMs paper); 5 turns as the public configs.
@@ -1149,24 +1277,34 @@ def build_parser():
     g.add_argument("--max-turns", type=flags.POSITIVE_INT, default=10,
                    help="turns per episode (seed config 10; the public configs and --preset gpu "
                         "5; --preset cpu 2)")
-    g.add_argument("--turn-order", choices=sorted(TURN_ORDERS), default="tester-first",
-                   help="tester-first: the documented workflow (the coder sees this turn's "
-                        "tests); coder-first: the coder acts on last turn's tests, the tester "
-                        "then tests its program; parallel: the public code's order, both act "
-                        "from last turn's state (the coder's first prompt is the bare problem)")
+    g.add_argument("--turn-order", choices=sorted(TURN_ORDERS), default="parallel",
+                   help="parallel: the public code's order, both act from last turn's state "
+                        "(the coder's first prompt is the bare problem); tester-first: the "
+                        "documented workflow (the coder sees this turn's tests; needs "
+                        "--role-rewards ours); coder-first: the coder acts on last turn's "
+                        "tests, the tester then tests its program")
+    g.add_argument("--role-rewards", choices=ROLE_REWARDS, default="pettingllms",
+                   help="pettingllms: the public code's rewards (coder 2 x its ground-truth "
+                        "pass rate; tester the ground-truth pass rate of the coder candidate "
+                        "paired with it, its own tests unread); ours: the reference judges the "
+                        "tests (coder alpha x g + pass rate on the valid tests; tester alpha x "
+                        "g + valid share + catch, trivial and coverage terms: tester_judge.py)")
     g.add_argument("--alpha", type=flags.SHARE, default=0.7,
-                   help="weight of the global reward (seed 0.7)")
+                   help="--role-rewards ours: weight of the global reward (seed 0.7)")
     g.add_argument("--catch-bonus", type=flags.NON_NEGATIVE, default=1.0,
-                   help="tester bonus per (share of) valid test that the shown wrong program fails "
+                   help="--role-rewards ours: tester bonus per (share of) valid test that the "
+                        "shown wrong program fails "
                         "(with --adv-scale group this and the other tester weights act only where "
                         "they change a group's rewards by more than an increasing affine map: "
                         "at --group-size 2, only by flipping which of the two is ahead)")
     g.add_argument("--trivial-penalty", type=flags.NON_NEGATIVE, default=0.5,
-                   help="tester penalty per (share of) duplicate test or valid test every "
+                   help="--role-rewards ours: tester penalty per (share of) duplicate test or "
+                        "valid test every "
                         "candidate program passes while one is wrong (< 1 keeps a valid trivial "
                         "test above an invalid one)")
     g.add_argument("--coverage-weight", type=flags.NON_NEGATIVE, default=0.5,
-                   help="tester bonus times the reference's line coverage under its valid tests")
+                   help="--role-rewards ours: tester bonus times the reference's line coverage "
+                        "under its valid tests")
     g.add_argument("--max-tests", type=flags.POSITIVE_INT, default=2,
                    help="tests asked for and kept per tester reply")
     g.add_argument("--tester-max-new-tokens", type=flags.POSITIVE_INT, default=96,
@@ -1176,6 +1314,10 @@ def build_parser():
                    help="1: the warm start also trains turn-1 prompts (a wrong program or a "
                         "wrong test shown; answer: the right program / tests); 0: turn-0 only")
     return p
+
+
+# The weights only --role-rewards ours reads.
+OURS_ONLY = ("alpha", "catch_bonus", "trivial_penalty", "coverage_weight")
 
 
 def parse_args(argv=None):
@@ -1188,13 +1330,24 @@ def parse_args(argv=None):
     if args.tis_cap > 0:
         parser.error(f"--tis-cap {args.tis_cap}: agents.py does not keep the sampler's "
                      "log-probs of its candidates, so it cannot correct for them; drop --tis-cap")
+    if args.role_rewards == "pettingllms":
+        if args.turn_order == "tester-first":
+            parser.error("--turn-order tester-first: the pettingllms rewards pay each tester "
+                         "candidate its paired coder candidate's pass rate, and that coder acts "
+                         "after the tester's branch is chosen; add --role-rewards ours")
+        ours_only = [f"--{name.replace('_', '-')}" for name in OURS_ONLY
+                     if getattr(args, name) != parser.get_default(name)]
+        if ours_only:
+            parser.error(f"{', '.join(ours_only)}: weights of --role-rewards ours, which the "
+                         "pettingllms rewards do not read; add --role-rewards ours")
     return args
 
 
 def game_config(args, **overrides):
     """The GameConfig of these flags (K = --group-size)."""
     return GameConfig(**{
-        "max_turns": args.max_turns, "k": args.group_size, "alpha": args.alpha,
+        "max_turns": args.max_turns, "k": args.group_size, "role_rewards": args.role_rewards,
+        "alpha": args.alpha,
         "catch_bonus": args.catch_bonus, "trivial_penalty": args.trivial_penalty,
         "coverage_weight": args.coverage_weight, "max_tests": args.max_tests,
         "turn_order": args.turn_order, "timeout": args.test_timeout, "reward": args.reward,

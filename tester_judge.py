@@ -3,27 +3,40 @@
 AT-GRPO's tester writes unit tests and its coder a program; agents.py plays the turns. This
 module turns one reply into its reward: it parses the tester's tests, runs programs on tests in
 the sandbox (every (program, tests) pair a role step needs, in one run_batch), and computes
-the reward terms of PettingLLMs' final = alpha * global + local, with the reference solution
-judging the tests (the public code never reads it).
+the rewards: the public code's (the tester paid by its coder's ground-truth pass rate), or
+ours, the seed's final = alpha * global + local with the reference solution judging the tests
+(the public code never reads it).
 
-Rewards of one candidate (every term logged; the weights are agents.py's flags):
+Rewards of one candidate, two schemes (GameConfig.role_rewards, agents.py's --role-rewards;
+every term is logged under both):
+  pettingllms, the public code's (PettingLLMs a054fb1):
+          coder   r_C = 2 * g          g = the ground-truth pass rate of its program (the public
+                                       code adds its match ratio to itself, code_agent.py:164)
+          tester  r_T = g(paired coder)  the ground-truth pass rate of the coder candidate of the
+                                       same index in the same turn (the public code samples K
+                                       rollouts a problem, each with one coder and one tester;
+                                       its second term, the tests against a golden program, is
+                                       never computed there: golden_code is never set, so 0)
+          The tester's reward does not read its own tests: in parallel order its tests of turn t
+          meet the coder only at turn t + 1.
+  ours (the seed's final = alpha * global + local, the reference solution judging the tests):
   coder   g      = pass rate of its program on the ground-truth tests (0 without code;
                    --reward binary: 1 only when it passes them all)
           l_C    = pass rate on the VALID tests of the tester's current tests (0 if none)
           r_C    = alpha * g + l_C                                   (alpha = 0.7)
   tester, for its n tests (n = 0: l_T = 0), judged against P = the program it was shown
-  (the chosen program of the coder step before it; none at turn 0 in tester-first order) and
-  the K coder candidates of that step:
-          valid_t   = the reference solution passes test t (a plain run under the normal
-                      limits, never the coverage-traced one, which is ~3x slower)
+  (the chosen program of the coder step before it; none at turn 0 in tester-first and
+  parallel order) and the K coder candidates of that step:
+          valid_t   = the reference solution passes test t (its verdict: the sandbox's plain run
+                      under the normal limits, never the coverage-traced run, which is ~3x slower)
           dup_t     = test t repeats the input of an earlier test of the same reply
           caught_t  = valid_t and not dup_t and P fails t, counted only when P has code and is
                       wrong on the ground truth (g(P) < 1): the test found a real bug
           trivial_t = dup_t, or (valid_t and every coder candidate with code passes t while one
                       of them is wrong on the ground truth): the test tells no program apart
           cov       = |U_{t valid, not dup} lines(ref, t)| / |executable lines of ref|: the
-                      reference's line coverage under the valid tests (a traced run with
-                      COVERAGE_TIMEOUT_FACTOR x the limit)
+                      reference's line coverage under the valid tests (the lines of the second,
+                      traced run the sandbox makes of each test, with more time than the limit)
           l_T    = valid/n + catch_bonus * caught/n + coverage_weight * cov
                    - trivial_penalty * trivial/n
           r_T    = alpha * g(P) + l_T  (g(P) is one number for all K candidates of a group, so
@@ -177,11 +190,12 @@ def duplicates(tests):
 
 def validity(ref_result, n_tests):
     """Per test, True when the reference solution passes it (a test that disagrees is wrong).
-    ref_result: the reference's PLAIN run (no coverage tracer, the run's normal limits; every
-    test run on its own, see run_jobs), never the traced one: the tracer makes the reference
-    about 3x slower, so a traced run would call a test invalid whose input takes the reference
-    a third of the time limit. Tests without a result (none after a compile error) are not
-    valid."""
+    ref_result: the reference's run (every test run on its own, see run_jobs). Its verdicts come
+    from plain runs under the normal limits also when it is a coverage job (the sandbox traces
+    a second run of each test for the lines), never from a traced run: the tracer makes the
+    reference about 3x slower, so a traced verdict would call a test invalid whose input takes
+    the reference a third of the time limit. Tests without a result (none after a compile
+    error) are not valid."""
     if ref_result is None:
         return [False] * n_tests
     got = [t.status == "pass" for t in ref_result.tests][:n_tests]
@@ -206,9 +220,9 @@ def trivial_flags(valid, dup, candidates_passed, any_wrong):
 
 def coverage_share(ref_result, counted, n_lines):
     """|U lines the reference executed on the counted tests| / n_lines (0 when nothing counts).
-    ref_result: the reference's traced run (coverage=True, COVERAGE_TIMEOUT_FACTOR times the
-    limit); a counted test whose traced run still timed out adds no lines (validity is not
-    read from this run)."""
+    ref_result: the reference's coverage job (coverage=True): each test's lines come from the
+    sandbox's traced run of it; a counted test whose coverage is unknown (its traced run hit a
+    limit or behaved otherwise than the plain one) adds no lines."""
     if ref_result is None or not n_lines:
         return 0.0
     lines = set()
@@ -258,14 +272,22 @@ def final_reward(global_reward, local_reward, alpha=0.7):
     return alpha * global_reward + local_reward
 
 
+ROLE_REWARDS = ("pettingllms", "ours")
+
+
+def pettingllms_coder_reward(global_reward):
+    """r_C = 2 * g: the public code adds the program's ground-truth match ratio to itself."""
+    return 2.0 * global_reward
+
+
+def pettingllms_tester_reward(paired_coder_global):
+    """r_T = g of the paired coder candidate (+ the tests' match ratio against a golden
+    program, which the public code never computes: 0)."""
+    return paired_coder_global
+
+
 # ---------------------------------------------------------------------------------------------
 # Sandbox jobs: every (program, tests) pair a step needs, run once
-
-
-# The line tracer makes a program about 3x slower (3.1x measured on a tight loop in the
-# sandbox): a traced run gets this many times the limit, so a test the reference passes under
-# the normal limit still reports its lines. Only coverage reads traced runs, never a verdict.
-COVERAGE_TIMEOUT_FACTOR = 4.0
 
 
 def job_key(code, tests, problem, coverage=False, every_test=True):
@@ -283,7 +305,9 @@ def run_jobs(jobs, run_batch, timeout, memory_mb):
     other tests share the job or their order. False lets the sandbox stop at the first timeout
     (the rest count as timeouts): only for jobs whose pass/fail alone counts. A looping program
     costs up to one timeout per test this way: the price of per-test verdicts.
-    coverage=True: a traced run, with COVERAGE_TIMEOUT_FACTOR times the limit."""
+    coverage=True: the sandbox's coverage job, whose verdicts still come from a plain run under
+    the normal limits; the lines come from a second, traced run that the sandbox gives more
+    time (sandbox.py's docstring)."""
     unique = {}
     for job in jobs:
         code, tests, problem, cov, every = (*job, True) if len(job) == 4 else job
@@ -291,13 +315,8 @@ def run_jobs(jobs, run_batch, timeout, memory_mb):
             key = job_key(code, tests, problem, cov, every)
             unique.setdefault(key, (code, tests, problem, cov, every))
     batch = [
-        data.sandbox_job(
-            p, c, t,
-            timeout=timeout * COVERAGE_TIMEOUT_FACTOR if cov else timeout,
-            memory_mb=memory_mb,
-            coverage=cov,
-            stop_after_timeout=not every,
-        )
+        data.sandbox_job(p, c, t, timeout=timeout, memory_mb=memory_mb, coverage=cov,
+                         stop_after_timeout=not every)
         for c, t, p, cov, every in unique.values()
     ]
     results = run_batch(batch) if batch else []
@@ -356,15 +375,16 @@ def reference_of(problem):
 
 
 def tester_jobs(problem, shown, candidates, test_sets):
-    """Per test set: the reference plainly (validity) and traced (coverage), the shown program
-    and every coder candidate; every test of a set run and judged on its own (run_jobs).
+    """Per test set: the reference (one coverage job: its verdicts give validity, its traced
+    runs the coverage), the shown program and every coder candidate; every test of a set run
+    and judged on its own (run_jobs).
     shown: the program the tester was shown (None: none); candidates: [(code, g)] of the coder
     step before it."""
     p = problem
     programs = list(dict.fromkeys([shown] + [c for c, _ in candidates]))
     out = []
     for ts in test_sets:
-        out += [(reference_of(p), ts, p, False), (reference_of(p), ts, p, True)]
+        out.append((reference_of(p), ts, p, True))
         out += [(c, ts, p, False) for c in programs]
     return out
 
@@ -392,23 +412,26 @@ def coder_jobs(problem, tests, codes, every_gt_test=True):
 # ---------------------------------------------------------------------------------------------
 # One reply judged: a tester's test set, a coder's program
 #
-# cfg: the game's settings (agents.GameConfig); these read alpha, catch_bonus, trivial_penalty,
-# coverage_weight and reward. results: run_jobs' answer to tester_jobs / coder_jobs.
+# cfg: the game's settings (agents.GameConfig); these read role_rewards, alpha, catch_bonus,
+# trivial_penalty, coverage_weight and reward. results: run_jobs' answer to tester_jobs /
+# coder_jobs.
 
 
-def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg):
+def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg, paired_g=None):
     """One tester candidate's tests -> (valid, passed, mismatches, terms): per test, the
     reference passes it / the shown program passes it; the shown program's failures (for the
-    next prompt); every term of l_T and r_T (module docstring). shown: the program the tester
-    was shown (None: none) and shown_g its ground-truth pass rate; candidates: [(code, g)] of
-    the coder step before it."""
+    next prompt); every term of both schemes (module docstring) and the reward of
+    cfg.role_rewards. shown: the program the tester was shown (None: none) and shown_g its
+    ground-truth pass rate; candidates: [(code, g)] of the coder step before it; paired_g: the
+    ground-truth pass rate of its paired coder candidate (pettingllms; None: none paired)."""
     p = problem
     reference = reference_of(p)
     n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
     shown_wrong = shown is not None and shown_g < 1.0
     with_code = [(c, g) for c, g in candidates if c is not None]
     any_wrong = any(g < 1.0 for _, g in with_code)
-    valid = validity(result_of(results, reference, tests, p), len(tests))
+    ref = result_of(results, reference, tests, p, coverage=True)
+    valid = validity(ref, len(tests))
     dup = duplicates(tests)
     passed, mismatches = passed_and_mismatches(
         result_of(results, shown, tests, p), tests, p.fn_name
@@ -419,18 +442,21 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg):
         for c, _ in with_code
     ]
     trivial = trivial_flags(valid, dup, cands, any_wrong)
-    traced = result_of(results, reference, tests, p, coverage=True)
-    cov = coverage_share(traced, [v and not d for v, d in zip(valid, dup)], n_lines)
+    cov = coverage_share(ref, [v and not d for v, d in zip(valid, dup)], n_lines)
     terms = tester_local(
         valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
     )
     g = global_term(shown_g, cfg.reward) if shown is not None else 0.0
+    paired = global_term(paired_g, cfg.reward) if paired_g is not None else 0.0
+    reward = (pettingllms_tester_reward(paired) if cfg.role_rewards == "pettingllms"
+              else final_reward(g, terms["local"], cfg.alpha))
     terms.update(
         {
             "global": g,
+            "paired_coder_global": paired,
             "n_tests": len(tests),
             "duplicate_share": sum(dup) / len(tests) if tests else 0.0,
-            "reward": final_reward(g, terms["local"], cfg.alpha),
+            "reward": reward,
         }
     )
     return valid, passed, mismatches, terms
@@ -439,7 +465,8 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg):
 def judge_program(problem, code, tests, valid, results, cfg):
     """One coder candidate's program (None: no code block) -> (gt_pass_rate, passed,
     mismatches, terms): its ground-truth pass rate; per test of the tester's `tests`, passed
-    (valid: the reference passes it); its failures there (for the next prompt); g, l_C, r_C."""
+    (valid: the reference passes it); its failures there (for the next prompt); g, l_C and
+    the reward of cfg.role_rewards (2 g, or alpha * g + l_C)."""
     p = problem
     gt = result_of(results, code, p.tests, p, every_test=gt_every_test(cfg.reward))
     gt_pass_rate = gt.pass_rate if gt is not None else 0.0
@@ -447,5 +474,7 @@ def judge_program(problem, code, tests, valid, results, cfg):
         result_of(results, code, tests, p), tests, p.fn_name
     )
     local, g = coder_local(passed, valid), global_term(gt_pass_rate, cfg.reward)
-    terms = {"global": g, "local": local, "reward": final_reward(g, local, cfg.alpha)}
+    reward = (pettingllms_coder_reward(g) if cfg.role_rewards == "pettingllms"
+              else final_reward(g, local, cfg.alpha))
+    terms = {"global": g, "local": local, "reward": reward}
     return gt_pass_rate, passed, mismatches, terms

@@ -27,6 +27,11 @@ FROM_WARM = ["--model", "{out}/cells/warm/seed{seed}/step_0", "--sft-steps", "0"
 HARD_METRICS = ["hard_pass_at_1_before_rl", "hard_pass_at_1_after_rl", "hard_pass_at_k_after_rl"]
 AGENT_METRICS = ["before_rl.pass@1_coder_alone", "before_rl.pass@1_after_turns",
                  "after_rl.pass@1_coder_alone", "after_rl.pass@1_after_turns"]
+# The game every AT-GRPO cell below was recorded with, named so that agents.py's defaults (the
+# public code's game: parallel order, its rewards, K 8, evaluation at T 0.6) do not change
+# them: tester first, the rewards that judge tests by the reference, K 2, evaluation at T 1.
+AGENT_GAME = ["--turn-order", "tester-first", "--role-rewards", "ours", "--group-size", "2",
+              "--eval-temperature", "1"]
 
 def with_flags(argv: list[str], **values) -> list[str]:
     """argv with the value after each --flag (from the keyword: eval_every -> --eval-every)
@@ -80,11 +85,13 @@ GRIDS: dict[str, list[dict]] = {
          "cmd": ["ppo_fgo.py", *DATA, *FROM_WARM, "--curriculum", "cccs"]},
         # AT-GRPO warms up its own roles (tester and coder examples), so no shared checkpoint.
         {"name": "agents-shared", "group": "AT-GRPO",
-         "cmd": ["agents.py", *DATA, "--policy", "shared"], "metrics": AGENT_METRICS},
+         "cmd": ["agents.py", *DATA, *AGENT_GAME, "--policy", "shared"],
+         "metrics": AGENT_METRICS},
         {"name": "agents-per-role", "group": "AT-GRPO",
-         "cmd": ["agents.py", *DATA, "--policy", "per-role"], "metrics": AGENT_METRICS},
+         "cmd": ["agents.py", *DATA, *AGENT_GAME, "--policy", "per-role"],
+         "metrics": AGENT_METRICS},
         {"name": "agents-no-rl", "group": "AT-GRPO",
-         "cmd": ["agents.py", *DATA, "--steps", "0"], "metrics": AGENT_METRICS},
+         "cmd": ["agents.py", *DATA, *AGENT_GAME, "--steps", "0"], "metrics": AGENT_METRICS},
     ],
 }
 
@@ -166,8 +173,9 @@ GRIDS["length"] = [
 # after 150 role-SFT steps scores 0.010). From sft-chain, 200 role-SFT steps of 8 (agents.py's
 # tester and coder prompts; coder alone ~0.19-0.25 held out), then 30 RL steps of the CPU
 # preset's 4 problems x K 2 x 2 turns, shared or per-role (both roles from that checkpoint).
-AGENT_CHAIN = [*TINY_WORLD, "--train-data", "tasks:length_train@chain_short", "--eval-data",
-               "tasks:length_test@chain_short", "--max-new-tokens", "112", "--eval-n", "4"]
+AGENT_CHAIN = [*TINY_WORLD, *AGENT_GAME, "--train-data", "tasks:length_train@chain_short",
+               "--eval-data", "tasks:length_test@chain_short", "--max-new-tokens", "112",
+               "--eval-n", "4"]
 AGENT_CHAIN_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                        "metrics.jsonl:tester_catch_share_mean"]
 
@@ -246,11 +254,12 @@ STEPCODER_ARMS = (("ppo", []), ("fgo", ["--fgo"]), ("cccs", STEPCODER_CCCS),
                   ("cccs-fgo", [*STEPCODER_CCCS, "--fgo"]),
                   ("cccs-fgo-vmask", [*STEPCODER_CCCS, "--fgo", "--fgo-value-mask"]))
 # AT-GRPO from the base (its corpus holds the tester's and the coder's prompts and repair
-# turns): 20 steps of the CPU preset's 4 problems x K 2 x 2 turns (tester first) on tasks:rl;
-# held out: 70 of tasks:eval (7 a family) x 2 episodes at T 0.6, coder alone and the system
-# after its turns; 70 of tasks:rl beside.
-AGENT_RL = ["--train-data", "tasks:rl", "--eval-data", "tasks:eval", "--max-eval-problems",
-            "70", "--train-eval-problems", "70", "--max-new-tokens", "112", "--steps", "20"]
+# turns): 20 steps of 4 problems x K 2 x 2 turns (tester first) on tasks:rl; held out: 70 of
+# tasks:eval (7 a family) x 2 episodes at T 1 (not the precondition's T 0.6), coder alone and
+# the system after its turns; 70 of tasks:rl beside.
+AGENT_RL = [*AGENT_GAME, "--train-data", "tasks:rl", "--eval-data", "tasks:eval",
+            "--max-eval-problems", "70", "--train-eval-problems", "70", "--max-new-tokens",
+            "112", "--steps", "20"]
 AGENT_BASE_METRICS = AGENT_METRICS + ["metrics.jsonl:tester_valid_share_mean",
                                       "metrics.jsonl:tester_catch_share_mean"]
 GROUP_GRPO = "GRPO: learning or sharpening"

@@ -15,6 +15,10 @@ parameters only; never an instance of rl or eval, nor of the first testbed's tes
     roles       AT-GRPO's prompts (agents.warm_start_pairs): the tester's statement ->
                 ground-truth tests, the coder's prompt with and without tests shown ->
                 the reference (1 in ROLES_EVERY instances)
+    repair      AT-GRPO's turn-1 prompts (agents.repair_states, 1 in the recipe's
+                repair_every instances): a wrong program shown its real mismatches, the
+                reference shown one wrong test or (repair-v2) only wrong tests -> the right
+                program and tests
     builtin     the hand-written problems' solutions, BUILTIN_REPEAT times
 The family tasks.RL_ONLY_FAMILY (piecewise: classify whose bodies are arithmetic) is never
 in the corpus: the base meets it only by combining what it knows, RL from reward alone.
@@ -33,6 +37,7 @@ None such (the ratio stays below 1.6 when whole families are solved always or ne
 checkpoint in the pass@1 band with the most room, pass@8 - pass@1, reported as breaking the
 rule.
 
+    python -m models.make_base --out runs/base --corpus-only   # the corpus alone, its counts
     python -m models.make_base --out runs/base         # train (add --resume to continue)
     python -m models.make_base --out runs/base --export models/base
         # pick the checkpoint, evaluate it on the held-out eval split, write the card
@@ -59,6 +64,7 @@ import data
 import rollouts
 from infra import evalstats, flags, metrics
 from infra.engines import make_engine
+from infra.errors import UserError
 from infra.model import (
     PolicyLogprobs,
     init_distributed,
@@ -84,9 +90,22 @@ COMPLETION_EVERY = 3     # one CCCS completion example per 3 instances with spli
 # stays out of the corpus.
 CCCS_FAMILY_RUNGS = 1
 ROLES_EVERY = 10         # AT-GRPO turn-0 role examples for one instance in 10
-REPAIR_EVERY = 10        # AT-GRPO repair turns (agents.repair_states) for one instance in 10
 BUILTIN_REPEAT = 4       # the 51 hand-written problems are few: weight them up
 ROLE_MAX_TESTS = 2       # agents.py's CPU --max-tests: the tester's prompt names the number
+# AT-GRPO's repair turns (agents.repair_states), per recipe: for one instance in repair_every,
+# with the wrong-test states named. A card names its recipe (card.json's corpus_recipe; a card
+# without one: repair-v1, the recipe of the base in models/base).
+CORPUS_RECIPES = {
+    # the reference shown with its first test wrong; "passed 0 of 2" then meant "rewrite"
+    "repair-v1": dict(repair_every=10, wrong_tests=("one",)),
+    # also every shown test wrong, each problem's right program shown the wrong one's pass
+    # count (agents.mirrored), so the count tells the coder nothing; one instance in 2 (2
+    # states each), so that the coder's prompts show tests about as often as not, as the CPU
+    # game's do (2 turns in parallel order: tests from turn 1 on)
+    "repair-v2": dict(repair_every=2, wrong_tests=("one", "all")),
+}
+CORPUS_RECIPE = "repair-v2"
+REPAIR_EVERY = CORPUS_RECIPES[CORPUS_RECIPE]["repair_every"]
 KINDS = ("coder", "completion", "roles", "repair", "builtin")
 VALID_PER_FAMILY = 24    # the stopping rule's validation sample, per family of the rl split
 RULE = dict(lo=0.2, hi=0.5, ratio=1.6, sometimes=(0.05, 0.6), families=2)
@@ -95,7 +114,9 @@ RULE = dict(lo=0.2, hi=0.5, ratio=1.6, sometimes=(0.05, 0.6), families=2)
 # ----------------------------------------------------------------------------- the corpus
 
 @functools.lru_cache(maxsize=2)
-def _corpus_json(seed: int) -> str:
+def _corpus_json(seed: int, recipe: str) -> str:
+    repair_every, wrong_tests = (CORPUS_RECIPES[recipe][k] for k in ("repair_every",
+                                                                    "wrong_tests"))
     problems = [data.Problem(**row) for row in tasks.generate_base(seed)["corpus"]]
     out = []
     with_points = 0
@@ -124,12 +145,13 @@ def _corpus_json(seed: int) -> str:
             with_points += 1
         if i % ROLES_EVERY == 0:
             role_problems.append(p)
-        if i % REPAIR_EVERY == 1:
+        if i % repair_every == 1:
             repair_problems.append(p)
     both = ("coder", "tester")
     out += [("roles", data.render_prompt(None, m), a)
             for m, a in agents.warm_start_pairs(role_problems, both, ROLE_MAX_TESTS)]
-    repairs = agents.repair_states(repair_problems, ROLE_MAX_TESTS, seed=seed)
+    repairs = agents.repair_states(repair_problems, ROLE_MAX_TESTS, seed=seed,
+                                   wrong_tests=wrong_tests)
     out += [("repair", data.render_prompt(None, m), a)
             for m, a in agents.warm_start_pairs([], both, ROLE_MAX_TESTS, repairs)]
     for _ in range(BUILTIN_REPEAT):
@@ -138,7 +160,7 @@ def _corpus_json(seed: int) -> str:
     return json.dumps(out)
 
 
-def corpus_pairs(seed: int = 0) -> list[tuple[str, str, str]]:
+def corpus_pairs(seed: int = 0, recipe: str = CORPUS_RECIPE) -> list[tuple[str, str, str]]:
     """(kind, prompt text, answer text) of every corpus example, in a fixed order, the
     prompts exactly as the trainers render them for the base's tokenizer (no chat template):
       coder       a corpus problem's prompt -> its reference (every instance but the CCCS
@@ -149,16 +171,35 @@ def corpus_pairs(seed: int = 0) -> list[tuple[str, str, str]]:
       roles       AT-GRPO's turn-0 prompts (agents.warm_start_pairs, 1 instance in
                   ROLES_EVERY): the tester's -> easy ground-truth tests, the coder's with and
                   without them shown -> the reference
-      repair      AT-GRPO's turn-1 prompts (agents.repair_states, 1 instance in REPAIR_EVERY):
-                  a near-miss program with its real mismatches -> the reference and the same
-                  tests; the reference with a wrong test -> the same program and the right test
+      repair      AT-GRPO's turn-1 prompts (agents.repair_states, 1 instance in the recipe's
+                  repair_every): a near-miss program with its real mismatches -> the reference
+                  and the same tests; the reference with one test wrong (repair-v2: or with
+                  every test wrong, as the wrong program passed some or none) -> the same
+                  program and the right tests
       builtin     the hand-written problems' solutions, BUILTIN_REPEAT times
-    The repair turns run the sandbox once (about a minute); the result is cached per seed."""
-    return [tuple(x) for x in json.loads(_corpus_json(seed))]
+    recipe: a CORPUS_RECIPES name. The repair turns run the sandbox (repair-v1 about 2 minutes
+    on the 2-core machine, repair-v2 about 7); the result is cached per (seed, recipe)."""
+    return [tuple(x) for x in json.loads(_corpus_json(seed, recipe))]
 
 
 def kind_counts(pairs) -> dict[str, int]:
     return {k: sum(1 for p in pairs if p[0] == k) for k in KINDS}
+
+
+def role_counts(pairs) -> dict[str, int]:
+    """Examples per role and what the prompt shows: the coder's without tests (the single-agent
+    prompt, the built-in problems, the game's bare turn 0) and with the tester's tests shown
+    (turn 0 in tester-first order, the repair turns), the tester's."""
+    out = {"coder_without_tests": 0, "coder_with_tests": 0, "tester": 0}
+    for kind, prompt, _ in pairs:
+        if kind == "completion":
+            continue
+        if "You are the tester" in prompt:
+            out["tester"] += 1
+        else:
+            out["coder_with_tests" if "The tester's tests:" in prompt
+                else "coder_without_tests"] += 1
+    return out
 
 
 def corpus_texts(pairs) -> list[str]:
@@ -182,18 +223,36 @@ def corpus_digest(pairs) -> str:
     return h.hexdigest()
 
 
-def load_corpus(out: str, seed: int) -> list[tuple[str, str, str]]:
+def load_corpus(out: str, seed: int, recipe: str = CORPUS_RECIPE) -> list[tuple[str, str, str]]:
     """The corpus a run trains on, written to <out>/corpus.json by its first start and read
     back by every later one (a resume, or a copy of <out> on another machine): the repair
-    turns need the sandbox, which only the first start runs."""
-    path = os.path.join(out, "corpus.json")
+    turns need the sandbox, which only the first start runs. <out>/corpus_recipe.json names
+    its seed and recipe; a later start that asks for others is a UserError."""
+    path, made = os.path.join(out, "corpus.json"), os.path.join(out, "corpus_recipe.json")
+    asked = {"corpus_seed": seed, "corpus_recipe": recipe}
     if os.path.exists(path):
+        had = json.load(open(made)) if os.path.exists(made) else asked  # older runs: unnamed
+        if had != asked:
+            raise UserError(f"{path} was made with {had}, not {asked}: pass those flags to "
+                            "continue this run, or a new --out")
         return [tuple(x) for x in json.load(open(path))]
-    pairs = corpus_pairs(seed)
+    pairs = corpus_pairs(seed, recipe)
     with open(path + ".tmp", "w") as f:
         json.dump(pairs, f)
     os.replace(path + ".tmp", path)
+    with open(made, "w") as f:
+        json.dump(asked, f)
     return pairs
+
+
+def build_corpus(args) -> None:
+    """--corpus-only: <out>/corpus.json made (or read back) and its counts printed."""
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.time()
+    pairs = load_corpus(args.out, args.corpus_seed, args.corpus_recipe)
+    print(json.dumps({"corpus_recipe": args.corpus_recipe, "examples": len(pairs),
+                      "kinds": kind_counts(pairs), "roles": role_counts(pairs),
+                      "sha256": corpus_digest(pairs), "seconds": round(time.time() - t0)}))
 
 
 def first_per_family(rows: list[dict], k: int) -> list:
@@ -270,7 +329,7 @@ def train(args) -> None:
         torch.set_num_threads(args.cpu_threads)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.time()
-    pairs = load_corpus(args.out, args.corpus_seed)
+    pairs = load_corpus(args.out, args.corpus_seed, args.corpus_recipe)
     path = initial_model(args, corpus_texts(pairs))
     tokenizer = load_tokenizer(path)
     # Each example is tokenized when a step first draws it: a short run or a resume does not
@@ -282,7 +341,7 @@ def train(args) -> None:
             examples[i] = corpus_examples(tokenizer, [pairs[i]])[0]
         return examples[i]
     valid = validation_problems(args.corpus_seed)
-    say(d, f"corpus {len(pairs)} examples {kind_counts(pairs)}, digest "
+    say(d, f"corpus {len(pairs)} examples {kind_counts(pairs)} {role_counts(pairs)}, digest "
            f"{corpus_digest(pairs)[:16]}; "
            f"validation {len(valid)} rl problems; {time.time() - t0:.0f} s")
     log = metrics.MetricsLog(args.out, d.main, (), vars(args), "base")
@@ -404,6 +463,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "on the held-out eval split and write it with its card to DIR")
     p.add_argument("--seed", type=flags.SEED, default=0, help="weights, tokenizer and batch order")
     p.add_argument("--corpus-seed", type=flags.SEED, default=0, help="tasks.generate_base's seed")
+    p.add_argument("--corpus-recipe", choices=sorted(CORPUS_RECIPES), default=CORPUS_RECIPE,
+                   help="the corpus's AT-GRPO repair turns (CORPUS_RECIPES; repair-v1: the "
+                        "corpus of the base in models/base)")
+    p.add_argument("--corpus-only", action="store_true",
+                   help="make <out>/corpus.json, print its counts per kind and role, and stop")
     g = p.add_argument_group("architecture (Qwen2)")
     g.add_argument("--layers", type=flags.POSITIVE_INT, default=3)
     g.add_argument("--hidden", type=flags.POSITIVE_INT, default=192)
@@ -441,7 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None):
     def run(args):
-        if args.export:
+        if args.corpus_only:
+            build_corpus(args)
+        elif args.export:
             export(args)
         elif args.validate:
             validate_checkpoints(args)
@@ -493,11 +559,12 @@ def export(args) -> None:
         say(d, f"{name}: pass@1 {res['pass@1']:.3f} +- {res['pass@1_se']:.3f}, "
                f"pass@{args.eval_n} {res[f'pass@{args.eval_n}']:.3f} ({len(problems)} problems)")
     engine.close()
-    pairs = load_corpus(args.out, args.corpus_seed)
+    pairs = load_corpus(args.out, args.corpus_seed, args.corpus_recipe)
     cfg = json.load(open(os.path.join(args.export, "config.json")))
     card = {"step": row["step"], "meets_rule": ok, "rule": RULE, "validation": state["evals"],
             "train_seconds": state.get("seconds") or last_wall(args.out),
-            "corpus_seed": args.corpus_seed, "corpus_sha256": corpus_digest(pairs),
+            "corpus_seed": args.corpus_seed, "corpus_recipe": args.corpus_recipe,
+            "corpus_sha256": corpus_digest(pairs),
             "corpus_examples": kind_counts(pairs),
             "parameters": parameter_count(args.export),
             "config": {k: cfg[k] for k in ("num_hidden_layers", "hidden_size",

@@ -73,6 +73,12 @@ def fixed(*texts, **kw):
     return Scripted(lambda messages, i: texts[i % len(texts)], **kw)
 
 
+# The reward terms worked by hand below are ours (the reference judges the tests), most in the
+# documented order, where the coder's turn-0 prompt already shows the tester's tests.
+OURS = dict(role_rewards="ours")
+TESTER_FIRST = dict(turn_order="tester-first", role_rewards="ours")
+
+
 def by_role(samples, role, turn=None):
     return [s for s in samples if s.role == role and (turn is None or s.group[2] == turn)]
 
@@ -117,7 +123,7 @@ def test_every_tester_term_in_one_episode_by_hand():
     coder = fixed(code(ABS_BUG), "no code, sorry")
     tester = fixed(blocks(("-4", "4"), ("7", "7"), ("7", "7")), blocks(("3", "3"), ("-2", "5")))
     episodes, samples, stats = run_episodes(
-        [abs_problem()], coder, tester, max_turns=1, k=2, turn_order="coder-first"
+        [abs_problem()], coder, tester, max_turns=1, k=2, turn_order="coder-first", **OURS
     )
     c_bug, c_none = by_role(samples, "coder")
     assert c_bug.terms == pytest.approx(
@@ -138,6 +144,7 @@ def test_every_tester_term_in_one_episode_by_hand():
             "duplicate_share": 1 / 3,
             "coverage": 1.0,
             "n_tests": 3,
+            "paired_coder_global": 2 / 3,   # coder candidate 0 (logged; ours does not read it)
             "reward": 0.7 * 2 / 3 + 1.5,
         }
     )
@@ -153,6 +160,7 @@ def test_every_tester_term_in_one_episode_by_hand():
             "duplicate_share": 0.0,
             "coverage": 0.75,
             "n_tests": 2,
+            "paired_coder_global": 0.0,     # coder candidate 1 wrote no code
             "reward": 0.7 * 2 / 3 + 0.625,
         }
     )
@@ -177,8 +185,8 @@ def test_coder_without_code_gives_the_tester_no_catch():
 def test_discriminating_beats_trivial_beats_invalid_for_the_same_buggy_program(order):
     tester = fixed(DISCRIMINATING, TRIVIAL, INVALID)
     _, samples, _ = run_episodes(
-        [make_problem()], fixed(code(SMALL_ONLY)), tester, max_turns=2, k=3, turn_order=order
-    )
+        [make_problem()], fixed(code(SMALL_ONLY)), tester, max_turns=2, k=3, turn_order=order,
+        **OURS)
     turn = 1 if order == "tester-first" else 0  # the first tester step that is shown SMALL_ONLY
     disc, triv, inv = by_role(samples, "tester", turn)
     g = 0.7 * 2 / 3
@@ -215,7 +223,7 @@ def test_the_best_reward_tester_branch_is_continued_not_the_most_valid():
     coder = Scripted(lambda m, i: code(SMALL_ONLY))
     tester = fixed(TRIVIAL, CATCH_AND_WRONG)
     episodes, samples, stats = run_episodes(
-        [make_problem()], coder, tester, max_turns=2, k=2, turn_order="coder-first"
+        [make_problem()], coder, tester, max_turns=2, k=2, turn_order="coder-first", **OURS
     )
     triv, catch = by_role(samples, "tester", 0)
     assert triv.terms["valid_share"] == 1.0 and catch.terms["valid_share"] == 0.5
@@ -295,7 +303,8 @@ def test_call_based_episode_end_to_end():
     coder = Scripted(coder_policy)
     tester = fixed(asserts("assert add(1, 2) == 3", "assert add(2, 2) == 5"),
                    asserts("assert add(10, -3) == 7", "assert add(0, 0) == 0"))
-    episodes, samples, stats = run_episodes([call_problem()], coder, tester, max_turns=3, k=2)
+    episodes, samples, stats = run_episodes([call_problem()], coder, tester, max_turns=3, k=2,
+                                            **TESTER_FIRST)
     (ep,) = episodes
     assert (
         ep.agree and ep.turn == 2 and ep.gt_pass_rate == 1.0 and stats["call_based_episodes"] == 1
@@ -332,16 +341,22 @@ def test_call_based_episode_end_to_end():
     assert [c.reward for c in by_role(samples, "coder", 1)] == pytest.approx([1.7, 1.7])
 
 
-def test_turn_order_tester_first_by_default_coder_first_by_flag():
+def test_turn_order_parallel_by_default_tester_first_and_coder_first_by_flag():
+    """Parallel (the default): the coder's turn-0 prompt is the bare problem, no test shown;
+    tester-first: the coder sees THIS turn's tests; coder-first: the tester sees this turn's
+    program."""
     problem = make_problem()
+    bare = agents.coder_turn_messages(EpisodeState(problem, 0))
+    assert "tester" not in bare[1]["content"].lower()
     for order, expected in (
+        ("parallel", ["coder", "tester"] * 2),
         ("tester-first", ["tester", "coder"] * 2),
         ("coder-first", ["coder", "tester"] * 2),
     ):
         log = []
         coder = fixed(code(SMALL_ONLY), name="coder", log=log)
         tester = fixed(DISCRIMINATING, name="tester", log=log)
-        kwargs = {} if order == "tester-first" else {"turn_order": order}
+        kwargs = {} if order == "parallel" else {"turn_order": order, **OURS}
         run_episodes([problem], coder, tester, max_turns=2, k=1, **kwargs)
         assert log == expected
         coder0, tester0 = coder.prompts[0][1]["content"], tester.prompts[0][1]["content"]
@@ -351,12 +366,18 @@ def test_turn_order_tester_first_by_default_coder_first_by_flag():
                 and "20 3" in coder0
                 and "last program" not in tester0
             )
-        else:  # the coder starts from the bare problem; the tester sees this turn's program
-            assert coder.prompts[0] == agents.coder_turn_messages(EpisodeState(problem, 0))
-            assert "The coder's last program" in tester0 and "a < 10" in tester0
-    assert GameConfig().turn_order == "tester-first"
+        else:  # the coder starts from the bare problem
+            assert coder.prompts[0] == bare and "20 3" not in coder0
+            assert ("The coder's last program" in tester0) == (order == "coder-first")
+        # from turn 1 on the coder sees the tests and its last program's results
+        assert "The tester's tests:" in coder.prompts[1][1]["content"]
+    assert (GameConfig().turn_order, GameConfig().role_rewards) == ("parallel", "pettingllms")
     with pytest.raises(ValueError, match="turn_order"):
         GameConfig(turn_order="both")
+    with pytest.raises(ValueError, match="tester-first"):
+        GameConfig(turn_order="tester-first")  # the paired coder acts after the tester's choice
+    with pytest.raises(ValueError, match="role_rewards"):
+        GameConfig(role_rewards="mine")
 
 
 def test_parallel_order_both_roles_act_from_last_turns_state():
@@ -383,6 +404,65 @@ def test_parallel_order_both_roles_act_from_last_turns_state():
     assert stats["sandbox_calls"] == 6          # per turn: tester, coder, the join
 
 
+@pytest.mark.parametrize("order", ["parallel", "coder-first"])
+def test_pettingllms_rewards_pay_the_tester_its_paired_coders_pass_rate(order):
+    """The public code's rewards by hand. Turn 0, K = 2: coder candidates SMALL_ONLY (g = 2/3)
+    and REF (g = 1): r_C = 2g = 4/3 and 2. Tester candidate i is paid coder candidate i's g,
+    whatever its tests: GOOD_TESTS (all valid) 2/3, INVALID (none valid) 1. The branch with the
+    invalid tests is continued; ours would have ranked it last (valid share 0, still logged)."""
+    coder = fixed(code(SMALL_ONLY), code(REF))
+    tester = fixed(GOOD_TESTS, INVALID)
+    episodes, samples, stats = run_episodes([make_problem()], coder, tester, max_turns=2, k=2,
+                                            turn_order=order)
+    assert [c.reward for c in by_role(samples, "coder", 0)] == pytest.approx([4 / 3, 2.0])
+    good, invalid = by_role(samples, "tester", 0)
+    assert [good.reward, invalid.reward] == pytest.approx([2 / 3, 1.0])
+    assert [good.terms["paired_coder_global"], invalid.terms["paired_coder_global"]] == (
+        pytest.approx([2 / 3, 1.0]))
+    assert (good.terms["valid_share"], invalid.terms["valid_share"]) == (1.0, 0.0)
+    (ep,) = episodes
+    assert (ep.history[0]["coder_choice"], ep.history[0]["tester_choice"]) == (1, 1)
+    # The coder's turn-1 prompt showed a right program failing two wrong tests.
+    assert ep.history[1]["coder_shown"] == {"program_gt_pass_rate": 1.0,
+                                            "tests_valid": [False, False],
+                                            "tests_passed": [False, False]}
+    assert [h["program_gt_pass_rate"] for h in ep.history] == [1.0, 1.0]
+    assert stats["tester_paired_coder_global_mean"] == pytest.approx((2 / 3 + 1) / 2)
+    # --reward binary: g is 1 only when every ground-truth test passes
+    _, samples, _ = run_episodes([make_problem()], coder, tester, max_turns=1, k=2,
+                                 turn_order=order, reward="binary")
+    assert [s.reward for s in samples if s.role == "tester"] == [0.0, 1.0]
+    assert [s.reward for s in samples if s.role == "coder"] == [0.0, 2.0]
+
+
+def test_role_rewards_flag_and_the_weights_it_reads():
+    assert agents.parse_args([]).role_rewards == "pettingllms"
+    assert agents.game_config(agents.parse_args(["--role-rewards", "ours"])).role_rewards == "ours"
+    for argv in (["--turn-order", "tester-first"], ["--catch-bonus", "0"], ["--alpha", "0.5"]):
+        with pytest.raises(SystemExit):   # pettingllms reads none of these
+            agents.parse_args(argv)
+        agents.parse_args([*argv, "--role-rewards", "ours"])
+
+
+def test_oracle_tester_answers_each_prompt_with_its_problems_ground_truth_tests():
+    """The oracle switch: every tester prompt, at any turn, gets its own problem's easy
+    ground-truth tests; all valid in a game; a prompt of another problem is an error."""
+    problems = [make_problem("p0"), abs_problem(), call_problem()]
+    oracle = agents.oracle_tester(problems, max_tests=2)
+    bare = [agents.tester_messages(EpisodeState(p, 0), 2) for p in problems]
+    later = agents.tester_messages(EpisodeState(problems[1], 0, program=ABS_BUG, coder_acted=True,
+                                                tests=ABS_GT[:1], tester_acted=True), 2)
+    texts = oracle(bare + [later])
+    assert parse_tests(texts[0]) == ([{"input": t["input"], "output": t["output"]}
+                                      for t in GT[:2]], 0)
+    assert parse_tests(texts[2], fn_name="add") == (ADD_CALLS[:2], 0)
+    assert texts[1] == texts[3]                 # the same problem's tests at a later turn
+    episodes, _, stats = run_episodes(problems, fixed(code(MINUS)), oracle, max_turns=2, k=1)
+    assert stats["tests_written"] == stats["tests_valid"] == 12   # 3 problems x 2 tests x 2 turns
+    with pytest.raises(ValueError, match="statement"):
+        oracle([agents.tester_messages(EpisodeState(make_problem("other"), 0), 2)])
+
+
 def test_easy_tests_take_short_inputs_with_new_answers_in_their_order():
     tests = [{"input": "100 200\n", "output": "300"}, {"input": "1 2\n", "output": "3"},
              {"input": "2 1\n", "output": "3"}, {"input": "5 7\n", "output": "12"}]
@@ -407,7 +487,7 @@ def test_group_keys_hold_problem_turn_role_and_never_merge_problems():
     problems = [make_problem("p0"), make_problem("p1"), make_problem("p2")]
     coder = fixed(code(MINUS), code(SMALL_ONLY))  # never agrees with GOOD_TESTS (20 3 -> 23)
     episodes, samples, stats = run_episodes(
-        problems, coder, fixed(GOOD_TESTS, ONE_WRONG), max_turns=2, k=2
+        problems, coder, fixed(GOOD_TESTS, ONE_WRONG), max_turns=2, k=2, **TESTER_FIRST
     )
     keys = {s.group for s in samples}
     assert keys == {
@@ -435,8 +515,8 @@ def test_repeated_problem_gets_separate_groups():
 def test_tester_candidates_with_different_tests_get_different_rewards():
     """The shared-copy defect: every tester candidate is scored in its own branch."""
     _, samples, stats = run_episodes(
-        [make_problem()], fixed(code(REF)), fixed(GOOD_TESTS, ONE_WRONG), max_turns=1, k=2
-    )
+        [make_problem()], fixed(code(REF)), fixed(GOOD_TESTS, ONE_WRONG), max_turns=1, k=2,
+        **TESTER_FIRST)
     good, wrong = by_role(samples, "tester")
     assert good.terms["valid_share"] == 1.0 and wrong.terms["valid_share"] == 0.5
     # turn 0, tester first: nothing shown yet, so validity + 0.5 * coverage (REF: 2 of 2 lines)
@@ -456,6 +536,7 @@ def test_tester_reward_uses_the_reference_solution():
             fixed(minus_tests),
             max_turns=1,
             k=1,
+            **TESTER_FIRST,
         )
         assert episodes[0].agree  # the program passes the tester's tests either way
         rewards[name] = {s.role: s.terms for s in samples}
@@ -480,7 +561,7 @@ def test_episode_that_agrees_stops_generating():
     tester = Scripted(lambda m, i: GOOD_TESTS)
     problems = [make_problem("easy"), make_problem("hard")]
     episodes, samples, stats = run_episodes(
-        problems, coder, tester, max_turns=3, k=2, run_batch=counting_run_batch
+        problems, coder, tester, max_turns=3, k=2, run_batch=counting_run_batch, **TESTER_FIRST
     )
     for agent in (coder, tester):
         assert sum("[easy]" in p[1]["content"] for p in agent.prompts) == 2  # turn 0 only, K = 2
@@ -495,7 +576,8 @@ def test_episode_that_agrees_stops_generating():
 def test_unparsable_outputs_are_counted_not_fatal():
     coder = fixed("I would use a loop.", code(REF))
     tester = fixed("The program looks fine to me.", GOOD_TESTS + "\n**Test Input:**\n```\n1 2\n```")
-    episodes, samples, stats = run_episodes([make_problem()], coder, tester, max_turns=1, k=2)
+    episodes, samples, stats = run_episodes([make_problem()], coder, tester, max_turns=1, k=2,
+                                            **TESTER_FIRST)
     assert stats["coder_replies_without_code"] == 1
     assert stats["tester_replies_without_tests"] == 1 and stats["tester_blocks_failed"] == 2
     no_tests, good = by_role(samples, "tester")
@@ -520,8 +602,8 @@ def test_no_tests_never_counts_as_agreement():
 def test_program_that_does_not_compile_never_agrees():
     """The sandbox gives no per-test results after a compile error: every test counts as failed."""
     episodes, samples, _ = run_episodes(
-        [make_problem()], fixed(code("print(")), fixed(GOOD_TESTS), max_turns=1, k=1
-    )
+        [make_problem()], fixed(code("print(")), fixed(GOOD_TESTS), max_turns=1, k=1,
+        **TESTER_FIRST)
     (ep,) = episodes
     assert not ep.agree and ep.passed == [False, False] and len(ep.mismatches) == 2
     assert "compile_error" in ep.mismatches[0]["actual"]
@@ -646,58 +728,107 @@ def test_warm_start_builds_repair_states_only_for_an_sft(monkeypatch):
 def test_repair_states_show_a_mismatch_and_carry_the_right_answer():
     """Wrong program: a near miss of the reference that fails a ground-truth test, shown with
     easy tests that hold the one it fails (answer: the reference, the same tests); wrong
-    test: the reference with one expected output replaced (answer: the same program, the
-    right tests). Without a near miss (no literal, no bound), the next problem's reference."""
+    tests: the reference with its first expected output replaced, or with every one replaced
+    (answer: the same program, the right tests), whichever is shown the wrong program's pass
+    count ("passed 0" or not). Without a near miss (no literal, no bound), the next problem's
+    reference."""
     problems = [make_problem("p0"), make_problem("p1", reference=MINUS), call_problem(),
                 make_problem("dbl", reference=DOUBLE_SMALL, tests=[
                     {"input": "-3\n", "output": "-6"}, {"input": "2\n", "output": "4"},
                     {"input": "7\n", "output": "7"}])]
     repairs = agents.repair_states(problems, max_tests=2)
     p0 = [(s, prog, tests) for s, prog, tests in repairs if s.problem.id == "p0"]
-    (wrong_prog, prog_a, tests_a), (wrong_test, prog_b, tests_b) = p0
+    (wrong_prog, prog_a, tests_a), (all_wrong, prog_c, tests_c) = p0
     assert wrong_prog.program == MINUS and wrong_prog.mismatches and wrong_prog.turn == 1
     assert prog_a == REF and tests_a == GT[:2]  # fix the program, keep the (right) tests
-    assert wrong_test.program == REF and wrong_test.tests[0]["output"] != GT[0]["output"]
-    assert (
-        len(wrong_test.mismatches) == 1 and prog_b == REF and tests_b == GT[:2]
-    )  # keep the program, fix the test
+    assert wrong_prog.passed == [False, False]  # a - b passes neither: the all-wrong state kept
+    # all wrong: every output replaced by another ground-truth answer; the reference passes none
+    assert all_wrong.program == REF and all_wrong.passed == [False, False]
+    assert all_wrong.valid == [False, False] and len(all_wrong.mismatches) == 2
+    assert all(t["output"] != g["output"] and t["output"] in ("3", "12", "14")
+               for t, g in zip(all_wrong.tests, GT))
+    assert "It passed 0 of the 2 tests" in agents.coder_turn_messages(all_wrong)[1]["content"]
+    assert prog_c == REF and tests_c == GT[:2]    # keep the program (the reference), fix the tests
     messages = agents.coder_turn_messages(wrong_prog)[1]["content"]
     assert "The coder's last program" in messages and "Program's actual output" in messages
+    # A wrong program that passes one shown test (right on small inputs only): the one-wrong
+    # state is kept, the first output replaced by the next answer of the ground truth (12).
+    (small, _, _), (one_wrong, prog_b, tests_b) = agents.repair_states(
+        problems[:1], max_tests=2, wrong_programs={"p0": [SMALL_ONLY]})
+    assert small.program == SMALL_ONLY and small.passed == [False, True]
+    assert one_wrong.program == REF and one_wrong.tests == [dict(GT[0], output="12"), GT[1]]
+    assert one_wrong.passed == [False, True] and one_wrong.valid == [False, True]
+    assert prog_b == REF and tests_b == GT[:2]
     # dbl: a near miss of its own (n * 3; n < 6 and n <= 5 pass these tests), shown with the
     # test it fails first and the easy ones, the mismatch holding the program's own output.
-    (near, right, shown), _ = [r for r in repairs if r[0].problem.id == "dbl"]
+    (near, right, shown), (keep, _, _) = [r for r in repairs if r[0].problem.id == "dbl"]
     assert near.program == DOUBLE_SMALL.replace("* 2", "* 3") and right == DOUBLE_SMALL
     assert [t["input"] for t in shown] == ["-3\n", "2\n"]
     assert near.mismatches[0]["actual"].strip() == "-9"
     assert shown == near.tests and not all(near.passed) and len(shown) == 2
     assert all(m["actual"] != m["expected"] for m in near.mismatches)
+    assert keep.program == DOUBLE_SMALL
+    # Every problem with both kinds: the right and the wrong program show the same count.
+    for pid in ("p0", "p1", "dbl"):
+        fix, keep = [s for s, _, _ in repairs if s.problem.id == pid]
+        assert fix.program != keep.program == keep.problem.solutions[0]
+        assert any(fix.passed) == any(keep.passed)
     # The call-based problem's only near misses pass (a + b has no literal or bound) and there
-    # is no other call-based problem to borrow a wrong program from, so only its wrong-test
-    # state is kept.
+    # is no other call-based problem to borrow a wrong program from: one of its wrong-test
+    # states is kept (the seed's draw), with the reference.
     (call_state, call_prog, call_tests), = [r for r in repairs if r[0].problem.id == "addf"]
-    assert call_state.tests[0]["output"] == 0 and call_prog == ADD and call_tests == ADD_CALLS[:2]
+    assert call_state.program == call_prog == ADD and call_tests == ADD_CALLS[:2]
+    assert not all(call_state.passed) and not all(call_state.valid)
     pairs = agents.warm_start_pairs(problems, ["coder"], 2, repairs)
     assert len(pairs) == 2 * 4 + len(
         repairs
     )  # two turn-0 pairs per reference + one per repair state
+    # the shipped base's recipe: the first output wrong, the reference shown it in every problem
+    v1 = agents.repair_states(problems, max_tests=2, wrong_tests=("one",))
+    assert [s.tests[0]["output"] for s, _, _ in v1 if s.program == s.problem.solutions[0]] == [
+        "12", "12", "-6", 0]
+    assert [s.problem.id for s, _, _ in v1] == ["p0", "p0", "p1", "p1", "dbl", "dbl", "addf"]
+
+
+def test_repair_states_draw_the_wrong_program_from_given_samples_first():
+    """A model's own program that fails the ground truth comes before the near misses; one
+    that passes is skipped; its mismatches are its real outputs."""
+    own = {"p0": [REF, "a, b = map(int, input().split())\nprint(a * b)\n"]}
+    (state, right, tests), *_ = agents.repair_states([make_problem("p0")], 2,
+                                                     wrong_programs=own)
+    assert state.program == own["p0"][1] and right == REF and tests == GT[:2]
+    assert [m["actual"].strip() for m in state.mismatches] == ["2", "35"]   # 1 * 2, 5 * 7
+
+
+def test_wrong_outputs_replace_the_chosen_outputs_with_other_answers():
+    tests = [{"input": "1\n", "output": "2"}, {"input": "2\n", "output": "4"}]
+    pool = tests + [{"input": "3\n", "output": "6"}]
+    assert agents.wrong_outputs(tests, [0], pool, None) == [dict(tests[0], output="4"), tests[1]]
+    every = agents.wrong_outputs(tests, [0, 1], pool, None, random.Random(0))
+    assert all(w["output"] != t["output"] and w["output"] in ("2", "4", "6")
+               for w, t in zip(every, tests))
+    assert tests[0]["output"] == "2"                      # copies: the input is left alone
+    lone = [{"input": [1], "output": 0}]
+    assert agents.wrong_outputs(lone, [0], lone, "f") == [{"input": [1], "output": None}]
 
 
 def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
     gpu = agents.parse_args(["--preset", "gpu"])
     assert (gpu.group_size, gpu.max_turns, gpu.max_new_tokens, gpu.lr, gpu.out) == (
         4, 5, 4096, 1e-6, "runs/agents-gpu")
-    cpu = agents.parse_args(["--group-size", "3"])
-    assert (cpu.group_size, cpu.max_turns, cpu.max_tests, cpu.engine, cpu.out, cpu.reward) == (
-        3, 2, 2, "hf", "runs/agents", "fraction")
-    assert (cpu.turn_order, cpu.catch_bonus, cpu.trivial_penalty, cpu.coverage_weight) == (
-        "tester-first", 1.0, 0.5, 0.5)
+    cpu = agents.parse_args([])
+    # the public configs' K and evaluation temperature; 2 turns, not their 5 (PRESETS)
+    assert (cpu.group_size, cpu.max_turns, cpu.eval_temperature) == (8, 2, 0.6)
+    assert (cpu.max_tests, cpu.engine, cpu.out, cpu.reward) == (2, "hf", "runs/agents", "fraction")
+    assert (cpu.turn_order, cpu.role_rewards) == ("parallel", "pettingllms")
+    assert (cpu.catch_bonus, cpu.trivial_penalty, cpu.coverage_weight) == (1.0, 0.5, 0.5)
+    assert agents.parse_args(["--group-size", "3"]).group_size == 3
     assert agents.build_parser().get_default("max_turns") == 10  # the seed's config
-    args = agents.parse_args(
-        ["--turn-order", "coder-first", "--catch-bonus", "2", "--reward", "binary"]
-    )
+    args = agents.parse_args(["--turn-order", "coder-first", "--role-rewards", "ours",
+                              "--catch-bonus", "2", "--reward", "binary"])
     cfg = agents.game_config(args, k=1)
-    assert (cfg.turn_order, cfg.catch_bonus, cfg.k, cfg.timeout, cfg.reward) == (
-        "coder-first", 2.0, 1, cpu.test_timeout, "binary")
+    assert (cfg.turn_order, cfg.role_rewards, cfg.catch_bonus, cfg.k, cfg.timeout,
+            cfg.reward) == ("coder-first", "ours", 2.0, 1, cpu.test_timeout, "binary")
     # Flags the game does not use are not accepted (they would silently do nothing).
     for flag in ("--k", "--curriculum", "--dynamic-sampling", "--overlong-filter", "--beta"):
         with pytest.raises(SystemExit):
@@ -706,7 +837,7 @@ def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
 
 def test_binary_global_reward():
     _, samples, _ = run_episodes([make_problem()], fixed(code(SMALL_ONLY)), fixed(GOOD_TESTS),
-                                 max_turns=1, k=1, reward="binary")
+                                 max_turns=1, k=1, reward="binary", **TESTER_FIRST)
     (c,) = by_role(samples, "coder")
     assert c.terms["global"] == 0.0 and c.reward == pytest.approx(0.5)  # local: 1 of 2 valid tests
 
@@ -715,7 +846,7 @@ ROOT = __import__("os").path.dirname(
     __import__("os").path.dirname(__import__("os").path.abspath(__file__))
 )
 TINY = ["--model", "tiny", "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4",
-        "--prompts-per-step", "2", "--max-turns", "2", "--max-new-tokens", "8",
+        "--prompts-per-step", "2", "--max-turns", "2", "--group-size", "2", "--max-new-tokens", "8",
         "--tester-max-new-tokens", "8", "--micro-batch", "4"]
 
 

@@ -220,6 +220,7 @@ CASES = [
     ("ppo_fgo.py", ["--reward-table", "{{bad"], "--reward-table"),   # {{: format()'s brace
     ("agents.py", ["--max-turns", "0"], "--max-turns"),
     ("agents.py", ["--policy", "bogus"], "bogus"),
+    ("agents.py", ["--turn-order", "tester-first"], "--role-rewards ours"),
     ("agents.py", ["--train-data", "foo"], "foo"),
     ("agents.py", ["--train-data", "prepared:{not_utf8}"], "not_utf8.jsonl"),
     ("agents.py", ["--train-data", "prepared:{no_solutions}"], "no problem has a reference"),

@@ -153,7 +153,8 @@ def test_tester_terms_do_not_depend_on_the_order_of_the_tests():
     tester = fixed(blocks(CATCH, PASS), blocks(PASS, CATCH))
     _, samples, _ = run_episodes([make_problem(tests=LOOP_GT)],
                                  fixed(f"```python\n{LOOPS_ON_ZERO}```"), tester,
-                                 max_turns=1, k=2, turn_order="coder-first", timeout=TIMEOUT)
+                                 max_turns=1, k=2, turn_order="coder-first", timeout=TIMEOUT,
+                                 role_rewards="ours")
     (coder,) = {s.terms["global"] for s in samples if s.role == "coder"}
     first, second = (s.terms for s in samples if s.role == "tester")
     # valid 1, caught 1/2, trivial 1/2, coverage 1 (REF's 2 lines): l = 1 + 0.5 + 0.5 - 0.25
@@ -174,7 +175,8 @@ def test_coder_terms_do_not_depend_on_the_order_of_the_tests(reward):
     episodes, samples, _ = run_episodes(
         [make_problem(tests=LOOP_GT), make_problem(tests=LOOP_GT)],
         fixed(f"```python\n{LOOPS_ON_ZERO}```"), tester,
-        max_turns=1, k=1, turn_order="tester-first", timeout=TIMEOUT, reward=reward)
+        max_turns=1, k=1, turn_order="tester-first", timeout=TIMEOUT, reward=reward,
+        role_rewards="ours")
     first, second = (s.terms for s in samples if s.role == "coder")
     g = 2 / 3 if reward == "fraction" else 0.0
     assert first == second == pytest.approx({"global": g, "local": 0.5, "reward": 0.7 * g + 0.5})
@@ -192,7 +194,8 @@ SLOW_WHEN_TRACED = (
 
 def _tester_terms(problem, tests_text, timeout):
     _, samples, _ = run_episodes([problem], fixed("no code"), fixed(tests_text), max_turns=1,
-                                 k=1, turn_order="tester-first", timeout=timeout)
+                                 k=1, turn_order="tester-first", timeout=timeout,
+                                 role_rewards="ours")
     (t,) = (s for s in samples if s.role == "tester")
     return t.terms
 
@@ -201,6 +204,26 @@ def test_validity_comes_from_a_plain_run_not_the_traced_one():
     terms = _tester_terms(make_problem(reference=SLOW_WHEN_TRACED, tests=LOOP_GT), blocks(PASS),
                           0.3)
     assert terms["valid_share"] == 1.0 and terms["coverage"] == 0.0
+
+
+def test_the_reference_runs_once_a_test_set_under_the_normal_limit():
+    """One coverage job a test set: its verdicts (validity) from the sandbox's plain runs under
+    the game's limit, its lines (coverage) from the sandbox's own traced runs; no job of the
+    reference gets a longer limit, so no verdict is read under one."""
+    problem = make_problem()
+    tests = stdio(PASS, ("1 1", "3"))
+    jobs = tester_judge.tester_jobs(problem, None, [], [tests])
+    assert [(code, cov) for code, _, _, cov in jobs if code is not None] == [(REF, True)]
+    sent = []
+
+    def recording(batch):
+        sent.extend(batch)
+        return sandbox.run_batch(batch, workers=1)
+    results = tester_judge.run_jobs(jobs, recording, TIMEOUT, 512)
+    assert [(j["timeout"], j["coverage"]) for j in sent] == [(TIMEOUT, True)]
+    ref = tester_judge.result_of(results, REF, tests, problem, coverage=True)
+    assert tester_judge.validity(ref, 2) == [True, False]
+    assert tester_judge.coverage_share(ref, [True, False], 2) == 1.0
 
 
 # About 3x slower under the line tracer: a plain run at ~45% of the limit, a traced one past it.
@@ -217,7 +240,7 @@ def test_a_test_the_reference_passes_in_under_half_the_limit_is_valid_and_covere
     problem = make_problem("loop", LOOP_REF, tests=[test])
     terms = _tester_terms(problem, blocks((str(LOOP_N), test["output"])), timeout)
     assert terms["valid_share"] == 1.0
-    # The traced run has a longer limit (tester_judge.COVERAGE_TIMEOUT_FACTOR): the lines count.
+    # The sandbox gives the traced run more time than the limit: the lines count.
     assert terms["coverage"] == 1.0
 
 
@@ -233,7 +256,7 @@ def test_tester_first_turn_zero_has_no_catch_or_trivial_signal():
     tester = fixed(blocks(CATCHES_SMALL_ONLY), blocks(PASSES_SMALL_ONLY))
     _, samples, _ = run_episodes([make_problem()],
                                  fixed(f"```python\n{SMALL_ONLY}```"), tester, max_turns=1, k=2,
-                                 turn_order="tester-first")
+                                 turn_order="tester-first", role_rewards="ours")
     for s in (s for s in samples if s.role == "tester"):
         assert (s.terms["catch_share"], s.terms["trivial_share"], s.terms["local"]) == (0, 0, 1.5)
 
@@ -244,6 +267,6 @@ def test_a_catch_diluted_by_invalid_tests_against_a_lone_trivial_test():
     sets = [blocks(PASSES_SMALL_ONLY)] + [blocks(CATCHES_SMALL_ONLY, *WRONG[:m]) for m in (2, 3, 4)]
     _, samples, _ = run_episodes([make_problem()],
                                  fixed(f"```python\n{SMALL_ONLY}```"), fixed(*sets), max_turns=1,
-                                 k=len(sets), turn_order="coder-first")
+                                 k=len(sets), turn_order="coder-first", role_rewards="ours")
     local = [s.terms["local"] for s in samples if s.role == "tester"]
     assert local == pytest.approx([1.0, 1 / 3 + 1 / 3 + 0.5, 0.25 + 0.25 + 0.5, 0.2 + 0.2 + 0.5])
