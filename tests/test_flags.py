@@ -23,7 +23,7 @@ from infra import flags
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTRY_POINTS = {"grpo.py": grpo, "ppo_fgo.py": ppo_fgo, "agents.py": agents}
 SHARED = ("trainer.py", "actor.py", "rollouts.py", "infra/metrics.py", "infra/flags.py",
-          "infra/bookkeeping.py")   # every method runs
+          "infra/bookkeeping.py", "world/sources.py")   # every method runs
 
 
 def dests(parser: argparse.ArgumentParser) -> set[str]:
