@@ -81,28 +81,29 @@ from world import sources, tasks
 from world.tiny import build_tiny_model
 
 COMPLETION_EVERY = 3     # one CCCS completion example per 3 instances with split points
-# The CCCS family's completions start at one of its last CCCS_FAMILY_RUNGS conditionals
-# (cccs.stage_starts' rungs "every"), drawn per instance. 1 (the shipped base): only the last,
-# and the base completes chain_long from its last conditional (0.58-0.62) but not from the one
-# before (0.01-0.03: it writes the statement's last step again, or none;
-# bench/results/stepcoder-gates), so no ladder of one-conditional rungs can be climbed from it.
-# 2 would teach continuing from where the prefix stops while the whole program (4-6 steps)
-# stays out of the corpus.
-CCCS_FAMILY_RUNGS = 1
 ROLES_EVERY = 10         # AT-GRPO turn-0 role examples for one instance in 10
 BUILTIN_REPEAT = 4       # the 51 hand-written problems are few: weight them up
 ROLE_MAX_TESTS = 2       # agents.py's CPU --max-tests: the tester's prompt names the number
-# AT-GRPO's repair turns (agents.repair_states), per recipe: for one instance in repair_every,
-# with the wrong-test states named. A card names its recipe (card.json's corpus_recipe; a card
-# without one: repair-v1, the recipe of the base in models/base).
+# A recipe names two things the corpus teaches.
+# - AT-GRPO's repair turns (agents.repair_states): for one instance in repair_every, with the
+#   wrong-test states named.
+# - CCCS's ladder: the CCCS family's completions start at one of its last cccs_rungs
+#   conditionals (cccs.stage_starts' rungs "every"), drawn per instance. With 1 the base
+#   completes chain_long from its last conditional (0.58-0.62) but not from the one before
+#   (0.01-0.03: it writes the statement's last step again, or none;
+#   bench/results/stepcoder-gates), so no ladder of one-conditional rungs can be climbed from
+#   it. 2 teaches continuing from where the prefix stops, while the whole program (4-6
+#   steps) stays out of the corpus for exploration to find.
+# A card names its recipe (card.json's corpus_recipe; a card without one: repair-v1, the
+# recipe of the base in models/base).
 CORPUS_RECIPES = {
     # the reference shown with its first test wrong; "passed 0 of 2" then meant "rewrite"
-    "repair-v1": dict(repair_every=10, wrong_tests=("one",)),
+    "repair-v1": dict(repair_every=10, wrong_tests=("one",), cccs_rungs=1),
     # also every shown test wrong, each problem's right program shown the wrong one's pass
     # count (agents.mirrored), so the count tells the coder nothing; one instance in 2 (2
     # states each), so that the coder's prompts show tests about as often as not, as the CPU
     # game's do (2 turns in parallel order: tests from turn 1 on)
-    "repair-v2": dict(repair_every=2, wrong_tests=("one", "all")),
+    "repair-v2": dict(repair_every=2, wrong_tests=("one", "all"), cccs_rungs=2),
 }
 CORPUS_RECIPE = "repair-v2"
 REPAIR_EVERY = CORPUS_RECIPES[CORPUS_RECIPE]["repair_every"]
@@ -113,10 +114,20 @@ RULE = dict(lo=0.2, hi=0.5, ratio=1.6, sometimes=(0.05, 0.6), families=2)
 
 # ----------------------------------------------------------------------------- the corpus
 
+def rung_start(code: str, rungs: int, key: str) -> int:
+    """Where a CCCS-family completion example starts: one of the program's last `rungs`
+    conditionals (cccs.stage_starts' rungs "every", the whole program left out), drawn by
+    `key`. Only CCCS's easiest stages are taught: writing the whole program stays what
+    exploration has to find."""
+    starts = cccs.stage_starts(code, rungs="every")[:-1][:rungs]
+    return starts[0] if len(starts) == 1 else \
+        starts[random.Random(f"{key}-rung").randrange(len(starts))]
+
+
 @functools.lru_cache(maxsize=2)
 def _corpus_json(seed: int, recipe: str) -> str:
-    repair_every, wrong_tests = (CORPUS_RECIPES[recipe][k] for k in ("repair_every",
-                                                                    "wrong_tests"))
+    repair_every, wrong_tests, cccs_rungs = (CORPUS_RECIPES[recipe][k] for k in (
+        "repair_every", "wrong_tests", "cccs_rungs"))
     problems = [data.Problem(**row) for row in tasks.generate_base(seed)["corpus"]]
     out = []
     with_points = 0
@@ -125,13 +136,7 @@ def _corpus_json(seed: int, recipe: str) -> str:
         code = p.solutions[0]
         starts = [s for s in cccs.stage_starts(code) if s is not None]
         if p.metadata["family"] == tasks.CCCS_FAMILY:
-            # Only CCCS's easiest stages (finish the program from one of its last
-            # CCCS_FAMILY_RUNGS conditionals): writing the whole program stays what
-            # exploration has to find.
-            rungs = cccs.stage_starts(code, rungs="every")[:-1][:CCCS_FAMILY_RUNGS]
-            start = rungs[0] if len(rungs) == 1 else \
-                rungs[random.Random(f"{seed}-{p.id}-rung").randrange(len(rungs))]
-            prefix, rest = cccs.make_subtask(code, start)
+            prefix, rest = cccs.make_subtask(code, rung_start(code, cccs_rungs, f"{seed}-{p.id}"))
             out.append(("completion", rollouts.prompt_text(None, p, prefix),
                         rest.rstrip("\n") + "\n```"))
             continue

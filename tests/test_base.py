@@ -91,10 +91,10 @@ def statement(prompt: str) -> str:
     return prompt.split("### User\n", 1)[1].split("\n\n", 1)[0]
 
 
-def test_corpus_holds_no_rl_or_eval_instance_and_the_cccs_family_only_at_its_last_stage():
+def test_corpus_holds_no_rl_or_eval_instance_and_the_cccs_family_only_at_its_last_rungs():
     """Every prompt's problem is a corpus problem or a built-in one; none is a statement of
-    the rl or eval splits. The CCCS family appears only as completions from its last split
-    point; the RL-only family not at all."""
+    the rl or eval splits. The CCCS family appears only as completions from one of its last
+    split points (the recipe's cccs_rungs); the RL-only family not at all."""
     from world import tasks
     world = tasks.generate_base(0)
     corpus = {r["question"]: r for r in world["corpus"]}
@@ -109,10 +109,30 @@ def test_corpus_holds_no_rl_or_eval_instance_and_the_cccs_family_only_at_its_las
         row = corpus.get(q)
         if row and row["metadata"]["family"] == tasks.CCCS_FAMILY:
             code = row["solutions"][0]
-            prefix, rest = cccs.make_subtask(code, cccs.stage_starts(code)[0])
-            assert kind == "completion" and prompt.endswith("```python\n" + prefix), q
+            rungs = base.CORPUS_RECIPES[SHIPPED_RECIPE]["cccs_rungs"]
+            prefixes = [cccs.make_subtask(code, s)[0]
+                        for s in cccs.stage_starts(code, rungs="every")[:-1][:rungs]]
+            assert kind == "completion" and any(prompt.endswith("```python\n" + prefix)
+                                                for prefix in prefixes), q
         assert not row or row["metadata"]["family"] != tasks.RL_ONLY_FAMILY
     assert kinds == set(base.KINDS)
+
+
+def test_cccs_family_examples_start_at_each_of_the_recipes_last_rungs_never_the_start():
+    """With 2 rungs, the CCCS family's completions start at its last conditional for some
+    instances and at the one before for others (drawn per instance, the same every time); the
+    whole program (line 0) is never a start."""
+    from world import tasks
+    codes = [r["solutions"][0] for r in tasks.generate_base(0)["corpus"]
+             if r["metadata"]["family"] == tasks.CCCS_FAMILY][:40]
+    for rungs in (1, 2):
+        seen = set()
+        for i, code in enumerate(codes):
+            last = cccs.stage_starts(code, rungs="every")[:-1]
+            start = base.rung_start(code, rungs, f"0-{i}")
+            assert start == base.rung_start(code, rungs, f"0-{i}") and start != 0
+            seen.add(last.index(start))
+        assert seen == set(range(rungs))
 
 
 def test_corpus_repair_turns_are_right_by_the_reference():
