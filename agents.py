@@ -390,6 +390,8 @@ def _new_stats():
 def _log_terms(stats, role, scored):
     for _, terms in scored:
         for name in TERMS[role]:
+            if terms[name] is None:   # not measured (the coverage of an untraced reference)
+                continue
             stats[f"{role}_{name}_sum"] = stats.get(f"{role}_{name}_sum", 0.0) + terms[name]
         stats[f"{role}_samples"] = stats.get(f"{role}_samples", 0) + 1
 
@@ -429,7 +431,7 @@ def role_step(role, states, generate, cfg, stats, run_batch, paired=None):
                 sets.append(tests)
             extracted.append(sets)
         jobs = [j for s, sets in zip(states, extracted)
-                for j in tester_jobs(s.problem, s.program, s.coder_candidates, sets)]
+                for j in tester_jobs(s.problem, s.program, s.coder_candidates, sets, cfg)]
     else:
         extracted = [[data.extract_code(response_text(o)) for o in outs] for outs in outputs]
         stats["coder_replies_without_code"] += sum(c is None for codes in extracted for c in codes)
@@ -1164,7 +1166,8 @@ def reward_term_means(rows):
     """Mean of each reward term over RL steps, for summary.json."""
     if not rows:
         return {}
-    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS}
+    return {k: round(sum(r.get(k, 0.0) for r in rows) / len(rows), 4) for k in REWARD_TERMS
+            if any(k in r for r in rows)}    # a term never measured (coverage untraced): absent
 
 
 def train(args):

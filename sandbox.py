@@ -67,7 +67,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infra import sandbox_cli, sandbox_pool, sandbox_prepare, sandbox_rules, sandbox_wire
 from infra.sandbox_child import CHECK_VERDICTS
@@ -215,6 +215,23 @@ def rule_for(source: str | None) -> tuple:
 # ---------------------------------------------------------------------------------------------
 # Parent side: the public API
 # ---------------------------------------------------------------------------------------------
+
+def part_of(result: Result, indices: Sequence[int], coverage: bool = False) -> Result:
+    """The Result of the program on the tests at `indices` of the job that gave `result`, a
+    job that ran every test (stop_after_timeout=False, no stop at a first failure): each test's
+    verdict is its own (a fresh process, its own limits), so the program's is the first failing
+    one of these. A result without per-test verdicts (a compile error, the worker's trouble) is
+    the same for any part. coverage: whether the job asked for it."""
+    if not result.tests:
+        return replace(result, passed=0, total=len(indices))
+    tests = [result.tests[i] for i in indices]
+    failed = [t.status for t in tests if t.status != PASS]
+    unknown = sum(not t.coverage_known for t in tests) if coverage else 0
+    lines = set().union(*(t.executed_lines for t in tests))
+    return replace(result, status=failed[0] if failed else PASS, passed=len(tests) - len(failed),
+                   total=len(tests), tests=tests, executed_lines=None if unknown else lines,
+                   coverage_unknown=unknown)
+
 
 def run_tests(code: str, tests: list[dict], fn_name: str | None = None, timeout: float = 4.0,
               memory_mb: int = 1024, coverage: bool = False, source: str | None = None) -> Result:

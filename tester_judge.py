@@ -242,7 +242,8 @@ def tester_local(
     valid, caught, trivial, coverage, catch_bonus=1.0, trivial_penalty=0.5, coverage_weight=0.5
 ):
     """l_T = valid/n + catch_bonus * caught/n + coverage_weight * cov - trivial_penalty * trivial/n
-    -> dict of l_T ("local") and its shares; all 0 when n = 0."""
+    -> dict of l_T ("local") and its shares; all 0 when n = 0. coverage None: not measured
+    (the reference ran untraced, traces_reference): the term stays None and adds nothing."""
     n = len(valid)
     if n == 0:
         return {
@@ -250,14 +251,14 @@ def tester_local(
             "valid_share": 0.0,
             "catch_share": 0.0,
             "trivial_share": 0.0,
-            "coverage": 0.0,
+            "coverage": None if coverage is None else 0.0,
         }
     shares = {"valid_share": sum(valid) / n, "catch_share": sum(caught) / n,
               "trivial_share": sum(trivial) / n, "coverage": coverage}
     local = (
         shares["valid_share"]
         + catch_bonus * shares["catch_share"]
-        + coverage_weight * coverage
+        + coverage_weight * (coverage or 0.0)
         - trivial_penalty * shares["trivial_share"]
     )
     return {"local": local, **shares}
@@ -307,20 +308,40 @@ def run_jobs(jobs, run_batch, timeout, memory_mb):
     costs up to one timeout per test this way: the price of per-test verdicts.
     coverage=True: the sandbox's coverage job, whose verdicts still come from a plain run under
     the normal limits; the lines come from a second, traced run that the sandbox gives more
-    time (sandbox.py's docstring)."""
+    time (sandbox.py's docstring).
+
+    Because every_test verdicts are each test's own, the every_test jobs of one program on one
+    problem (with the same coverage) run as ONE sandbox job on the union of their distinct
+    tests, and each gets its part of the Result (sandbox.part_of): a test that several test
+    sets share runs once, and the per-job cost (a job process, the compile) is paid once per
+    program instead of once per test set."""
     unique = {}
     for job in jobs:
         code, tests, problem, cov, every = (*job, True) if len(job) == 4 else job
         if code is not None and tests:
             key = job_key(code, tests, problem, cov, every)
             unique.setdefault(key, (code, tests, problem, cov, every))
+    merged = {}    # one sandbox job: (code, problem, coverage, every) and its distinct tests
+    for key, (c, t, p, cov, every) in unique.items():
+        m = merged.setdefault((c, p.id, p.fn_name, p.source, cov) if every else key,
+                              {"job": (c, p, cov, every), "tests": {}})
+        for test in t:
+            m["tests"].setdefault(repr(test), (len(m["tests"]), test))
     batch = [
-        data.sandbox_job(p, c, t, timeout=timeout, memory_mb=memory_mb, coverage=cov,
-                         stop_after_timeout=not every)
-        for c, t, p, cov, every in unique.values()
+        data.sandbox_job(p, c, [test for _, test in m["tests"].values()], timeout=timeout,
+                         memory_mb=memory_mb, coverage=cov, stop_after_timeout=not every)
+        for m in merged.values() for c, p, cov, every in [m["job"]]
     ]
-    results = run_batch(batch) if batch else []
-    return dict(zip(unique, results))
+    ran = dict(zip(merged, run_batch(batch) if batch else []))
+    out = {}
+    for key, (c, t, p, cov, every) in unique.items():
+        if not every:
+            out[key] = ran[key]
+            continue
+        mkey = (c, p.id, p.fn_name, p.source, cov)
+        out[key] = sandbox.part_of(ran[mkey], [merged[mkey]["tests"][repr(x)][0] for x in t],
+                                   coverage=cov)
+    return out
 
 
 def result_of(results, code, tests, problem, coverage=False, every_test=True):
@@ -374,17 +395,24 @@ def reference_of(problem):
     return problem.solutions[0] if problem.solutions else None
 
 
-def tester_jobs(problem, shown, candidates, test_sets):
-    """Per test set: the reference (one coverage job: its verdicts give validity, its traced
-    runs the coverage), the shown program and every coder candidate; every test of a set run
-    and judged on its own (run_jobs).
+def traces_reference(cfg):
+    """Whether the tester's reward reads the reference's line coverage: only role_rewards
+    "ours" with coverage_weight > 0. Otherwise the reference runs untraced (a traced test costs
+    about 4.8x a plain one, bench/results/traced-verdicts) and the coverage term is None."""
+    return cfg.role_rewards == "ours" and cfg.coverage_weight > 0
+
+
+def tester_jobs(problem, shown, candidates, test_sets, cfg):
+    """Per test set: the reference (its verdicts give validity; a coverage job, whose traced
+    runs give the lines, when traces_reference(cfg)), the shown program and every coder
+    candidate; every test of a set run and judged on its own (run_jobs).
     shown: the program the tester was shown (None: none); candidates: [(code, g)] of the coder
     step before it."""
-    p = problem
+    p, coverage = problem, traces_reference(cfg)
     programs = list(dict.fromkeys([shown] + [c for c, _ in candidates]))
     out = []
     for ts in test_sets:
-        out.append((reference_of(p), ts, p, True))
+        out.append((reference_of(p), ts, p, coverage))
         out += [(c, ts, p, False) for c in programs]
     return out
 
@@ -430,7 +458,8 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg, pai
     shown_wrong = shown is not None and shown_g < 1.0
     with_code = [(c, g) for c, g in candidates if c is not None]
     any_wrong = any(g < 1.0 for _, g in with_code)
-    ref = result_of(results, reference, tests, p, coverage=True)
+    traced = traces_reference(cfg)
+    ref = result_of(results, reference, tests, p, coverage=traced)
     valid = validity(ref, len(tests))
     dup = duplicates(tests)
     passed, mismatches = passed_and_mismatches(
@@ -442,7 +471,8 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg, pai
         for c, _ in with_code
     ]
     trivial = trivial_flags(valid, dup, cands, any_wrong)
-    cov = coverage_share(ref, [v and not d for v, d in zip(valid, dup)], n_lines)
+    cov = coverage_share(ref, [v and not d for v, d in zip(valid, dup)], n_lines) if traced \
+        else None
     terms = tester_local(
         valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
     )

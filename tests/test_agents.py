@@ -173,7 +173,8 @@ def test_every_tester_term_in_one_episode_by_hand():
 def test_coder_without_code_gives_the_tester_no_catch():
     tester = fixed(blocks(("-4", "4"), ("7", "7"), ("7", "7")))
     _, samples, _ = run_episodes(
-        [abs_problem()], fixed("I give up."), tester, max_turns=1, k=1, turn_order="coder-first"
+        [abs_problem()], fixed("I give up."), tester, max_turns=1, k=1, turn_order="coder-first",
+        role_rewards="ours",
     )
     (t,) = by_role(samples, "tester")
     # nothing caught, no program to be trivial against: only the duplicate. l = 1 + 0.5 - 0.5/3
@@ -267,7 +268,7 @@ def test_every_branch_owns_deep_copies():
                           coder_candidates=[(SMALL_ONLY, 2 / 3)], history=[{"turn": 0}])
     sets = [parse_tests(GOOD_TESTS)[0], parse_tests(GOOD_TESTS)[0]]
     cfg = GameConfig()
-    jobs = tester_judge.tester_jobs(problem, parent.program, parent.coder_candidates, sets)
+    jobs = tester_judge.tester_jobs(problem, parent.program, parent.coder_candidates, sets, cfg)
     results = tester_judge.run_jobs(jobs, __import__("sandbox").run_batch, 5.0, 512)
     (b0, _), (b1, _) = agents.score_testers(parent, sets, results, cfg)
     b0.tests[0]["input"] = "9 9\n"
@@ -636,7 +637,8 @@ def test_problem_without_reference_plays_but_no_test_is_valid():
         and stats["episodes_without_reference"] == 1
     )
     (t,) = by_role(samples, "tester")
-    assert t.terms["valid_share"] == 0.0 and t.terms["coverage"] == 0.0
+    # the default rewards read no coverage: the reference is not traced, the term not measured
+    assert t.terms["valid_share"] == 0.0 and t.terms["coverage"] is None
 
 
 def test_train_problems_without_a_reference_are_dropped_and_none_left_is_a_user_error():

@@ -9,9 +9,10 @@ CPU per looping test).
 import pytest
 from game_fixtures import ABS, GOOD_TESTS, REF, SMALL_ONLY, asserts, blocks, make_problem
 
+import data
 import sandbox
 import tester_judge
-from agents import run_episodes
+from agents import GameConfig, run_episodes
 from tester_judge import parse_tests
 
 # Right on every input but a == 0, where it loops forever.
@@ -212,7 +213,7 @@ def test_the_reference_runs_once_a_test_set_under_the_normal_limit():
     reference gets a longer limit, so no verdict is read under one."""
     problem = make_problem()
     tests = stdio(PASS, ("1 1", "3"))
-    jobs = tester_judge.tester_jobs(problem, None, [], [tests])
+    jobs = tester_judge.tester_jobs(problem, None, [], [tests], GameConfig(role_rewards="ours"))
     assert [(code, cov) for code, _, _, cov in jobs if code is not None] == [(REF, True)]
     sent = []
 
@@ -270,3 +271,60 @@ def test_a_catch_diluted_by_invalid_tests_against_a_lone_trivial_test():
                                  k=len(sets), turn_order="coder-first", role_rewards="ours")
     local = [s.terms["local"] for s in samples if s.role == "tester"]
     assert local == pytest.approx([1.0, 1 / 3 + 1 / 3 + 0.5, 0.25 + 0.25 + 0.5, 0.2 + 0.2 + 0.5])
+
+
+def _statuses(result):
+    return result.status, result.passed, result.total, [t.status for t in result.tests]
+
+
+def test_one_programs_test_sets_run_as_one_job_and_each_gets_its_own_verdicts():
+    """Test sets of one program (two sharing a test) and the reference: one sandbox job per
+    program with the distinct tests, and each set's Result is what its own job gives. A job
+    that may stop at a timeout (every_test False) and a program that does not compile keep
+    their own results."""
+    problem = make_problem()
+    a = stdio(("1 1", "2"), ("20 3", "23"))
+    b = stdio(("20 3", "23"), ("2 2", "4"), ("1 1", "3"))
+    broken = "print(\n"
+    jobs = [(SMALL_ONLY, a, problem, False), (SMALL_ONLY, b, problem, False),
+            (REF, a, problem, True), (REF, b, problem, True),
+            (broken, a, problem, False), (broken, b, problem, False),
+            (SMALL_ONLY, problem.tests, problem, False, False)]
+    sent = []
+
+    def recording(batch):
+        sent.extend(batch)
+        return sandbox.run_batch(batch, workers=1)
+    results = tester_judge.run_jobs(jobs, recording, TIMEOUT, 512)
+    assert sorted((j["code"], len(j["tests"]), j["coverage"]) for j in sent) == sorted(
+        [(SMALL_ONLY, 4, False), (REF, 4, True), (broken, 4, False), (SMALL_ONLY, 3, False)])
+    for code, tests, _, cov, *every in jobs:
+        alone = sandbox.run_batch([data.sandbox_job(problem, code, tests, timeout=TIMEOUT,
+                                                    memory_mb=512, coverage=cov,
+                                                    stop_after_timeout=not (every or [True])[0])],
+                                  workers=1)[0]
+        part = tester_judge.result_of(results, code, tests, problem, cov, *every)
+        assert _statuses(part) == _statuses(alone)
+        assert part.executed_lines == alone.executed_lines
+    wrong_on_b = tester_judge.result_of(results, SMALL_ONLY, b, problem)
+    assert _statuses(wrong_on_b) == ("wrong_answer", 1, 3,
+                                     ["wrong_answer", "pass", "wrong_answer"])
+
+
+def test_the_reference_is_traced_only_when_the_reward_reads_its_coverage():
+    """The public code's rewards read no coverage: the reference runs untraced and the term is
+    not measured (absent from the metrics, not a 0); ours with a coverage weight traces it."""
+    problem = make_problem()
+    tests = stdio(PASS, ("1 1", "2"))
+    for cfg, traced in ((GameConfig(), False), (GameConfig(role_rewards="ours"), True),
+                        (GameConfig(role_rewards="ours", coverage_weight=0.0), False)):
+        jobs = tester_judge.tester_jobs(problem, None, [], [tests], cfg)
+        assert [cov for code, _, _, cov in jobs if code == REF] == [traced]
+    for rewards, measured in (("pettingllms", False), ("ours", True)):
+        _, samples, stats = run_episodes([problem], fixed("no code"), fixed(blocks(PASS)),
+                                         max_turns=1, k=1, turn_order="coder-first",
+                                         role_rewards=rewards)
+        (t,) = (s for s in samples if s.role == "tester")
+        assert (t.terms["coverage"] is not None) == measured
+        assert ("tester_coverage_sum" in stats) == measured
+        assert t.terms["valid_share"] == 1.0
