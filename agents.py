@@ -50,7 +50,7 @@ Simplifications:
     Completions, kept whole for their token ids): the game never sees a tokenizer.
   CPU preset: the public configs' K = 8 and eval T 0.6, 2 turns (the fewest in which each
   role answers the other; 5 cost 2.5x a step: PRESETS), 2 tests a reply, 64/96 new tokens
-  (coder/tester), HF engine. GPU preset: K = 4, the public configs' 5 turns, 4096 tokens,
+  (coder/tester), the engine as grpo.py's (vLLM when it starts). GPU preset: K = 4, the public configs' 5 turns, 4096 tokens,
   lr 1e-6, weight decay 0.01, eval T 0.6.
 """
 import copy
@@ -1243,9 +1243,10 @@ PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     # Budgets sized from the measured answers (tiny tokenizer): a reference program is <= 65
     # tokens (mean 26), two ground-truth tests in the tester format <= 94 tokens (mean 82).
     # 2 turns: the fewest in which each role answers the other (module docstring).
-    # The HF engine and 1 torch thread: the figures in .notes/agents.md were measured so
-    # (HF generate at 2 threads took 5-28 s a call on the loaded 2-core box, at 1: 0.35-1.1),
-    # and two vLLM engines in one process (per-role) are untested.
+    # The engine as grpo.py's (auto: vLLM's CPU build when it starts; per-role runs two in one
+    # process): a short arm's generation took 19 s there against 74 s with transformers'
+    # generate (bench/results/step-floor). 1 torch thread: HF generate at 2 threads took
+    # 5-28 s a call on the loaded 2-core box, at 1: 0.35-1.1 (.notes/agents.md).
     # The built-in set, not the testbed defaults of trainer.py: 250 role SFT steps stop
     # before the 300-400 at which the tiny model learns the testbed's copy skill.
     # lr 5e-5: at 1.5e-4 ten RL steps cost the coder 7.8 points and the system 6.5 (3 seeds
@@ -1257,7 +1258,7 @@ PRESETS = flags.merge_presets(flags.COMMON_PRESETS, {
     "cpu": dict(train_data="builtin", eval_data="builtin", lr=5e-5, steps=10,
                 prompts_per_step=4, group_size=8, sft_batch=16, eval_temperature=0.6,
                 eval_n=2, max_new_tokens=64, tester_max_new_tokens=96, max_tests=2,
-                max_turns=2, micro_batch=16, engine="hf", cpu_threads=1),
+                max_turns=2, micro_batch=16, cpu_threads=1),
     # AT-GRPO's reported settings at 1.7B (the PettingLLMs paper); 5 turns as the public configs.
     "gpu": dict(out="runs/agents-gpu", max_turns=5, group_size=4, max_new_tokens=4096,
                 tester_max_new_tokens=4096, max_tests=8, lr=1e-6, weight_decay=0.01,

@@ -821,7 +821,8 @@ def test_presets_keep_the_paper_settings_on_gpu_and_flags_override():
     cpu = agents.parse_args([])
     # the public configs' K and evaluation temperature; 2 turns, not their 5 (PRESETS)
     assert (cpu.group_size, cpu.max_turns, cpu.eval_temperature) == (8, 2, 0.6)
-    assert (cpu.max_tests, cpu.engine, cpu.out, cpu.reward) == (2, "hf", "runs/agents", "fraction")
+    assert (cpu.max_tests, cpu.engine, cpu.out, cpu.reward) == (2, "auto", "runs/agents",
+                                                                "fraction")
     assert (cpu.turn_order, cpu.role_rewards) == ("parallel", "pettingllms")
     assert (cpu.catch_bonus, cpu.trivial_penalty, cpu.coverage_weight) == (1.0, 0.5, 0.5)
     assert agents.parse_args(["--group-size", "3"]).group_size == 3
@@ -847,7 +848,7 @@ def test_binary_global_reward():
 ROOT = __import__("os").path.dirname(
     __import__("os").path.dirname(__import__("os").path.abspath(__file__))
 )
-TINY = ["--model", "tiny", "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4",
+TINY = ["--model", "tiny", "--engine", "hf", "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4",
         "--prompts-per-step", "2", "--max-turns", "2", "--group-size", "2", "--max-new-tokens", "8",
         "--tester-max-new-tokens", "8", "--micro-batch", "4"]
 
