@@ -50,8 +50,8 @@ Simplifications:
     Completions, kept whole for their token ids): the game never sees a tokenizer.
   CPU preset: the public configs' K = 8 and eval T 0.6, 2 turns (the fewest in which each
   role answers the other; 5 cost 2.5x a step: PRESETS), 2 tests a reply, 64/96 new tokens
-  (coder/tester), the engine as grpo.py's (vLLM when it starts). GPU preset: K = 4, the public configs' 5 turns, 4096 tokens,
-  lr 1e-6, weight decay 0.01, eval T 0.6.
+  (coder/tester), the engine as grpo.py's (vLLM when it starts). GPU preset: K = 4, the
+  public configs' 5 turns, 4096 tokens, lr 1e-6, weight decay 0.01, eval T 0.6.
 """
 import copy
 import functools
