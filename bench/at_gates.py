@@ -299,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the coder's budget (the tester's: --tester-max-new-tokens)")
     p.add_argument("--tester-max-new-tokens", type=flags.POSITIVE_INT, default=96)
     p.add_argument("--test-timeout", type=flags.POSITIVE, default=6.0)
-    p.add_argument("--engine", default="hf", choices=["auto", "vllm", "hf"])
+    p.add_argument("--engine", default="auto", choices=["auto", "vllm", "hf"],
+                   help="as agents.py's (auto: vLLM's CPU build when it starts); the shipped "
+                        "base's gates in bench/results/at-gates were measured with hf")
     p.add_argument("--cpu-threads", type=flags.COUNT, default=1,
                    help="torch threads (0: torch's default)")
     p.add_argument("--sandbox-workers", type=flags.POSITIVE_INT, default=None)
