@@ -78,6 +78,9 @@ from infra.samples import clip, pick
 from tester_judge import (
     ROLE_REWARDS,
     coder_jobs,
+    fill_jobs,
+    fill_programs,
+    filled_tests,
     format_tests,
     gt_every_test,
     job_key,
@@ -87,6 +90,7 @@ from tester_judge import (
     passed_and_mismatches,
     result_of,
     run_jobs,
+    select_by_tests,
     tester_jobs,
 )
 
@@ -116,6 +120,21 @@ TESTER_SYSTEM_CALL = (
     "```python block:\n```python\nassert {fn_name}(...) == ...\n```\n"
     "Write between 1 and {max_tests} tests. Expected values must be exactly right."
 )
+# The a1-cure variant's tester (Code-A1): inputs only, the outputs are filled by programs.
+TESTER_SYSTEM_INPUTS = (
+    "You are the tester. Write test inputs for the problem, without expected outputs: for "
+    "each test, write\n**Test Input:**\n```\n<stdin>\n```\n"
+    "Write between 1 and {max_tests} inputs, chosen so that a wrong program goes wrong."
+)
+TESTER_SYSTEM_CALL_INPUTS = (
+    "You are the tester. Write test inputs for the function `{fn_name}`, without expected "
+    "values: one call with literal arguments per line, in one ```python block:\n"
+    "```python\n{fn_name}(...)\n```\n"
+    "Write between 1 and {max_tests} calls, chosen so that a wrong program goes wrong."
+)
+# --variant: none, the PettingLLMs game; a1-cure, Code-A1's tester + CURE's selection.
+VARIANTS = ("none", "a1-cure")
+FILL_FROM = ("reference", "majority")
 MAX_SHOWN_MISMATCHES = 3  # keeps prompts short for small models
 MAX_SHOWN_CHARS = 300
 
@@ -136,6 +155,11 @@ class GameConfig:
     reward: str = "fraction"  # the global term: "fraction" (pass rate, the seed) or "binary"
     timeout: float = 5.0
     memory_mb: int = 512
+    # a1-cure (not PettingLLMs' game): the tester writes inputs, their outputs filled from
+    # fill_from: "reference" (training) or "majority" of the coder's K candidates (evaluation,
+    # where no ground truth steers the game: each role step continues its first candidate)
+    variant: str = "none"
+    fill_from: str = "reference"
 
     def __post_init__(self):
         if self.turn_order not in TURN_ORDERS:
@@ -152,6 +176,14 @@ class GameConfig:
                              "same turn, which in tester-first order writes its program after "
                              "the tester's branch is chosen; use role_rewards 'ours' or the "
                              "parallel or coder-first order")
+        if self.variant not in VARIANTS or self.fill_from not in FILL_FROM:
+            raise ValueError(f"variant must be one of {list(VARIANTS)} and fill_from one of "
+                             f"{list(FILL_FROM)}, not {self.variant!r}, {self.fill_from!r}")
+        if self.variant == "none" and self.fill_from != "reference":
+            raise ValueError("fill_from fills the a1-cure variant's tests; set variant a1-cure")
+        if self.variant != "none" and self.role_rewards != "pettingllms":
+            raise ValueError("variant a1-cure pays the coder pettingllms' 2 g and the tester "
+                             "rejection_reward; use role_rewards 'pettingllms'")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,29 +282,41 @@ def coder_turn_messages(state):
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def tester_messages(state, max_tests=8):
+def tester_messages(state, max_tests=8, inputs_only=False):
     """The tester's prompt: the problem, then (once anyone acted) its last tests, the coder's
-    current program and how it did on them."""
+    current program and how it did on them. inputs_only: the a1-cure variant's tester, which
+    writes (and is shown) inputs only."""
     p = state.problem
     user = data.problem_statement(p)
     if state.tester_acted or state.coder_acted:
         if state.tester_acted:
             user += "\n\nYour last tests:\n" + (
-                format_tests(state.tests, p.fn_name, _is_method(p)) or "(none parsed)"
+                format_tests(state.tests, p.fn_name, _is_method(p), inputs_only)
+                or "(none parsed)"
             )
         if state.coder_acted:
             user += "\n\n" + _program_report(state)
             if state.tests:
                 user += "\n\n" + _results_report(state)
         user += (
+            "\n\nWrite inputs that a wrong program gets wrong. Reply with the full list of inputs."
+            if inputs_only else
             "\n\nWrite tests that a wrong program fails. If a test of yours is wrong, fix it; keep "
             "the right ones. Reply with the full list of tests."
         )
     if p.fn_name is None:
-        system = TESTER_SYSTEM.format(max_tests=max_tests)
+        system = (TESTER_SYSTEM_INPUTS if inputs_only else TESTER_SYSTEM).format(
+            max_tests=max_tests)
     else:
-        system = TESTER_SYSTEM_CALL.format(max_tests=max_tests, fn_name=p.fn_name)
+        system = (TESTER_SYSTEM_CALL_INPUTS if inputs_only else TESTER_SYSTEM_CALL).format(
+            max_tests=max_tests, fn_name=p.fn_name)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def judged_against(state, paired, cfg):
+    """The coder candidates [(code, g)] a tester step's tests are run on: the last coder step's
+    of the state; in the a1-cure variant this turn's (paired) when the coder acted first."""
+    return paired if cfg.variant != "none" and paired else state.coder_candidates
 
 
 def score_testers(state, test_sets, results, cfg, paired=None):
@@ -285,8 +329,9 @@ def score_testers(state, test_sets, results, cfg, paired=None):
         b = branch_of(state)
         b.tests, b.tester_acted = copy.deepcopy(ts), True
         b.valid, b.passed, b.mismatches, terms = judge_test_set(
-            state.problem, ts, state.program, state.gt_pass_rate, state.coder_candidates,
-            results, cfg, paired_g=paired[i][1] if paired else None)
+            state.problem, ts, state.program, state.gt_pass_rate,
+            judged_against(state, paired, cfg), results, cfg,
+            paired_g=paired[i][1] if paired else None)
         scored.append((b, terms))
     return scored
 
@@ -361,7 +406,7 @@ def generate_candidates(generate, prompts, k):
 
 
 TERMS = {"tester": ("global", "local", "reward", "paired_coder_global", "valid_share",
-                    "catch_share", "trivial_share", "duplicate_share", "coverage"),
+                    "catch_share", "trivial_share", "duplicate_share", "coverage", "rejection"),
          "coder": ("global", "local", "reward")}
 
 
@@ -390,8 +435,8 @@ def _new_stats():
 def _log_terms(stats, role, scored):
     for _, terms in scored:
         for name in TERMS[role]:
-            if terms[name] is None:   # not measured (the coverage of an untraced reference)
-                continue
+            if terms.get(name) is None:   # not measured (an untraced reference's coverage, or
+                continue                  # the rejection outside the a1-cure variant)
             stats[f"{role}_{name}_sum"] = stats.get(f"{role}_{name}_sum", 0.0) + terms[name]
         stats[f"{role}_samples"] = stats.get(f"{role}_samples", 0) + 1
 
@@ -413,8 +458,9 @@ def role_step(role, states, generate, cfg, stats, run_batch, paired=None):
     """One role's step for the active states -> (chosen branches, candidates, choice per state).
     One generate call (K per state) and one sandbox call for all states. paired (the tester's
     step): per state, this turn's coder candidates [(code, g)] (score_testers), or None."""
+    inputs_only = cfg.variant != "none"
     if role == "tester":
-        prompts = [tester_messages(s, cfg.max_tests) for s in states]
+        prompts = [tester_messages(s, cfg.max_tests, inputs_only) for s in states]
     else:
         prompts = [coder_turn_messages(s) for s in states]
     outputs = generate_candidates(generate, prompts, cfg.k)
@@ -424,14 +470,19 @@ def role_step(role, states, generate, cfg, stats, run_batch, paired=None):
         for s, outs in zip(states, outputs):
             sets = []
             for out in outs:
-                tests, failed = parse_tests(response_text(out), cfg.max_tests, s.problem.fn_name)
+                tests, failed = parse_tests(response_text(out), cfg.max_tests, s.problem.fn_name,
+                                            inputs_only)
                 stats["tester_blocks_failed"] += failed
                 stats["tester_replies_without_tests"] += not tests
-                stats["tests_written"] += len(tests)
+                stats["inputs_written" if inputs_only else "tests_written"] += len(tests)
                 sets.append(tests)
             extracted.append(sets)
-        jobs = [j for s, sets in zip(states, extracted)
-                for j in tester_jobs(s.problem, s.program, s.coder_candidates, sets, cfg)]
+        against = [judged_against(s, paired[j] if paired else None, cfg)
+                   for j, s in enumerate(states)]
+        if inputs_only:
+            extracted = fill_outputs(states, extracted, against, cfg, stats, run_batch)
+        jobs = [j for s, sets, cands in zip(states, extracted, against)
+                for j in tester_jobs(s.problem, s.program, cands, sets, cfg)]
     else:
         extracted = [[data.extract_code(response_text(o)) for o in outs] for outs in outputs]
         stats["coder_replies_without_code"] += sum(c is None for codes in extracted for c in codes)
@@ -455,13 +506,58 @@ def role_step(role, states, generate, cfg, stats, run_batch, paired=None):
             scored = score_coders(state, ext, results, cfg)
         _log_terms(stats, role, scored)
         key = (state.problem.id, state.episode, state.turn, role)
-        i = best(scored)
+        # a1-cure's evaluation: no reward (it reads the ground truth) may pick the branch
+        i = 0 if cfg.fill_from == "majority" else best(scored)
         candidates += [Candidate(role, key, prompt, response_text(out), terms["reward"], terms, out,
                                  outcome_of(b, k == i))
                        for k, ((b, terms), out) in enumerate(zip(scored, outs))]
         chosen.append(scored[i][0])
         choices.append((i, scored[i][1]))
     return chosen, candidates, choices
+
+
+def fill_outputs(states, input_sets, against, cfg, stats, run_batch):
+    """The a1-cure variant: per state, its tester candidates' inputs -> their tests, each
+    input's expected output filled by tester_judge.filled_tests from fill_programs (the
+    reference in training; the majority of the coder candidates `against` at evaluation); an
+    input without an output is dropped. One sandbox call for all states."""
+    programs = [fill_programs(s.problem, cands, cfg.fill_from) for s, cands in zip(states, against)]
+    results = run_jobs([j for s, progs, sets in zip(states, programs, input_sets)
+                        for j in fill_jobs(s.problem, progs, sets)],
+                       run_batch, cfg.timeout, cfg.memory_mb)
+    stats["sandbox_calls"] += bool(results)
+    stats["sandbox_jobs"] += len(results)
+    out = []
+    for s, progs, sets in zip(states, programs, input_sets):
+        out.append([])
+        for inputs in sets:
+            tests, dropped = filled_tests(s.problem, progs, inputs, results)
+            stats["inputs_dropped"] += dropped
+            stats["tests_written"] += len(tests)
+            out[-1].append(tests)
+    return out
+
+
+def select_tested(states, cfg, stats, run_batch):
+    """The a1-cure variant's end of a turn: every coder candidate of the last coder step runs
+    on the state's tests (one sandbox call) and the state takes the one that passes the most
+    (select_by_tests; ties: the earliest) as its program, with its ground-truth pass rate
+    (what pass@1 reads) and its results on the tests. Candidates of the last coder step only,
+    not of all turns: the state holds those."""
+    results = run_jobs([(c, s.tests, s.problem, False) for s in states
+                        for c, _ in s.coder_candidates], run_batch, cfg.timeout, cfg.memory_mb)
+    stats["sandbox_calls"] += bool(results)
+    stats["sandbox_jobs"] += len(results)
+    for s in states:
+        if not s.coder_candidates:
+            continue
+        runs = [passed_and_mismatches(result_of(results, c, s.tests, s.problem), s.tests,
+                                      s.problem.fn_name) for c, _ in s.coder_candidates]
+        i = select_by_tests([sum(passed) for passed, _ in runs])
+        stats["selections_not_last"] += s.coder_candidates[i][0] != s.program
+        s.program, s.gt_pass_rate = s.coder_candidates[i]
+        s.passed, s.mismatches = runs[i]
+    return states
 
 
 def join_parallel(testers, coders, cfg, stats, run_batch):
@@ -516,6 +612,8 @@ def run_turn(states, generates, cfg, stats, run_batch):
             rec[role], rec[f"{role}_choice"] = terms, i
     if cfg.turn_order == "parallel":
         states = join_parallel(chosen["tester"], chosen["coder"], cfg, stats, run_batch)
+    if cfg.variant != "none":
+        states = select_tested(states, cfg, stats, run_batch)
     for state, rec in zip(states, records):
         state.agree = state.program is not None and bool(state.tests) and all(state.passed)
         state.done = state.agree
@@ -566,6 +664,8 @@ def run_episodes(problems, coder_generate, tester_generate, run_batch=None, **se
     cfg = settings.pop("cfg", None) or GameConfig(**settings)
     run_batch = run_batch or sandbox.run_batch
     stats = _new_stats()
+    if cfg.variant != "none":
+        stats.update(inputs_written=0, inputs_dropped=0, selections_not_last=0)
     states = []
     for i, problem in enumerate(problems):
         stats["episodes_without_reference"] += not problem.solutions
@@ -796,11 +896,12 @@ def mirrored(states, seed, pid):
     return fix + ([s for s in keep if s[0] == want] or keep[:1])
 
 
-def warm_start_pairs(problems, roles, max_tests, repairs=()):
+def warm_start_pairs(problems, roles, max_tests, repairs=(), inputs_only=False):
     """SFT pairs (messages, answer): each role's turn-0 prompts -> every reference program (coder,
     both without tests shown and with the problem's easy_tests shown, as in tester-first order)
     / those tests in the tester's format (tester); and for each repair_states entry, its
-    turn-1 prompts -> the right program / the right tests."""
+    turn-1 prompts -> the right program / the right tests. inputs_only (the a1-cure variant):
+    the tester's prompts and answers in its inputs-only format."""
     pairs = []
     for p in problems:
         easy = easy_tests(p.tests, max_tests)
@@ -814,7 +915,8 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
             ]
         if "tester" in roles:
             pairs.append(
-                (tester_messages(bare, max_tests), format_tests(easy, p.fn_name, _is_method(p)))
+                (tester_messages(bare, max_tests, inputs_only),
+                 format_tests(easy, p.fn_name, _is_method(p), inputs_only))
             )
     for state, program, tests in repairs:
         p = state.problem
@@ -822,15 +924,16 @@ def warm_start_pairs(problems, roles, max_tests, repairs=()):
             pairs.append((coder_turn_messages(state), data.format_answer(program)))
         if "tester" in roles:
             pairs.append(
-                (tester_messages(state, max_tests), format_tests(tests, p.fn_name, _is_method(p)))
+                (tester_messages(state, max_tests, inputs_only),
+                 format_tests(tests, p.fn_name, _is_method(p), inputs_only))
             )
     return pairs
 
 
-def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=()):
+def warm_start_examples(tokenizer, problems, roles, max_tests, repairs=(), inputs_only=False):
     """warm_start_pairs tokenized into actor.Samples (answer + EOS), for actor.sft."""
     out = []
-    for messages, answer in warm_start_pairs(problems, roles, max_tests, repairs):
+    for messages, answer in warm_start_pairs(problems, roles, max_tests, repairs, inputs_only):
         ids = tokenizer(data.render_prompt(tokenizer, messages))["input_ids"]
         out.append(
             actor.Sample(ids, tokenizer(answer)["input_ids"] + [tokenizer.eos_token_id], 1.0)
@@ -905,7 +1008,8 @@ def warm_start(team, r):
         actor.sft(
             m.policy,
             m.tokenizer,
-            warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs),
+            warm_start_examples(m.tokenizer, r.train_problems, roles, a.max_tests, repairs,
+                                inputs_only=a.variant != "none"),
             r.d,
             lambda row, tag=tag: r.log({**row, "roles": tag}),
             **flags.sft(a),
@@ -1122,7 +1226,7 @@ def evaluate_team(team, r, when, problems=None):
     trace = [] if r.sample_log.on else None      # the samples file (--log-samples)
     with timer("eval"):
         res = evaluate_episodes(team, problems, r.d, random.Random(a.seed + 7),
-                                game_config(a, k=1), n=a.eval_n, temperature=a.eval_temperature,
+                                eval_config(a), n=a.eval_n, temperature=a.eval_temperature,
                                 top_p=a.top_p, budgets=token_budgets(a),
                                 workers=a.sandbox_workers,
                                 dump=os.path.join(a.out, f"eval_{when}.jsonl"), timer=timer,
@@ -1313,6 +1417,12 @@ def build_parser():
                    help="tests asked for and kept per tester reply")
     g.add_argument("--tester-max-new-tokens", type=flags.POSITIVE_INT, default=96,
                    help="the tester's response budget (--max-new-tokens is the coder's)")
+    g.add_argument("--variant", choices=VARIANTS, default="none",
+                   help="none: PettingLLMs' game; a1-cure: a variant arm, NOT PettingLLMs: "
+                        "Code-A1's tester (inputs only, outputs filled by the reference in "
+                        "training, by the majority of the coder's K programs at evaluation) and "
+                        "CURE's selection (the program passing most tests; the tester paid for "
+                        "the wrong programs its tests reject); needs --role-rewards pettingllms")
     flags.add_adv_scale_flag(g)
     g.add_argument("--repair-sft", type=int, default=1, choices=[0, 1],
                    help="1: the warm start also trains turn-1 prompts (a wrong program or a "
@@ -1334,6 +1444,9 @@ def parse_args(argv=None):
     if args.tis_cap > 0:
         parser.error(f"--tis-cap {args.tis_cap}: agents.py does not keep the sampler's "
                      "log-probs of its candidates, so it cannot correct for them; drop --tis-cap")
+    if args.variant != "none" and args.role_rewards != "pettingllms":
+        parser.error(f"--variant {args.variant} pays the coder pettingllms' 2 g and the tester "
+                     "for rejecting wrong programs; drop --role-rewards ours")
     if args.role_rewards == "pettingllms":
         if args.turn_order == "tester-first":
             parser.error("--turn-order tester-first: the pettingllms rewards pay each tester "
@@ -1355,7 +1468,15 @@ def game_config(args, **overrides):
         "catch_bonus": args.catch_bonus, "trivial_penalty": args.trivial_penalty,
         "coverage_weight": args.coverage_weight, "max_tests": args.max_tests,
         "turn_order": args.turn_order, "timeout": args.test_timeout, "reward": args.reward,
-        **overrides})
+        "variant": args.variant, **overrides})
+
+
+def eval_config(args):
+    """The game at evaluation: one candidate a role step (pass@1 of one sample); the a1-cure
+    variant keeps K, whose majority fills the tests and among which the tests select."""
+    if args.variant == "none":
+        return game_config(args, k=1)
+    return game_config(args, fill_from="majority")
 
 
 def token_budgets(args):

@@ -55,6 +55,14 @@ or their order (the ground truth too, except under --reward binary, which needs 
 Coverage is line coverage, not branch coverage (`else:` has no line of its own). A problem
 without a reference solution (LiveCodeBench) has no valid test: only evaluation plays it.
 
+The a1-cure variant (agents.py's --variant; Code-A1's tester and CURE's selection, NOT the
+PettingLLMs game): the tester writes inputs only; their expected outputs come from the
+reference solution in training, from the majority output of the coder's K candidates at
+evaluation (majority_output; an input without an output is dropped); the final program is the
+candidate that passes the most of these tests (select_by_tests); the tester's reward is
+rejection_reward (per test: 0 if a right program fails it, else the share of the wrong
+programs it rejects; the mean over its tests). The coder's reward stays pettingllms' 2 g.
+
 Two kinds of test: standard I/O ({"input": stdin, "output": expected stdout}, written as
 `**Test Input:**` / `**Test Output:**` blocks) and call-based ({"input": [args], "output":
 value}, written as `assert f(<literals>) == <literal>` lines).
@@ -74,51 +82,63 @@ _BLOCK = re.compile(
     r"\s*" + _FENCE + r"\s*\**\s*test\s+output\s*:?\s*\**\s*:?\s*" + _FENCE,
     re.DOTALL | re.IGNORECASE,
 )
+_INPUT_ONLY = re.compile(r"\s*" + _FENCE, re.DOTALL)
 _ASSERT = re.compile(r"^\s*assert\b.*$", re.MULTILINE)
 
 
-def parse_tests(text, max_tests=8, fn_name=None):
+def parse_tests(text, max_tests=8, fn_name=None, inputs_only=False):
     """Tests from a tester reply -> (tests, n_failed); never raises. fn_name None: stdio blocks
-    (parse_stdio_tests); else `assert fn_name(...) == ...` lines (parse_call_tests)."""
+    (parse_stdio_tests); else `assert fn_name(...) == ...` lines (parse_call_tests).
+    inputs_only (the a1-cure variant's tester): inputs without outputs, each test's "output"
+    None (an input block alone; a call line `fn_name(...)` without assert)."""
     if not isinstance(text, str):
         return [], 1
     return (
-        parse_stdio_tests(text, max_tests)
+        parse_stdio_tests(text, max_tests, inputs_only)
         if fn_name is None
-        else parse_call_tests(text, fn_name, max_tests)
+        else parse_call_tests(text, fn_name, max_tests, inputs_only)
     )
 
 
-def parse_stdio_tests(text, max_tests=8):
+def parse_stdio_tests(text, max_tests=8, inputs_only=False):
     """'**Test Input:**\\n```\\n1 2\\n```\\n**Test Output:**\\n```\\n3\\n```'
     -> ([{"input": "1 2\\n", "output": "3"}], 0). Each 'Test Input' marker starts a block; a
     block without an input fence followed by an output marker and fence counts as failed. A
     reply with no marker at all counts as one failed block (it said something, just not tests).
+    inputs_only: a block needs only its input fence (what follows it is ignored); output None.
     """
     starts = [m.end() for m in _INPUT_MARK.finditer(text)]
     if not starts:
         return [], 1
     tests, failed = [], 0
     for start, end in zip(starts, starts[1:] + [len(text)]):
-        m = _BLOCK.match(text, start, end)
+        m = (_INPUT_ONLY if inputs_only else _BLOCK).match(text, start, end)
         if m is None:
             failed += 1
         elif len(tests) < max_tests:
-            tests.append({"input": m.group(1).strip() + "\n", "output": m.group(2).strip()})
+            tests.append({"input": m.group(1).strip() + "\n",
+                          "output": None if inputs_only else m.group(2).strip()})
     return tests, failed
 
 
-def parse_call_tests(text, fn_name, max_tests=8):
+def _call_lines(fn_name):
+    """Lines that call fn_name (or Solution().fn_name) first thing: the inputs-only format."""
+    return re.compile(rf"^\s*(?:Solution\(\)\.)?{re.escape(fn_name)}\s*\(.*$", re.MULTILINE)
+
+
+def parse_call_tests(text, fn_name, max_tests=8, inputs_only=False):
     """'assert add(1, 2) == 3' -> ([{"input": [1, 2], "output": 3}], 0): every line that starts
     with `assert` is one test (inside or outside a fence); it counts as failed unless it is
     `assert fn_name(<literals>) == <literal>` (or `Solution().fn_name(...)`), positional
-    arguments only. No assert line at all counts as one failure."""
-    lines = [m.group(0) for m in _ASSERT.finditer(text)]
+    arguments only. No assert line at all counts as one failure.
+    inputs_only: every line that starts with the call, 'add(1, 2)' -> {"input": [1, 2],
+    "output": None}."""
+    lines = [m.group(0) for m in (_call_lines(fn_name) if inputs_only else _ASSERT).finditer(text)]
     if not lines:
         return [], 1
     tests, failed = [], 0
     for line in lines:
-        test = _call_test(line, fn_name)
+        test = _call_test(line, fn_name, inputs_only)
         if test is None:
             failed += 1
         elif len(tests) < max_tests:
@@ -126,15 +146,19 @@ def parse_call_tests(text, fn_name, max_tests=8):
     return tests, failed
 
 
-def _call_test(line, fn_name):
+def _call_test(line, fn_name, inputs_only=False):
     try:
         node = ast.parse(line.strip()).body[0]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    cmp = node.test if isinstance(node, ast.Assert) else None
-    if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1 and isinstance(cmp.ops[0], ast.Eq)):
-        return None
-    call = cmp.left
+    if inputs_only:
+        call, expected = (node.value if isinstance(node, ast.Expr) else None), None
+    else:
+        cmp = node.test if isinstance(node, ast.Assert) else None
+        if not (isinstance(cmp, ast.Compare) and len(cmp.ops) == 1
+                and isinstance(cmp.ops[0], ast.Eq)):
+            return None
+        call, expected = cmp.left, cmp.comparators[0]
     if not isinstance(call, ast.Call) or call.keywords:
         return None
     func = call.func
@@ -149,10 +173,10 @@ def _call_test(line, fn_name):
         return None
     try:
         args = [ast.literal_eval(a) for a in call.args]
-        expected = ast.literal_eval(cmp.comparators[0])
+        output = None if expected is None else ast.literal_eval(expected)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
-    return {"input": args, "output": expected}
+    return {"input": args, "output": output}
 
 
 def _call_text(test, fn_name, method=False):
@@ -160,14 +184,15 @@ def _call_text(test, fn_name, method=False):
     return f"{target}({', '.join(repr(a) for a in test['input'])})"
 
 
-def format_tests(tests, fn_name=None, method=False):
+def format_tests(tests, fn_name=None, method=False, inputs_only=False):
     """The inverse of parse_tests (the tester's own format), for prompts and SFT answers."""
     if fn_name is not None:
-        lines = [f"assert {_call_text(t, fn_name, method)} == {t['output']!r}" for t in tests]
+        lines = [_call_text(t, fn_name, method) if inputs_only else
+                 f"assert {_call_text(t, fn_name, method)} == {t['output']!r}" for t in tests]
         return "```python\n" + "\n".join(lines) + "\n```" if lines else ""
     return "\n".join(
-        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```\n"
-        f"**Test Output:**\n```\n{t['output'].rstrip()}\n```"
+        f"**Test Input:**\n```\n{t['input'].rstrip()}\n```"
+        + ("" if inputs_only else f"\n**Test Output:**\n```\n{t['output'].rstrip()}\n```")
         for t in tests
     )
 
@@ -285,6 +310,46 @@ def pettingllms_tester_reward(paired_coder_global):
     """r_T = g of the paired coder candidate (+ the tests' match ratio against a golden
     program, which the public code never computes: 0)."""
     return paired_coder_global
+
+
+# The a1-cure variant (not PettingLLMs' game): the tester writes inputs, programs fill the
+# outputs, the tests select the final program, the tester is paid for rejecting wrong programs.
+
+
+def majority_output(outputs):
+    """The output most candidate programs produced on one input; None when none produced one.
+    outputs: per candidate, in candidate order, its output (hashable, e.g. its text) or None.
+    Ties: the output of the earliest candidate among the tied.
+    ["3", "4", "3", None] -> "3";  ["4", "3", "3", "4"] -> "4";  [None, None] -> None."""
+    counts = {}
+    for out in outputs:
+        if out is not None:
+            counts[out] = counts.get(out, 0) + 1
+    # a dict keeps first-seen order and max keeps the first maximum: the earliest wins a tie
+    return max(counts, key=counts.get) if counts else None
+
+
+def select_by_tests(pass_counts):
+    """Index of the program that passes the most tests; ties: the earliest. [1, 3, 3] -> 1."""
+    return max(range(len(pass_counts)), key=lambda i: (pass_counts[i], -i))
+
+
+def rejection_reward(failed, right, n_tests):
+    """The variant's tester reward (CURE's, simplified): for candidate programs c with code,
+        s_t = 0                                     if some right program fails test t
+            = |{c wrong : c fails t}| / |{c wrong}|   else (0 when none is wrong)
+        r_T = (1 / n) sum_t s_t                     (0 when n = 0)
+    right: g(c) = 1 (c passes the whole ground truth); wrong: g(c) < 1.
+    failed: [candidate][test] -> True when the candidate fails the test (shape K x n);
+    right: [candidate] -> bool. A test two right programs pass that rejects 2 of 4 wrong
+    ones scores 0.5; one that a right program fails scores 0."""
+    if n_tests == 0:
+        return 0.0
+    wrong = [f for f, r in zip(failed, right) if not r]
+    scores = [0.0 if any(f[t] for f, r in zip(failed, right) if r)
+              else sum(f[t] for f in wrong) / len(wrong) if wrong else 0.0
+              for t in range(n_tests)]
+    return sum(scores) / n_tests
 
 
 # ---------------------------------------------------------------------------------------------
@@ -417,6 +482,67 @@ def tester_jobs(problem, shown, candidates, test_sets, cfg):
     return out
 
 
+def fill_programs(problem, candidates, fill_from):
+    """The programs whose outputs fill the variant tester's inputs: "reference" (training):
+    the reference solution alone ([None] without one: every input is dropped); "majority"
+    (evaluation, no reference): the coder candidates [(code, g)] with code."""
+    if fill_from == "reference":
+        return [reference_of(problem)]
+    return [c for c, _ in candidates if c is not None]
+
+
+def probe_tests(inputs, fn_name):
+    """Inputs as sandbox tests whose output is read, not judged: a placeholder expected output
+    (the sandbox needs one; its verdict, pass or wrong_answer, is not read)."""
+    return [{"input": t["input"], "output": "" if fn_name is None else None} for t in inputs]
+
+
+def produced_output(test_result, fn_name):
+    """What a program printed (standard I/O; trailing whitespace of each line dropped) or
+    returned (call-based: its repr) on one probe test, or None: it did not run through (any
+    verdict but pass / wrong_answer), its output may be cut (the sandbox keeps SHOWN_OUTPUT
+    characters), or the value is not a Python literal (an error message in its place)."""
+    if test_result is None or test_result.status not in ("pass", "wrong_answer"):
+        return None
+    out = test_result.output
+    if len(out) >= sandbox.SHOWN_OUTPUT:
+        return None
+    if fn_name is None:
+        return "\n".join(line.rstrip() for line in out.rstrip().split("\n"))
+    try:
+        ast.literal_eval(out)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return out
+
+
+def fill_jobs(problem, programs, input_sets):
+    """Every filling program x every set of inputs, as run_jobs jobs (probe_tests)."""
+    return [(c, probe_tests(inputs, problem.fn_name), problem, False)
+            for inputs in input_sets for c in programs if inputs]
+
+
+def filled_tests(problem, programs, inputs, results):
+    """Inputs -> (tests, n_dropped): each input with the majority output of `programs` on it
+    (majority_output; one program: its own output); an input on which none produced an output
+    (produced_output None: a crash, a timeout) is dropped. results: run_jobs' answer to
+    fill_jobs."""
+    fn, probes = problem.fn_name, probe_tests(inputs, problem.fn_name)
+    outputs = []
+    for c in programs:
+        res = result_of(results, c, probes, problem)
+        ran = res.tests if res is not None else []
+        outputs.append([produced_output(ran[i] if i < len(ran) else None, fn)
+                        for i in range(len(inputs))])
+    tests = []
+    for i, t in enumerate(inputs):
+        out = majority_output([o[i] for o in outputs])
+        if out is not None:
+            tests.append({"input": t["input"], "output": out if fn is None
+                          else ast.literal_eval(out)})
+    return tests, len(inputs) - len(tests)
+
+
 def gt_every_test(reward):
     """Whether the ground truth runs every test: the "fraction" reward is the pass rate, which
     must not depend on the order of the tests; "binary" needs pass/fail only, so there the
@@ -451,7 +577,8 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg, pai
     next prompt); every term of both schemes (module docstring) and the reward of
     cfg.role_rewards. shown: the program the tester was shown (None: none) and shown_g its
     ground-truth pass rate; candidates: [(code, g)] of the coder step before it; paired_g: the
-    ground-truth pass rate of its paired coder candidate (pettingllms; None: none paired)."""
+    ground-truth pass rate of its paired coder candidate (pettingllms; None: none paired).
+    cfg.variant a1-cure: the reward is rejection_reward over `candidates` (also a term)."""
     p = problem
     reference = reference_of(p)
     n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
@@ -480,6 +607,10 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg, pai
     paired = global_term(paired_g, cfg.reward) if paired_g is not None else 0.0
     reward = (pettingllms_tester_reward(paired) if cfg.role_rewards == "pettingllms"
               else final_reward(g, terms["local"], cfg.alpha))
+    if cfg.variant != "none":   # candidates: the coder candidates its tests meet (agents.py)
+        terms["rejection"] = rejection_reward([[not x for x in cp] for cp in cands],
+                                              [g == 1.0 for _, g in with_code], len(tests))
+        reward = terms["rejection"]
     terms.update(
         {
             "global": g,

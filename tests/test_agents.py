@@ -714,7 +714,7 @@ def test_warm_start_builds_repair_states_only_for_an_sft(monkeypatch):
     calls, examples = [], []
     monkeypatch.setattr(agents, "repair_states", lambda *a, **k: calls.append(a) or ["r"])
     monkeypatch.setattr(agents, "warm_start_examples",
-                        lambda tok, probs, roles, n, repairs: examples.append(repairs) or [])
+                        lambda tok, probs, roles, n, repairs, **k: examples.append(repairs) or [])
     monkeypatch.setattr(agents.actor, "sft", lambda *a, **k: None)
     engine = types.SimpleNamespace(load_weights=lambda params: list(params))
     m = agents.RoleModel(None, torch.nn.Linear(1, 1), engine)
