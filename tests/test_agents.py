@@ -1061,3 +1061,65 @@ def test_overlap_reward_is_refused_not_ignored():
     has nothing to overlap there, and says so."""
     with pytest.raises(SystemExit):
         agents.parse_args(["--overlap-reward"])
+
+
+# --------------------------------------------------------------------------- the a1-cure variant
+
+
+def inputs(*stdins):
+    """An inputs-only tester reply (the a1-cure variant): input blocks without outputs."""
+    return "\n".join(f"**Test Input:**\n```\n{i}\n```" for i in stdins)
+
+
+A1 = dict(variant="a1-cure")
+CATCHING_INPUTS = inputs("20 3", "1 1", "x")    # "x": the reference crashes on it
+
+
+def test_a1_cure_fills_the_testers_inputs_from_the_reference_in_training():
+    """Coder candidates SMALL_ONLY, SMALL_ONLY, REF: their majority on "20 3" would be 0, the
+    reference says 23. Tester A: 20 3 (rejects both wrong programs, REF passes: 1), 1 1 (all
+    pass: 0), x (the reference crashes: dropped) -> 1/2; tester B: 1 1 -> 0."""
+    coder = fixed(code(SMALL_ONLY), code(SMALL_ONLY), code(REF))
+    tester = fixed(CATCHING_INPUTS, inputs("1 1"))    # candidates A, B, A
+    (ep,), samples, stats = run_episodes([make_problem()], coder, tester, max_turns=1, k=3,
+                                         **A1)
+    assert "without expected outputs" in tester.prompts[0][0]["content"]
+    assert [t.reward for t in by_role(samples, "tester")] == [0.5, 0.0, 0.5]
+    assert [t.terms["rejection"] for t in by_role(samples, "tester")] == [0.5, 0.0, 0.5]
+    assert [c.reward for c in by_role(samples, "coder")] == pytest.approx([4 / 3, 4 / 3, 2.0])
+    assert ep.tests == [{"input": "20 3\n", "output": "23"}, {"input": "1 1\n", "output": "2"}]
+    assert ep.program == REF.strip() and ep.passed == [True, True] and ep.gt_pass_rate == 1.0
+    assert (stats["inputs_written"], stats["inputs_dropped"], stats["tests_written"]) == (7, 2, 5)
+    assert stats["selections_not_last"] == 0 and stats["tester_rejection_mean"] == pytest.approx(
+        1 / 3)
+    assert {s.group for s in samples} == {("add", 0, 0, "tester"), ("add", 0, 0, "coder")}
+
+
+def test_a1_cure_evaluation_fills_from_the_coders_majority_and_selects_by_the_tests():
+    """No reference at evaluation: the problem's reference (a - b) would say 17 for "20 3";
+    the candidates SMALL_ONLY, REF, REF say 0, 23, 23 -> 23. The game continues candidate 0
+    (SMALL_ONLY, no reward picks), and the tests select REF (2 passes against 1; candidates 1
+    and 2 tie, the earlier wins): the episode scores REF's ground-truth pass rate."""
+    problem = make_problem("addbad", reference=MINUS)
+    coder = fixed(code(SMALL_ONLY), code(REF), code(REF))
+    (ep,), samples, stats = run_episodes([problem], coder, fixed(CATCHING_INPUTS), max_turns=1,
+                                         k=3, fill_from="majority", **A1)
+    assert ep.tests == [{"input": "20 3\n", "output": "23"}, {"input": "1 1\n", "output": "2"}]
+    assert ep.valid == [False, False]            # the reference disagrees: it filled nothing
+    assert [c.outcome["chosen"] for c in by_role(samples, "coder")] == [True, False, False]
+    assert ep.program == REF.strip() and ep.gt_pass_rate == 1.0 and stats["pass_at_1"] == 1.0
+    assert stats["selections_not_last"] == 1 and stats["inputs_dropped"] == 3   # "x" x 3
+
+
+def test_a1_cure_is_a_flag_and_the_faithful_game_stays_the_default():
+    args = agents.parse_args(["--variant", "a1-cure"])
+    assert agents.game_config(args).variant == "a1-cure"
+    cfg = agents.eval_config(args)
+    assert (cfg.fill_from, cfg.k) == ("majority", args.group_size)   # K candidates to vote
+    default = agents.parse_args([])
+    assert agents.game_config(default).variant == "none"
+    assert agents.eval_config(default).k == 1
+    with pytest.raises(SystemExit):
+        agents.parse_args(["--variant", "a1-cure", "--role-rewards", "ours"])
+    with pytest.raises(ValueError, match="variant a1-cure"):
+        GameConfig(fill_from="majority")

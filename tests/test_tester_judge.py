@@ -328,3 +328,71 @@ def test_the_reference_is_traced_only_when_the_reward_reads_its_coverage():
         assert (t.terms["coverage"] is not None) == measured
         assert ("tester_coverage_sum" in stats) == measured
         assert t.terms["valid_share"] == 1.0
+
+
+# --------------------------------------------------------------------------- the a1-cure variant
+
+
+def test_majority_output_takes_the_most_common_and_breaks_ties_by_the_earliest_candidate():
+    assert tester_judge.majority_output(["3", "4", "3", None]) == "3"
+    assert tester_judge.majority_output(["4", "3", "3", "4"]) == "4"    # 2-2: candidate 0's
+    assert tester_judge.majority_output([None, "5", "6"]) == "5"        # 1-1: the earlier
+    assert tester_judge.majority_output([None, None]) is None
+    assert tester_judge.majority_output([]) is None
+
+
+def test_select_by_tests_takes_the_most_passes_and_the_earliest_of_a_tie():
+    assert tester_judge.select_by_tests([1, 3, 2]) == 1
+    assert tester_judge.select_by_tests([0, 2, 2, 1]) == 1
+    assert tester_judge.select_by_tests([0, 0]) == 0
+
+
+def test_rejection_reward_pays_the_share_of_wrong_programs_a_test_rejects():
+    right = [True, True, False, False, False, False]      # 2 right programs, 4 wrong ones
+    # test 0: rejects 2 of the 4 wrong programs, both right ones pass -> 0.5
+    # test 1: a right program fails it -> 0, however many wrong ones it rejects
+    failed = [[False, True], [False, False], [True, True], [True, True], [False, True],
+              [False, True]]
+    assert tester_judge.rejection_reward([[f[0]] for f in failed], right, 1) == 0.5
+    assert tester_judge.rejection_reward([[f[1]] for f in failed], right, 1) == 0.0
+    assert tester_judge.rejection_reward(failed, right, 2) == 0.25     # the mean over tests
+    # no wrong program: nothing to reject; no tests: 0
+    assert tester_judge.rejection_reward([[True], [False]], [False, True], 1) == 1.0
+    assert tester_judge.rejection_reward([[False]], [True], 1) == 0.0
+    assert tester_judge.rejection_reward([], [], 0) == 0.0
+
+
+def test_an_inputs_only_reply_parses_and_formats_back():
+    text = ("**Test Input:**\n```\n1 2\n```\n**Test Input:**\n```\n3 4\n```\n"
+            "**Test Output:**\n```\n7\n```\n**Test Input:** nothing here")
+    tests, failed = parse_tests(text, inputs_only=True)
+    assert tests == [{"input": "1 2\n", "output": None}, {"input": "3 4\n", "output": None}]
+    assert failed == 1                                     # the block without a fence
+    assert parse_tests(tester_judge.format_tests(tests, inputs_only=True), inputs_only=True) == (
+        tests, 0)
+    calls = "```python\nadd(1, 2)\nSolution().add([3], 'x')\nadd(y)\nassert add(1, 1) == 2\n```"
+    tests, failed = parse_tests(calls, fn_name="add", inputs_only=True)
+    assert tests == [{"input": [1, 2], "output": None}, {"input": [[3], "x"], "output": None}]
+    assert failed == 1                                     # add(y): not a literal
+    assert tester_judge.format_tests(tests, "add", inputs_only=True) == (
+        "```python\nadd(1, 2)\nadd([3], 'x')\n```")
+    assert parse_tests(asserts("add(1, 2)"), fn_name="add") == ([], 1)   # the faithful format
+
+
+def test_filled_tests_take_the_majority_value_and_drop_inputs_without_one():
+    """Call-based: the returned values' majority per input; a crash, or an output the sandbox
+    may have cut, gives no output; an input with none is dropped."""
+    problem = make_problem("addf", fn_name="add")
+    inputs = [{"input": [1, 2], "output": None}, {"input": [0, 0], "output": None}]
+    probes = tester_judge.probe_tests(inputs, "add")
+    long = "[" + "1, " * sandbox.SHOWN_OUTPUT + "1]"
+
+    def ran(*tests):
+        return sandbox.Result("wrong_answer", 0, 2, [sandbox.TestResult(s, 0.0, o)
+                                                     for s, o in tests], set(), 0.0)
+    runs = {"A": ran(("wrong_answer", "[3, 1]"), ("runtime_error", "")),
+            "B": ran(("wrong_answer", "3"), ("wrong_answer", long)),
+            "C": ran(("pass", "[3, 1]"), ("timeout", ""))}
+    results = {tester_judge.job_key(c, probes, problem): r for c, r in runs.items()}
+    tests, dropped = tester_judge.filled_tests(problem, ["B", "A", "C"], inputs, results)
+    assert tests == [{"input": [1, 2], "output": [3, 1]}] and dropped == 1
