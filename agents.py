@@ -39,6 +39,15 @@ The public implementation's four defects, each pinned by a test in tests/test_ag
   without the reference solution (--role-rewards ours: validity = the reference passes the
   test; the default, pettingllms, keeps the public code's reward as it is).
 
+A variant arm, NOT PettingLLMs' game (--variant a1-cure; the default, none, is the game above):
+  Code-A1's tester writes test inputs only; their outputs are filled by the reference solution
+  in training and by the majority output of the coder's K candidates at evaluation
+  (fill_outputs; an input without an output is dropped); at each turn's end the candidate that
+  passes the most of these tests becomes the program (select_tested, CURE's selection), the one
+  pass@1 reads; the tester earns tester_judge.rejection_reward, the coder pettingllms' 2 g.
+  At evaluation it keeps K candidates a step (to vote) and continues each step's first one (a
+  reward reads the ground truth, so none may choose there).
+
 Simplifications:
   * no KL term, so no reference model (as AT-GRPO); GRPO's clipped surrogate (losses.py).
   * turn-level rewards only (no discounting across turns), as in the seed.
