@@ -848,9 +848,9 @@ def test_binary_global_reward():
 ROOT = __import__("os").path.dirname(
     __import__("os").path.dirname(__import__("os").path.abspath(__file__))
 )
-TINY = ["--model", "tiny", "--engine", "hf", "--max-problems", "4", "--sft-steps", "1", "--sft-batch", "4",
-        "--prompts-per-step", "2", "--max-turns", "2", "--group-size", "2", "--max-new-tokens", "8",
-        "--tester-max-new-tokens", "8", "--micro-batch", "4"]
+TINY = ["--model", "tiny", "--engine", "hf", "--max-problems", "4", "--sft-steps", "1",
+        "--sft-batch", "4", "--prompts-per-step", "2", "--max-turns", "2", "--group-size", "2",
+        "--max-new-tokens", "8", "--tester-max-new-tokens", "8", "--micro-batch", "4"]
 
 
 def _agents(nproc, *args, wait=True):
