@@ -1286,8 +1286,8 @@ def reward_term_means(rows):
 def train(args):
     """warm start -> eval -> RL steps -> eval -> summary.json (before_rl / after_rl: both
     pass@1s; rl_first_half / rl_second_half: the reward terms' means)."""
-    r = trainer.start(args, "agents")        # process group, problems, the tester's model
-    r.train_problems = with_reference(r.train_problems, args.train_data)
+    # process group, problems (those RL trains on need a reference), the tester's model
+    r = trainer.start(args, "agents", train_filter=lambda ps: with_reference(ps, args.train_data))
     team = make_team(r, None if args.policy == "shared" else trainer.setup_policy(args, r.d)[1:])
     try:
         ckpt = trainer.checkpoint_to_resume(r)    # --resume's checkpoint, None for a fresh run

@@ -330,12 +330,14 @@ class Run:
         return out
 
 
-def start(args, name: str, value_head: bool = False, coder_prompts: bool = False) -> Run:
+def start(args, name: str, value_head: bool = False, coder_prompts: bool = False,
+          train_filter=None) -> Run:
     """Process group, output dir (claim_out_dir: checked before any work), seeds, metrics,
     problems less those whose prompt the context cannot hold (fitting_prompts), policy and
     engine. coder_prompts: the engine only ever sees the problems' coder prompts (GRPO, PPO),
     so the CPU engine's KV cache is sized to the longest of them and the step (engine_batch);
-    else (agents.py's conversations) to prompts of any length."""
+    else (agents.py's conversations) to prompts of any length. train_filter: the method's own
+    cut of the train problems (it may raise a UserError), applied before any model loads."""
     t0 = time.time()
     bound_native_memory()
     d = init_distributed()
@@ -355,6 +357,8 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
         eval_p, [prompt_text(tokenizer, p) for p in eval_p], tokenizer, budget, "--eval-data")
     check_problem_sets(args, train_p, eval_p)
     train_eval_p = train_eval_set(train_p, eval_p, args.train_eval_problems)
+    if train_filter is not None:
+        train_p = train_filter(train_p)
     batch = None
     if coder_prompts and d.device.type == "cpu":   # only the CPU engine sizes its cache
         batch = rollout_batch(d, tokenizer, train_p, eval_p, train_eval_p, same,
