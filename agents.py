@@ -463,6 +463,14 @@ def _count_tester_group(stats, terms):
     )
 
 
+def game_jobs(jobs, cfg, stats, run_batch):
+    """tester_judge.run_jobs under the game's limits (one sandbox call), counted in stats."""
+    results = run_jobs(jobs, run_batch, cfg.timeout, cfg.memory_mb)
+    stats["sandbox_calls"] += bool(results)
+    stats["sandbox_jobs"] += len(results)
+    return results
+
+
 def role_step(role, states, generate, cfg, stats, run_batch, paired=None):
     """One role's step for the active states -> (chosen branches, candidates, choice per state).
     One generate call (K per state) and one sandbox call for all states. paired (the tester's
@@ -498,9 +506,7 @@ def role_step(role, states, generate, cfg, stats, run_batch, paired=None):
         every_gt = gt_every_test(cfg.reward)
         jobs = [j for s, codes in zip(states, extracted)
                 for j in coder_jobs(s.problem, s.tests, codes, every_gt)]
-    results = run_jobs(jobs, run_batch, cfg.timeout, cfg.memory_mb)
-    stats["sandbox_calls"] += bool(results)
-    stats["sandbox_jobs"] += len(results)
+    results = game_jobs(jobs, cfg, stats, run_batch)
     chosen, candidates, choices = [], [], []
     for j, (state, prompt, outs, ext) in enumerate(zip(states, prompts, outputs, extracted)):
         if role == "tester":
@@ -531,11 +537,8 @@ def fill_outputs(states, input_sets, against, cfg, stats, run_batch):
     reference in training; the majority of the coder candidates `against` at evaluation); an
     input without an output is dropped. One sandbox call for all states."""
     programs = [fill_programs(s.problem, cands, cfg.fill_from) for s, cands in zip(states, against)]
-    results = run_jobs([j for s, progs, sets in zip(states, programs, input_sets)
-                        for j in fill_jobs(s.problem, progs, sets)],
-                       run_batch, cfg.timeout, cfg.memory_mb)
-    stats["sandbox_calls"] += bool(results)
-    stats["sandbox_jobs"] += len(results)
+    results = game_jobs([j for s, progs, sets in zip(states, programs, input_sets)
+                         for j in fill_jobs(s.problem, progs, sets)], cfg, stats, run_batch)
     out = []
     for s, progs, sets in zip(states, programs, input_sets):
         out.append([])
@@ -553,10 +556,8 @@ def select_tested(states, cfg, stats, run_batch):
     (select_by_tests; ties: the earliest) as its program, with its ground-truth pass rate
     (what pass@1 reads) and its results on the tests. Candidates of the last coder step only,
     not of all turns: the state holds those."""
-    results = run_jobs([(c, s.tests, s.problem, False) for s in states
-                        for c, _ in s.coder_candidates], run_batch, cfg.timeout, cfg.memory_mb)
-    stats["sandbox_calls"] += bool(results)
-    stats["sandbox_jobs"] += len(results)
+    results = game_jobs([(c, s.tests, s.problem, False) for s in states
+                         for c, _ in s.coder_candidates], cfg, stats, run_batch)
     for s in states:
         if not s.coder_candidates:
             continue
@@ -579,10 +580,8 @@ def join_parallel(testers, coders, cfg, stats, run_batch):
         b.program, b.coder_acted = c.program, True
         b.gt_pass_rate, b.coder_candidates = c.gt_pass_rate, list(c.coder_candidates)
         out.append(b)
-    results = run_jobs([(b.program, b.tests, b.problem, False) for b in out],
-                       run_batch, cfg.timeout, cfg.memory_mb)
-    stats["sandbox_calls"] += bool(results)
-    stats["sandbox_jobs"] += len(results)
+    results = game_jobs([(b.program, b.tests, b.problem, False) for b in out], cfg, stats,
+                        run_batch)
     for b in out:
         b.passed, b.mismatches = passed_and_mismatches(
             result_of(results, b.program, b.tests, b.problem), b.tests, b.problem.fn_name)

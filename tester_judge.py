@@ -386,27 +386,21 @@ def run_jobs(jobs, run_batch, timeout, memory_mb):
         if code is not None and tests:
             key = job_key(code, tests, problem, cov, every)
             unique.setdefault(key, (code, tests, problem, cov, every))
-    merged = {}    # one sandbox job: (code, problem, coverage, every) and its distinct tests
+    merged = {}    # one sandbox job: (code, problem, coverage, every) -> its distinct tests
+    parts = {}     # each unique job: its sandbox job's key and its tests' places there
     for key, (c, t, p, cov, every) in unique.items():
-        m = merged.setdefault((c, p.id, p.fn_name, p.source, cov) if every else key,
-                              {"job": (c, p, cov, every), "tests": {}})
-        for test in t:
-            m["tests"].setdefault(repr(test), (len(m["tests"]), test))
+        mkey = (c, p.id, p.fn_name, p.source, cov) if every else key
+        m = merged.setdefault(mkey, {"job": (c, p, cov, every), "tests": {}})
+        parts[key] = (mkey, [m["tests"].setdefault(repr(test), (len(m["tests"]), test))[0]
+                             for test in t])
     batch = [
         data.sandbox_job(p, c, [test for _, test in m["tests"].values()], timeout=timeout,
                          memory_mb=memory_mb, coverage=cov, stop_after_timeout=not every)
         for m in merged.values() for c, p, cov, every in [m["job"]]
     ]
     ran = dict(zip(merged, run_batch(batch) if batch else []))
-    out = {}
-    for key, (c, t, p, cov, every) in unique.items():
-        if not every:
-            out[key] = ran[key]
-            continue
-        mkey = (c, p.id, p.fn_name, p.source, cov)
-        out[key] = sandbox.part_of(ran[mkey], [merged[mkey]["tests"][repr(x)][0] for x in t],
-                                   coverage=cov)
-    return out
+    return {key: sandbox.part_of(ran[mkey], places, coverage=unique[key][3])
+            if unique[key][4] else ran[mkey] for key, (mkey, places) in parts.items()}
 
 
 def result_of(results, code, tests, problem, coverage=False, every_test=True):
@@ -581,7 +575,6 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg, pai
     cfg.variant a1-cure: the reward is rejection_reward over `candidates` (also a term)."""
     p = problem
     reference = reference_of(p)
-    n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
     shown_wrong = shown is not None and shown_g < 1.0
     with_code = [(c, g) for c, g in candidates if c is not None]
     any_wrong = any(g < 1.0 for _, g in with_code)
@@ -598,8 +591,10 @@ def judge_test_set(problem, tests, shown, shown_g, candidates, results, cfg, pai
         for c, _ in with_code
     ]
     trivial = trivial_flags(valid, dup, cands, any_wrong)
-    cov = coverage_share(ref, [v and not d for v, d in zip(valid, dup)], n_lines) if traced \
-        else None
+    cov = None     # not measured: the reference ran untraced
+    if traced:
+        n_lines = len(sandbox.executable_lines(reference)) if reference is not None else 0
+        cov = coverage_share(ref, [v and not d for v, d in zip(valid, dup)], n_lines)
     terms = tester_local(
         valid, caught, trivial, cov, cfg.catch_bonus, cfg.trivial_penalty, cfg.coverage_weight
     )

@@ -337,7 +337,8 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
     engine. coder_prompts: the engine only ever sees the problems' coder prompts (GRPO, PPO),
     so the CPU engine's KV cache is sized to the longest of them and the step (engine_batch);
     else (agents.py's conversations) to prompts of any length. train_filter: the method's own
-    cut of the train problems (it may raise a UserError), applied before any model loads."""
+    cut of the train problems (it may raise a UserError), applied before the policy and
+    engine load."""
     t0 = time.time()
     bound_native_memory()
     d = init_distributed()
