@@ -133,7 +133,9 @@ class Curriculum:
                  tracker: drive.PassRateTracker | None = None):
         self.cccs, self.hard_focus = cccs_schedule, hard_focus
         self.tracker = tracker if tracker is not None else drive.PassRateTracker()
-        self.changed: dict = {}      # problem ids updated since the last changed_state()
+        # problems updated since the last changed_state() -> (the CCCS stage their groups
+        # were drawn at, or None; the groups' pass rates)
+        self.changed: dict = {}
         self.step_rates: dict[str, list[float]] = {}   # CCCS stage -> group pass rates, this step
 
     def pool(self, problems: Sequence, step: int) -> list:
@@ -158,17 +160,19 @@ class Curriculum:
 
     def update(self, pid, rewards: Iterable[float]) -> None:
         rewards = list(rewards)
+        rate = sum(rewards) / max(len(rewards), 1)
         self.tracker.update(pid, rewards)
+        drawn = None
         if self.cccs is not None and pid in self.cccs.stage:
-            self.step_rates.setdefault(self.cccs.stage_label(pid), []).append(
-                sum(rewards) / max(len(rewards), 1))
+            drawn = self.cccs.stage_label(pid)
+            self.step_rates.setdefault(drawn, []).append(rate)
             self.cccs.update(pid, rewards)
-        self.changed[pid] = None
+        self.changed.setdefault(pid, (drawn, []))[1].append(rate)
 
     def changed_state(self) -> dict:
         """The state of the problems updated since the last call, for the samples file
         (infra.samples.curriculum_state)."""
-        changed, self.changed = list(self.changed), {}
+        changed, self.changed = self.changed, {}
         return curriculum_state(self, changed)
 
     def stats(self) -> dict:
@@ -368,8 +372,10 @@ def start(args, name: str, value_head: bool = False, coder_prompts: bool = False
                               prompts_per_step=args.prompts_per_step,
                               group_size=args.group_size, max_new_tokens=args.max_new_tokens)
     policy, engine = policy_and_engine(args, d, path, value_head, batch)
+    # a curriculum's per-problem states go to the samples file even under --log-samples 0
+    states = getattr(args, "curriculum", "none") == "cccs" or bool(getattr(args, "hard_focus", ""))
     r = Run(name, args, d, log, path, tokenizer, policy, engine, train_p, eval_p, t0,
-            train_eval_p, sample_log=SampleLog(args.out, args.log_samples, d.main))
+            train_eval_p, sample_log=SampleLog(args.out, args.log_samples, d.main, states))
     also = f" (+ {len(r.train_eval_problems)} train problems)" if r.train_eval_problems else ""
     kv = f" (KV cache {engine.kv_cache_bytes / 2**30:.2f} GiB)" if engine.kv_cache_bytes else ""
     r.say(f"model {args.model} ({path}), engine {engine.name}{kv}, {d.world} rank(s) on "

@@ -45,7 +45,7 @@ import stepcoder_gates  # noqa: E402
 from compare import over_seeds, paired  # noqa: E402
 from grids import STEPCODER_FAMILIES  # noqa: E402
 
-from infra import evalstats  # noqa: E402
+from infra import evalstats, samples  # noqa: E402
 from world import sources  # noqa: E402
 from world.tasks import CCCS_FAMILY  # noqa: E402
 
@@ -293,6 +293,12 @@ def cccs_gates(grid: Grid, gates: dict) -> str:
         share = statistics.fmean(final)
         parts.append(f"draws at the whole program, last 5 steps {share:.2f} "
                      f"(>= 0.25: {met(share >= 0.25)})")
+    late = [r["last_final"] for r in stage_trajectories(grid)
+            if r["family"] == CCCS_FAMILY and r["last_final"] is not None]
+    if late:
+        share = statistics.fmean(late)
+        parts.append(f"{CCCS_FAMILY}'s draws at the whole program, last 5 steps {share:.2f} "
+                     f"(>= 0.25: {met(share >= 0.25)})")
     return "; ".join(parts)
 
 
@@ -444,6 +450,78 @@ def curriculum_moves(grid: Grid) -> list[dict]:
                         "last": stages(rows[-1]), "final_share_mean": statistics.fmean(
                             r["cccs_final_share"] for r in rows)})
     return out
+
+
+def family_of(pid: str) -> str:
+    """A tasks problem's family from its id (tasks/<family>/<split>/<n>); "-" otherwise."""
+    parts = str(pid).split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tasks" else "-"
+
+
+def stage_trajectories(grid: Grid, last: int = 5) -> list[dict]:
+    """Per CCCS cell, seed and pool problem, its trajectory as the run logged it (the state
+    records of the cell's samples.jsonl, written every step a curriculum draws a problem):
+    "path" the runs of consecutive steps at one drawn stage [[stage, steps, mean pass rate]],
+    "draws" per stage, "final_draws" and "last_final" (the share of its draws over the cell's
+    last `last` RL steps at the whole-program stage). A cell without states is left out."""
+    out = []
+    for name in (n for n in grid.names() if "cccs" in n):
+        for s in grid.seeds(name):
+            try:
+                _, _, states = samples.load(grid.cell(name, s))
+            except SystemExit:                 # no samples file: a cell from before the log
+                continue
+            end = max((st["step"] for st in states), default=0)
+            by_problem: dict[str, list] = {}
+            for st in states:
+                for p in st.get("problems", []):
+                    if p.get("drawn_stage") is not None:
+                        by_problem.setdefault(str(p["problem"]), []).append(
+                            (st["step"], p["drawn_stage"], p["step_pass_rate"], p["draws"]))
+            for pid, rows in by_problem.items():
+                path: list[list] = []
+                for _, stage, rate, _ in rows:
+                    if path and path[-1][0] == stage:
+                        path[-1][1] += 1
+                        path[-1][2].append(rate)
+                    else:
+                        path.append([stage, 1, [rate]])
+                draws: dict[str, int] = {}
+                for _, stage, _, n in rows:
+                    draws[stage] = draws.get(stage, 0) + n
+                late = [(stage, n) for step, stage, _, n in rows if step > end - last]
+                out.append({"cell": name, "seed": s, "problem": pid, "family": family_of(pid),
+                            "path": [[st, k, round(statistics.fmean(r), 3)] for st, k, r in path],
+                            "draws": draws, "final_draws": draws.get("final", 0),
+                            "last_final": (sum(n for st, n in late if st == "final")
+                                           / sum(n for _, n in late)) if late else None})
+    return out
+
+
+def trajectories_markdown(rows: list[dict]) -> str:
+    """One line per (cell, seed, problem): its stages in order, each with the steps it was
+    drawn there and their mean pass rate; then per cell and family the share of problems
+    ever drawn at the whole program and the mean late share of draws there."""
+    if not rows:
+        return ""
+    lines = ["## CCCS: each pool problem's stages, as logged", "",
+             "| cell | seed | problem | stages drawn (steps, mean pass rate) |",
+             "|---|---|---|---|"]
+    for r in rows:
+        path = " -> ".join(f"{st} ({k}, {rate:.2f})" for st, k, rate in r["path"])
+        lines.append(f"| {r['cell']} | {r['seed']} | {r['problem']} | {path} |")
+    lines += ["", "| cell | family | problems x seeds | ever drawn whole | draws at the whole "
+              "program, last 5 steps |", "|---|---|---|---|---|"]
+    groups: dict[tuple, list] = {}
+    for r in rows:
+        groups.setdefault((r["cell"], r["family"]), []).append(r)
+    for (cell, fam), rs in sorted(groups.items()):
+        late = [r["last_final"] for r in rs if r["last_final"] is not None]
+        lines.append(f"| {cell} | {fam} | {len(rs)} | {sum(r['final_draws'] > 0 for r in rs)} "
+                     f"| {statistics.fmean(late):.2f} |" if late else
+                     f"| {cell} | {fam} | {len(rs)} | {sum(r['final_draws'] > 0 for r in rs)} "
+                     "| - |")
+    return "\n".join(lines) + "\n"
 
 
 def embeds_seen_output(program: str | None, tests: list[dict], valid: list[bool]) -> bool | None:
@@ -641,6 +719,7 @@ def main(argv=None) -> int:
         p.error(f"{a.grid_out}/cells does not exist: run bench/ablate.py --grid claims first")
     grid = Grid(a.grid_out)
     claims, temps, stages = measure(grid), temperatures(grid), curriculum_moves(grid)
+    paths = stage_trajectories(grid)
     coded = hard_coding(grid)
     trends = (early_late(grid, "sc-", "false_pass_frac", 10)
               + [r for key in ("tester_valid_share_mean", "tester_catch_share_mean")
@@ -649,10 +728,11 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "claims.json"), "w") as f:
         json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves,
-                   "cccs_stages": stages, "hard_coding": coded, "early_late": trends,
+                   "cccs_stages": stages, "cccs_trajectories": paths, "hard_coding": coded,
+                   "early_late": trends,
                    "preconditions": preconditions(grid)}, f, indent=1)
     md = (markdown(claims, temps, curves, stages, coded, trends) + "\n"
-          + timeline_markdown(timeline(grid)))
+          + trajectories_markdown(paths) + "\n" + timeline_markdown(timeline(grid)))
     with open(os.path.join(a.out, "claims.md"), "w") as f:
         f.write(md)
     picture(claims, curves, os.path.join(a.out, "claims.png"))

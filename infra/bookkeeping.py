@@ -413,7 +413,7 @@ def log_step(r, i: int, metrics: dict) -> None:
            **r.timer.pop(), "time/step": seconds,
            **(r.curriculum.stats() if r.curriculum else {})}
     r.log(row)
-    if r.curriculum is not None and r.sample_log.on:
+    if r.curriculum is not None:     # written whether or not samples are (SampleLog)
         r.sample_log.state(i + 1, r.curriculum.changed_state())
     if r.bar is not None:
         r.bar.set_postfix(reward=f"{row.get('reward_mean', 0):.3f}",

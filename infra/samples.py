@@ -21,8 +21,12 @@ The file holds one JSON object a line, told apart by "kind":
             fails the rest, under --max-train-tests); AT-GRPO's episode, turn, role, tests,
             valid (the reference passes each test), passed, chosen and the reward terms
     state   {"kind": "state", "step": N, "problems": [{"problem": id, ...}], ...}: the
-            per-problem state a curriculum keeps (CCCS stage and moving average, DRIVE's
-            pass rate and hard-focus phase), for the problems the step changed
+            per-problem state a curriculum keeps, for the problems the step drew: the stage
+            its groups were drawn at and their pass rate this step (CCCS's drawn_stage,
+            step_pass_rate, draws), its stage after the step's update, the moving average
+            and the updates at that stage; DRIVE's pass rate and hard-focus phase. A run
+            with a curriculum writes them whether or not it logs samples (--log-samples 0),
+            so each problem's trajectory is read, not reconstructed
 A train sample of step N is a rollout the N-th update trained on (metrics.jsonl's rl row N);
 an eval sample's step is the RL steps done when it was taken (the eval row's). A step writes
 `limit` samples spread evenly over its own (pick): the advantage of a logged sample is the
@@ -37,7 +41,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 FILE = "samples.jsonl"
@@ -101,17 +105,20 @@ def compact(value):
 class SampleLog:
     """<out>/samples.jsonl of one run (the module docstring lists its records).
 
-    limit: samples a step (pick: -1 all, 0 none). main: only the main rank writes; on the
-    others, and with limit 0, `on` is False and every method does nothing."""
+    limit: samples a step (pick: -1 all, 0 none). states: write state records even with
+    limit 0 (a curriculum's run). main: only the main rank writes; on the others, and with
+    limit 0 and no states, every method does nothing."""
 
-    def __init__(self, out_dir: str, limit: int, main: bool = True):
-        self.path = os.path.join(out_dir, FILE) if main and limit else None
+    def __init__(self, out_dir: str, limit: int, main: bool = True, states: bool = False):
+        self.path = os.path.join(out_dir, FILE) if main and (limit or states) else None
         self.limit = limit if self.path else 0
         self.refs: set[str] = set()
 
     @property
     def on(self) -> bool:
-        return self.path is not None
+        """Whether samples are written (limit != 0); states are written whenever the file is
+        (states=True: a curriculum's per-problem trajectory is kept without --log-samples)."""
+        return self.path is not None and self.limit != 0
 
     def pick(self, n: int) -> list[int]:
         """pick(n, limit) of this log; [] when it is off."""
@@ -144,14 +151,14 @@ class SampleLog:
     def state(self, step: int, state: dict) -> None:
         """Append a state record of `step` (a curriculum's per-problem state); nothing for an
         empty state."""
-        if self.on and state:
+        if self.path is not None and state:
             self._append([compact({"kind": "state", "step": step, **state})])
 
     def forget_after(self, step: int) -> int:
         """On resume from a checkpoint at `step`: drop the train samples and states past it and
         the evaluations the resumed run repeats (those after `step`, and after RL), as
         metrics.MetricsLog.forget_after does. Returns how many lines were dropped."""
-        if not self.on or not os.path.isfile(self.path):
+        if self.path is None or not os.path.isfile(self.path):
             return 0
         with open(self.path) as f:
             rows = [json.loads(line) for line in f if line.strip()]
@@ -246,18 +253,23 @@ def sample_records(traces: list[Trace] | None, picked: list[int], samples=None) 
     return [sample_record(traces[i], samples[i].reward, samples[i].advantage) for i in picked]
 
 
-def curriculum_state(curriculum, changed: Iterable) -> dict:
-    """The state of a trainer.Curriculum's `changed` problems, for the samples file:
-    {"problems": [{"problem", "pass_rate" (the tracker's), and with CCCS "stage",
-    "start_line", "average" (the moving average the threshold is compared with, None just
-    after a move), "updates" (at this stage)}]}, and with a hard focus {"hard_focus":
-    {"phase" (1-based), "pool" (the kept ids)}}; {} when nothing changed."""
+def curriculum_state(curriculum, changed: Mapping) -> dict:
+    """The state of a trainer.Curriculum's `changed` problems ({id: (the CCCS stage the
+    step's groups were drawn at or None, their pass rates)}), for the samples file:
+    {"problems": [{"problem", "pass_rate" (the tracker's), and with CCCS "drawn_stage",
+    "step_pass_rate" (the mean of the step's group pass rates at that stage), "draws" (groups),
+    "stage" (after the step's update), "start_line", "average" (the moving average the
+    threshold is compared with, None just after a move), "updates" (at this stage)}]}, and
+    with a hard focus {"hard_focus": {"phase" (1-based), "pool" (the kept ids)}}; {} when
+    nothing changed."""
     out: dict = {}
     schedule, focus = curriculum.cccs, curriculum.hard_focus
     problems = []
-    for pid in changed:
+    for pid, (drawn, rates) in changed.items():
         row = {"problem": pid, "pass_rate": curriculum.tracker.rates.get(pid)}
         if schedule is not None and pid in schedule.stage:
+            row.update(drawn_stage=drawn, step_pass_rate=sum(rates) / len(rates),
+                       draws=len(rates))
             row.update(stage=schedule.stage_label(pid), start_line=schedule.start_line(pid),
                        average=schedule.moving_average(pid),
                        updates=len(schedule.history[pid]))
@@ -277,7 +289,7 @@ def load(run_dir: str) -> tuple[dict, list[dict], list[dict]]:
     path = os.path.join(run_dir, FILE)
     if not os.path.isfile(path):
         raise SystemExit(f"{path}: no such file; a run writes it with --log-samples N "
-                         "(default 4); pass the run's --out folder")
+                         "(default 4) or a curriculum; pass the run's --out folder")
     prompts, samples, states, bad = {}, [], [], 0
     with open(path) as f:
         for line in f:
@@ -500,6 +512,9 @@ def format_states(states: Sequence[dict], problem: str | None = None) -> str:
             if problem is not None and pid != problem:
                 continue
             parts = [f"step {st['step']}:"]
+            if p.get("drawn_stage") is not None:
+                parts.append(f"drawn at {p['drawn_stage']}, pass rate {p['step_pass_rate']:.2f}"
+                             f" ({p['draws']} group{'' if p['draws'] == 1 else 's'});")
             if "stage" in p:
                 avg = p.get("average")
                 parts.append(f"{p['stage']} (start line {p.get('start_line')}, average "

@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import claims  # noqa: E402
 import grids  # noqa: E402
 
+from infra import samples  # noqa: E402
 from world import sources  # noqa: E402
 
 
@@ -162,6 +163,40 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
                          trends=claims.early_late(grid, "sc-", "false_pass_frac", 10))
     assert "| sc-cccs | 0 | final-1 4 | final 3, final-1 1 | 0.38 |" in md
     assert "| sc-fgo | false_pass_frac | 3 | 0.300 (first 10) | 0.200 (last 10) |" in md
+
+def test_each_cccs_problems_trajectory_is_read_from_the_runs_state_records(tmp_path):
+    """A CCCS cell's samples.jsonl state records (one a step per drawn problem) give each
+    pool problem's path through its stages, its draws per stage and the share of its late
+    draws at the whole program; the chain_long share stands in the CCCS precondition."""
+    _cell(tmp_path, "sc-cccs", 0, {"x": 0.5}, {"x": 0.5})
+    log = samples.SampleLog(str(tmp_path / "cells" / "sc-cccs" / "seed0"), 0, states=True)
+    chain, tiers = "tasks/chain_long/rl/0", "tasks/tiers/rl/3"
+    stages = ["final-2", "final-2", "final-1", "final", "final", "final", "final"]
+    for step, stage in enumerate(stages, start=1):
+        problems = [{"problem": chain, "drawn_stage": stage, "step_pass_rate": step / 10,
+                     "draws": 1, "stage": stage}]
+        if step == 7:   # tiers drawn once, twice in one step, at its first stage
+            problems.append({"problem": tiers, "drawn_stage": "final-1", "step_pass_rate": 0.5,
+                             "draws": 2, "stage": "final-1"})
+        log.state(step, {"problems": problems})
+    _cell(tmp_path, "sc-ppo", 0, {"x": 0.5}, {"x": 0.5})          # not a CCCS cell: skipped
+    grid = claims.Grid(str(tmp_path))
+    rows = {r["problem"]: r for r in claims.stage_trajectories(grid)}
+    assert set(rows) == {chain, tiers}
+    c = rows[chain]
+    assert (c["cell"], c["seed"], c["family"]) == ("sc-cccs", 0, "chain_long")
+    assert c["path"] == [["final-2", 2, 0.15], ["final-1", 1, 0.3], ["final", 4, 0.55]]
+    assert c["draws"] == {"final-2": 2, "final-1": 1, "final": 4} and c["final_draws"] == 4
+    assert c["last_final"] == pytest.approx(4 / 5)                 # steps 3-7: 4 of 5 at final
+    assert rows[tiers]["draws"] == {"final-1": 2} and rows[tiers]["last_final"] == 0.0
+    md = claims.trajectories_markdown(claims.stage_trajectories(grid))
+    path = "final-2 (2, 0.15) -> final-1 (1, 0.30) -> final (4, 0.55)"
+    assert f"| sc-cccs | 0 | {chain} | {path} |" in md
+    assert "| sc-cccs | chain_long | 1 | 1 | 0.80 |" in md
+    assert "| sc-cccs | tiers | 1 | 0 | 0.00 |" in md
+    assert "chain_long's draws at the whole program, last 5 steps 0.80 (>= 0.25: met)" in \
+        claims.cccs_gates(grid, {})
+
 
 def test_hard_coded_outputs_are_counted_per_cell(tmp_path):
     """A final program holding a valid shown test's output as a literal counts as hard-coding;

@@ -163,7 +163,25 @@ def test_curriculum_state_names_the_changed_problems_and_the_hard_focus_phase():
     assert (c["problem"], c["stage"], c["start_line"], c["average"], c["updates"]) == \
         ("c", "final-1", 2, 0.0, 1)
     assert cur.stage(problems[0]) == "final" and a["pass_rate"] == cur.tracker.rates["a"]
+    assert (a["drawn_stage"], a["step_pass_rate"], a["draws"]) == ("final-1", 0.5, 1)
+    assert (c["drawn_stage"], c["step_pass_rate"], c["draws"]) == ("final-1", 0.0, 1)
     assert "problems" not in cur.changed_state()                   # nothing updated since
+    cur.update("c", [1.0, 1.0])                                    # two groups in one step
+    cur.update("c", [1.0, 0.0])
+    (c,) = cur.changed_state()["problems"]
+    assert (c["drawn_stage"], c["step_pass_rate"], c["draws"]) == ("final-1", 0.75, 2)
+
+
+def test_a_curriculums_states_are_kept_without_samples_and_forgotten_past_a_resume(tmp_path):
+    log = samples.SampleLog(str(tmp_path), 0, states=True)
+    assert not log.on and log.pick(8) == [] and log.write(1, "train", [{"problem": "a"}]) == []
+    for step in (1, 2, 3):
+        log.state(step, {"problems": [{"problem": "a", "stage": f"final-{3 - step}"}]})
+    assert log.forget_after(2) == 1
+    _, recs, states = samples.load(str(tmp_path))
+    assert recs == [] and [s["step"] for s in states] == [1, 2]
+    assert "step 2: final-1" in samples.format_states(states)
+    assert samples.SampleLog(str(tmp_path / "x"), 0).path is None   # no curriculum: no file
 
 
 # ----------------------------------------------------------------------------- GRPO + CCCS
@@ -199,7 +217,14 @@ def test_cccs_stage_and_prefix_are_the_ones_the_rollout_used(grpo_cccs):
                                                  else "")
             if r["program"] is not None:
                 assert r["program"].startswith(r["prefix"].rstrip("\n"))
+        drawn = {}                               # problem -> its step's records
+        for r in grpo_cccs.records(step=step, phase="train"):
+            drawn.setdefault(r["problem"], []).append(r)
         for p in next(s for s in states if s["step"] == step)["problems"]:
+            recs = drawn[p["problem"]]           # the state names the stage it was drawn at
+            assert p["drawn_stage"] == recs[0]["stage"] and p["draws"] == 1
+            assert p["step_pass_rate"] == pytest.approx(
+                sum(r["reward"] for r in recs) / len(recs))
             after[p["problem"]] = min(after.get(p["problem"], 0) + 1,
                                       len(cccs.stage_starts(solution[p["problem"]])) - 1)
             left = len(cccs.stage_starts(solution[p["problem"]])) - 1 - after[p["problem"]]
