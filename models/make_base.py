@@ -576,6 +576,7 @@ def export(args) -> None:
                                            "intermediate_size", "num_attention_heads",
                                            "num_key_value_heads", "vocab_size")},
             "eval_n": args.eval_n, "note": args.card_note, "train_args": state["args"],
+            "made_in": args.out, "exported_to": args.export,
             **figures}
     with open(os.path.join(args.export, "card.json"), "w") as f:
         json.dump(card, f, indent=1)
@@ -641,7 +642,7 @@ agents.py). Load it with `AutoModelForCausalLM.from_pretrained` or vLLM.
 
 ## How it was made
     {train_command}   # --resume continues a stopped run
-{validate_line}    python -m models.make_base --out runs/base --export models/base
+{validate_line}    python -m models.make_base --out {made_in} --export {exported_to}
 
 - Corpus: `tasks.generate_base({corpus_seed})["corpus"]` (instances whose parameters are in the \
 train split, none of the rl or eval splits), sha256 {corpus_sha256}: {corpus_examples}.
@@ -711,6 +712,8 @@ def preconditions_text(pre: dict | None) -> str:
 
 def model_card(card: dict) -> str:
     """The card as Markdown: what the model is, how it was made, what it scores."""
+    card = {"made_in": "runs/base", "exported_to": "models/base", **card}   # older cards
+    made_in = card["made_in"]
     c, n = card["config"], card["eval_n"]
     fams = sorted(card["held_out"]["pass@1_by_family"])
 
@@ -730,17 +733,17 @@ def model_card(card: dict) -> str:
                        rule_text=("meets" if card["meets_rule"] else "breaks"),
                        rl_only=tasks.RL_ONLY_FAMILY,
                        note_text=("\n" + card["note"] + "\n") if card.get("note") else "",
-                       train_command=train_command(card["train_args"]),
+                       train_command=train_command(card["train_args"], made_in),
                        preconditions_text=preconditions_text(card.get("preconditions")),
-                       validate_line=("    python -m models.make_base --out runs/base --validate\n"
+                       validate_line=(f"    python -m models.make_base --out {made_in} --validate\n"
                                       if card["train_args"].get("skip_validation") else ""),
                        **{k: card["train_args"][k] for k in ("batch", "lr", "steps",
                                                              "eval_every")})
 
 
-def train_command(saved: dict) -> str:
-    """The training command of a run from the flags its checkpoints saved: the ones that
-    differ from today's defaults (where it wrote is always runs/base)."""
+def train_command(saved: dict, out: str = "runs/base") -> str:
+    """The training command of a run into `out` from the flags its checkpoints saved: the
+    ones that differ from today's defaults."""
     parser = build_parser()
     skip = {"out", "resume", "export", "validate", "card_note"}
     flags_ = []
@@ -751,7 +754,7 @@ def train_command(saved: dict) -> str:
         flag = action.option_strings[-1]
         flags_.append(flag if isinstance(action, argparse._StoreTrueAction) else
                       f"{flag} {saved[key]}")
-    return " ".join(["python -m models.make_base --out runs/base", *flags_])
+    return " ".join([f"python -m models.make_base --out {out}", *flags_])
 
 
 if __name__ == "__main__":
