@@ -234,8 +234,12 @@ PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
 # exploration family: its whole programs are never right (pass@8 0), its last step is.
 # Held out: the first 200 of those families in tasks:eval (40 a family) x 4, scored on every
 # test and on its 3 train-style tests (pass_at_1_on_train_tests); the pool beside.
+# The arms start from models/base-v2 (corpus recipe repair-v2: CCCS completions taught from
+# either of a program's last 2 conditionals, so that a ladder's second rung is not new to it;
+# bench/results/stepcoder-gates-base-v2 measures what it gives).
 STEPCODER_FAMILIES = "tiers+piecewise+simulate+chain_short+chain_long"
-STEPCODER = ["--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "25",
+STEPCODER_BASE = "models/base-v2"
+STEPCODER = ["--model", STEPCODER_BASE, "--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "25",
              "--eval-data", f"tasks:eval@{STEPCODER_FAMILIES}", "--max-eval-problems", "200",
              "--train-eval-problems", "25", "--eval-n", "4", "--steps", "36",
              "--prompts-per-step", "16", "--group-size", "8", "--max-train-tests", "3",

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import claims  # noqa: E402
 import grids  # noqa: E402
+import stepcoder_gates  # noqa: E402
 
 from infra import samples  # noqa: E402
 from world import sources  # noqa: E402
@@ -275,6 +276,6 @@ def test_stepcoder_rows_compare_what_the_paper_compares_in_both_regimes(tmp_path
             "problems (met); 23 draws a pool problem, 2 x rungs + 10 (met)") in pre["cccs"]
     # the grid of 2026-12-04: 25 steps of 8 prompts, StepCoder's sqrt ladder
     old = ["--max-problems", "25", "--steps", "25", "--cccs-span", "2",
-           "--train-data", grids.STEPCODER[1]]
+           "--train-data", stepcoder_gates.flag_value(grids.STEPCODER, "--train-data")]
     budget = claims.ladder_budget(["ppo_fgo.py", *old])
     assert budget["chain_long"] == {"stages": 3, "need": 16, "draws": 8.0, "ok": False}
