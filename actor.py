@@ -333,15 +333,18 @@ class Scores:
 @torch.no_grad()
 def score(samples: list[Sample], *, micro_batch: int, pad_id: int, device,
           temperature: float = 1.0, policy=None, ref=None, forward_fn=None,
-          with_values: bool = False) -> Scores:
+          with_values: bool = False, logp: bool = True) -> Scores:
     """No-grad pass before an update: log-probs of the sampled tokens under `policy` (the one
     that generated them) and `ref`, in micro-batches; with_values also the values of the
     policy's forward: forward_fn(batch) -> Forward when given (PPO: a separate critic's),
-    else the policy's value head. Every rank runs the same number of forwards."""
+    else the policy's value head; logp False: the values alone (forward_fn's Forward has no
+    log-probs: PPO on-policy, its critic's pass only). Every rank runs the same number of
+    forwards."""
     if forward_fn is None:
         def forward_fn(batch):
             return forward(policy, batch, temperature, with_values=with_values)
-    asked = [name for name, on in (("logp", policy is not None), ("ref_logp", ref is not None),
+    asked = [name for name, on in (("logp", policy is not None and logp),
+                                   ("ref_logp", ref is not None),
                                    ("values", policy is not None and with_values)) if on]
     lists: dict[str, list] = {name: [] for name in asked}
     for chunk, batch in micro_batches(samples, micro_batch, pad_id, device):

@@ -302,8 +302,8 @@ def kl_in_reward(score: torch.Tensor, logp: torch.Tensor, ref_logp: torch.Tensor
 
 
 def ppo_loss(logp: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
-             mask: torch.Tensor, response_mask: torch.Tensor, *, old_logp: torch.Tensor,
-             old_values: torch.Tensor, returns: torch.Tensor,
+             mask: torch.Tensor, response_mask: torch.Tensor, *,
+             old_logp: torch.Tensor | None, old_values: torch.Tensor, returns: torch.Tensor,
              sampler_logp: torch.Tensor | None = None, eps_low: float = 0.2,
              eps_high: float = 0.2, vf_clip: float = 0.2, vf_coef: float = 1.0,
              agg: str = "token-mean", denom: float | None = None,
@@ -315,10 +315,12 @@ def ppo_loss(logp: torch.Tensor, values: torch.Tensor, advantages: torch.Tensor,
 
         L = policy_loss(logp, old_logp, A, mask) + vf_coef * value_loss(V, V_old, R, m_resp)
 
-    All tensors [B, T]; denom / value_denom: the step's global normalisers of mask and
+    All tensors [B, T]; old_logp None: on-policy (one optimizer step a batch), old =
+    logp.detach(), ratio 1; denom / value_denom: the step's global normalisers of mask and
     response_mask. Returns (loss, stats: clip_frac, ratio_mean, approx_kl, vf_clip_frac,
     sampler_logp_diff when sampler_logp is given).
     """
+    old_logp = logp.detach() if old_logp is None else old_logp
     weights, sampler_st = sampler_correction(old_logp, sampler_logp, mask, tis_cap)
     pl, st = policy_loss(logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high,
                          agg=agg, denom=denom, weights=weights)

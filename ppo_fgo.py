@@ -389,9 +389,10 @@ def ppo_advantages(samples: list[Sample], scores: actor.Scores, *, kl_coef: floa
     resp = (torch.arange(T)[None] < lens[:, None]).float()                    # [N, T]
     keep = _padded([[1.0] * len(s.response_ids) if s.token_mask is None else s.token_mask
                     for s in samples])[:, :T] * resp
-    logp = _padded(scores.logp)[:, :T]
-    ref = _padded(scores.ref_logp if scores.ref_logp is not None else scores.logp)[:, :T]
     values = _padded(scores.values)[:, :T]
+    # on-policy without a reference (values_only): no log-probs were scored, the KL is 0
+    logp = values * 0 if scores.logp is None else _padded(scores.logp)[:, :T]
+    ref = _padded(scores.ref_logp)[:, :T] if scores.ref_logp is not None else logp
     score = torch.tensor([s.reward for s in samples], dtype=torch.float)
     rewards = kl_in_reward(score, logp, ref, resp, kl_coef)
     adv, ret = gae(rewards, values, resp, gamma=gamma, lam=lam)
@@ -399,7 +400,8 @@ def ppo_advantages(samples: list[Sample], scores: actor.Scores, *, kl_coef: floa
     out = []
     for i, s in enumerate(samples):
         n = len(s.response_ids)
-        out.append(dataclasses.replace(s, advantage=adv[i, :n].tolist(), old_logp=scores.logp[i],
+        out.append(dataclasses.replace(s, advantage=adv[i, :n].tolist(),
+                                       old_logp=None if scores.logp is None else scores.logp[i],
                                        old_values=scores.values[i],
                                        returns=ret[i, :n].tolist()))
     m = resp
@@ -434,7 +436,7 @@ def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: flo
                 tis_cap: float = 0.0, fgo_value_mask: bool = False):
     """The loss actor.update calls on each micro-batch: losses.ppo_loss on the batch's
     tensors: the clipped policy loss over batch.mask (FGO-kept tokens) against
-    batch.old_logp + vf_coef * the clipped value loss against batch.old_values and
+    batch.old_logp (None: on-policy, logp.detach()) + vf_coef * the clipped value loss against batch.old_values and
     batch.returns, over every response token (batch.response_mask, its own global
     normaliser) or, fgo_value_mask, over the FGO-kept tokens too (batch.mask, the policy's
     normaliser). One backward trains the policy and the critic (separate, or the policy's
@@ -462,6 +464,21 @@ def forward_with_values(policy, critic, temperature: float, with_entropy: bool =
             out.values = critic(batch.input_ids, batch.attention_mask)[:, :-1]
         return out
     return forward_fn
+
+
+def values_only(critic):
+    """forward_fn for actor.score(logp=False): the separate critic's values [B, L-1] alone."""
+    def forward_fn(batch: actor.Batch) -> Forward:
+        return Forward(logp=None, values=critic(batch.input_ids, batch.attention_mask)[:, :-1])
+    return forward_fn
+
+
+def scores_values_only(args, r: trainer.Run) -> bool:
+    """Whether the no-grad pass before the update can skip the policy: one optimizer step a
+    batch (flags.off_policy False: the ratio is 1 and the update's own forward gives the old
+    log-probs, logp.detach()), no reference (--kl-coef 0: no KL to compute) and a separate
+    critic (its values come from its own forward)."""
+    return not flags.off_policy(args) and r.ref is None and r.critic is not None
 
 
 def critic_training(r: trainer.Run) -> list[tuple]:
@@ -495,10 +512,12 @@ def ppo_step(r: trainer.Run, step: int) -> dict:
         tis_cap=args.tis_cap, epoch_order=rollouts.epoch_order(args.prompt_order, args.seed, step),
         curriculum=r.curriculum, step=step, timer=r.timer, trace=trace)
     r.engine.sleep()        # GPU: free the engine's memory for scoring and the update
-    # --- old log-probs, reference, values; KL-in-reward, GAE --------------------------------
+    # --- values, and old log-probs / reference where needed; KL-in-reward, GAE -------------
     with r.timer("score"):
-        scores = r.score(samples, policy=r.policy, ref=r.ref, with_values=True,
-                         forward_fn=forward_with_values(r.policy, r.critic, args.temperature))
+        alone = scores_values_only(args, r)
+        scores = r.score(samples, policy=r.policy, ref=r.ref, with_values=True, logp=not alone,
+                         forward_fn=values_only(r.critic) if alone else
+                         forward_with_values(r.policy, r.critic, args.temperature))
         samples, adv_sums = ppo_advantages(samples, scores, kl_coef=args.kl_coef,
                                            gamma=args.gamma, lam=args.lam,
                                            whiten_advantages=args.whiten)

@@ -317,12 +317,12 @@ class Run:
                     temperature=a.temperature)
 
     def score(self, samples: list[Sample], *, policy=None, ref=None, forward_fn=None,
-              with_values: bool = False) -> Scores:
+              with_values: bool = False, logp: bool = True) -> Scores:
         """score() with the run's micro-batch, padding, device and temperature."""
         return score(samples, micro_batch=self.args.micro_batch,
                      pad_id=self.tokenizer.pad_token_id, device=self.d.device,
                      temperature=self.args.temperature, policy=policy, ref=ref,
-                     forward_fn=forward_fn, with_values=with_values)
+                     forward_fn=forward_fn, with_values=with_values, logp=logp)
 
     def checkpoint_modules(self) -> dict:
         """Saved beside the policy in every checkpoint: the critic, the reference, extras."""

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import actor
+import losses
 import ppo_fgo
 from infra import bookkeeping  # noqa: E402
 from infra.model import ValueModel
@@ -488,6 +489,59 @@ def test_score_samples_align_with_unpadded_forwards(tiny_lm):
             v = critic(ids, attn)[0, a:a + n]       # state before each response token
             assert scores.logp[i] == pytest.approx(lp.tolist(), abs=1e-5)
             assert scores.values[i] == pytest.approx(v.tolist(), abs=1e-5)
+
+
+def test_on_policy_ppo_scores_the_critic_alone_and_trains_as_with_old_log_probs(tiny_lm):
+    """One optimizer step a batch, no reference, a separate critic: the pass before the update
+    runs the critic alone (values as the full pass gives them, no log-probs), the samples
+    carry no old_logp, and the loss against logp.detach() has the value and gradients of the
+    loss against log-probs scored beforehand (ratio 1 either way); the advantages are the
+    same."""
+    from types import SimpleNamespace
+
+    from actor import Sample
+    from infra.model import PolicyLogprobs
+    lm = tiny_lm(0)
+    policy = PolicyLogprobs(lm, chunk_size=4)
+    critic = ValueModel(copy.deepcopy(lm.get_decoder()), lm.config.hidden_size)
+    torch.nn.init.normal_(critic.head.weight)
+    samples = [Sample([3, 4, 5], [6, 7], reward=1.0), Sample([3], [9, 8, 7, 6], reward=-0.3)]
+    kw = dict(micro_batch=2, pad_id=0, device="cpu", temperature=1.0, policy=policy,
+              with_values=True)
+    full = actor.score(samples, **kw, forward_fn=ppo_fgo.forward_with_values(policy, critic, 1.0))
+    alone = actor.score(samples, **kw, logp=False, forward_fn=ppo_fgo.values_only(critic))
+    assert alone.logp is None
+    for a, b in zip(alone.values, full.values):
+        assert a == pytest.approx(b)
+    gae_settings = dict(kl_coef=0.0, gamma=1.0, lam=0.95, whiten_advantages=False)
+    with_old, _ = ppo_fgo.ppo_advantages(samples, full, **gae_settings)
+    without, st = ppo_fgo.ppo_advantages(samples, alone, **gae_settings)
+    assert all(s.old_logp is None for s in without) and st["kl_sum"] == 0
+    for a, b in zip(without, with_old):
+        assert a.advantage == pytest.approx(b.advantage)
+    run = SimpleNamespace(ref=None, critic=critic)
+    on = SimpleNamespace(mini_batches=1, epochs=1)
+    assert ppo_fgo.scores_values_only(on, run)
+    assert not ppo_fgo.scores_values_only(SimpleNamespace(mini_batches=2, epochs=1), run)
+    assert not ppo_fgo.scores_values_only(on, SimpleNamespace(ref=object(), critic=critic))
+    assert not ppo_fgo.scores_values_only(on, SimpleNamespace(ref=None, critic=None))
+    grads = []
+    for batch_samples in (with_old, without):
+        lm.zero_grad()
+        ((_, batch),) = actor.micro_batches(batch_samples, 2, 0, "cpu")
+        out = ppo_fgo.forward_with_values(policy, critic, 1.0)(batch)
+        denom = batch.mask.sum()
+        loss, _ = losses.ppo_loss(out.logp, out.values, batch.advantages, batch.mask,
+                                  batch.response_mask, old_logp=batch.old_logp,
+                                  old_values=batch.old_values, returns=batch.returns,
+                                  denom=denom, value_denom=batch.response_mask.sum())
+        loss.backward()
+        grads.append((loss.item(), [p.grad.clone() for p in lm.parameters()
+                                    if p.grad is not None]))
+    assert grads[0][1] and any(g.abs().sum() > 0 for g in grads[0][1])   # the policy trains
+    assert grads[0][0] == pytest.approx(grads[1][0], abs=1e-6)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
 
 
 def test_shared_value_head_values_exports_and_gradients(tiny_lm):
