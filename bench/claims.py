@@ -151,12 +151,12 @@ def family_ids(problems, family: str):
     return lambda rates: ids
 
 
-def measure(grid: Grid) -> list[dict]:
+def measure(grid: Grid, pre: dict | None = None) -> list[dict]:
     """One record per claim: arms, the paper's figure, per-seed paired differences, verdict,
-    and the group's precondition (preconditions())."""
+    and the group's precondition (`pre`, else preconditions() from the default files)."""
     problems = sources.load_problems("tasks", split="eval")
     labels = {p.id: p.metadata.get("family") for p in problems}
-    pre = preconditions(grid)
+    pre = preconditions(grid) if pre is None else pre
     out = []
 
     def compare(claim, paper, sign, a, b, when_a="after_rl", when_b="after_rl", n=4, k=1,
@@ -714,11 +714,21 @@ def main(argv=None) -> int:
                    help="the --out folder of `bench/ablate.py --grid claims`")
     p.add_argument("--out", default="bench/results/claims",
                    help="where claims.json, claims.md and claims.png go")
+    p.add_argument("--preconditions", default=None, metavar="FILE",
+                   help="the base's preconditions.json (bench/preconditions.py; default: "
+                        "bench/results/preconditions/preconditions.json, the shipped base's)")
+    p.add_argument("--stepcoder-gates", default=None, metavar="FILE",
+                   help="the base's bench/stepcoder_gates.py results.json (default: "
+                        "bench/results/stepcoder-gates/results.json, the shipped base's)")
     a = p.parse_args(argv)
     if not os.path.isdir(os.path.join(a.grid_out, "cells")):
         p.error(f"{a.grid_out}/cells does not exist: run bench/ablate.py --grid claims first")
+    for path in (a.preconditions, a.stepcoder_gates):
+        if path is not None and not os.path.isfile(path):
+            p.error(f"{path}: no such file")
     grid = Grid(a.grid_out)
-    claims, temps, stages = measure(grid), temperatures(grid), curriculum_moves(grid)
+    pre = preconditions(grid, a.preconditions, a.stepcoder_gates)
+    claims, temps, stages = measure(grid, pre), temperatures(grid), curriculum_moves(grid)
     paths = stage_trajectories(grid)
     coded = hard_coding(grid)
     trends = (early_late(grid, "sc-", "false_pass_frac", 10)
@@ -729,8 +739,7 @@ def main(argv=None) -> int:
     with open(os.path.join(a.out, "claims.json"), "w") as f:
         json.dump({"claims": claims, "temperatures": temps, "pass_at_k": curves,
                    "cccs_stages": stages, "cccs_trajectories": paths, "hard_coding": coded,
-                   "early_late": trends,
-                   "preconditions": preconditions(grid)}, f, indent=1)
+                   "early_late": trends, "preconditions": pre}, f, indent=1)
     md = (markdown(claims, temps, curves, stages, coded, trends) + "\n"
           + trajectories_markdown(paths) + "\n" + timeline_markdown(timeline(grid)))
     with open(os.path.join(a.out, "claims.md"), "w") as f:

@@ -103,6 +103,10 @@ def test_missing_grid_folder_is_one_line_error(tmp_path, capsys):
         claims.main(["--grid-out", str(tmp_path / "nope")])
     assert e.value.code == 2 and "run bench/ablate.py --grid claims first" in (
         capsys.readouterr().err)
+    (tmp_path / "cells").mkdir()
+    with pytest.raises(SystemExit) as e:
+        claims.main(["--grid-out", str(tmp_path), "--stepcoder-gates", str(tmp_path / "x.json")])
+    assert e.value.code == 2 and "x.json: no such file" in capsys.readouterr().err
 
 
 def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
