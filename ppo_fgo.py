@@ -436,11 +436,11 @@ def update_loss(*, eps_low: float, eps_high: float, vf_clip: float, vf_coef: flo
                 tis_cap: float = 0.0, fgo_value_mask: bool = False):
     """The loss actor.update calls on each micro-batch: losses.ppo_loss on the batch's
     tensors: the clipped policy loss over batch.mask (FGO-kept tokens) against
-    batch.old_logp (None: on-policy, logp.detach()) + vf_coef * the clipped value loss against batch.old_values and
-    batch.returns, over every response token (batch.response_mask, its own global
-    normaliser) or, fgo_value_mask, over the FGO-kept tokens too (batch.mask, the policy's
-    normaliser). One backward trains the policy and the critic (separate, or the policy's
-    value head)."""
+    batch.old_logp (None: on-policy, logp.detach()) + vf_coef * the clipped value loss
+    against batch.old_values and batch.returns, over every response token
+    (batch.response_mask, its own global normaliser) or, fgo_value_mask, over the FGO-kept
+    tokens too (batch.mask, the policy's normaliser). One backward trains the policy and the
+    critic (separate, or the policy's value head)."""
     def loss(out: Forward, batch: actor.Batch, denom: actor.Denominators):
         value_mask, value_denom = ((batch.mask, denom.mask) if fgo_value_mask
                                    else (batch.response_mask, denom.response))

@@ -239,7 +239,8 @@ PASS64 = ["--eval-only", "--eval-n", "64", "--max-eval-problems", "70",
 # bench/results/stepcoder-gates-base-v2 measures what it gives).
 STEPCODER_FAMILIES = "tiers+piecewise+simulate+chain_short+chain_long"
 STEPCODER_BASE = "models/base-v2"
-STEPCODER = ["--model", STEPCODER_BASE, "--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "25",
+STEPCODER = ["--model", STEPCODER_BASE,
+             "--train-data", f"tasks:rl@{STEPCODER_FAMILIES}", "--max-problems", "25",
              "--eval-data", f"tasks:eval@{STEPCODER_FAMILIES}", "--max-eval-problems", "200",
              "--train-eval-problems", "25", "--eval-n", "4", "--steps", "36",
              "--prompts-per-step", "16", "--group-size", "8", "--max-train-tests", "3",
