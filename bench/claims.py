@@ -266,7 +266,7 @@ def ladder_budget(cmd: list[str]) -> dict:
     return stepcoder_gates.ladder_budget(pool[:n] if n else pool, cmd)
 
 
-def cccs_gates(grid: Grid, gates: dict) -> str:
+def cccs_gates(grid: Grid, gates: dict, trajectories: list[dict] | None = None) -> str:
     """The CCCS ladder's own preconditions as one clause: from the base
     (bench/stepcoder_gates.py's results: the pool's first stage under the train tests and
     the ladder the CCCS cells ran with), the cells' budget (ladder_budget of their command)
@@ -293,7 +293,9 @@ def cccs_gates(grid: Grid, gates: dict) -> str:
         share = statistics.fmean(final)
         parts.append(f"draws at the whole program, last 5 steps {share:.2f} "
                      f"(>= 0.25: {met(share >= 0.25)})")
-    late = [r["last_final"] for r in stage_trajectories(grid)
+    if trajectories is None:
+        trajectories = stage_trajectories(grid)
+    late = [r["last_final"] for r in trajectories
             if r["family"] == CCCS_FAMILY and r["last_final"] is not None]
     if late:
         share = statistics.fmean(late)
@@ -302,7 +304,8 @@ def cccs_gates(grid: Grid, gates: dict) -> str:
     return "; ".join(parts)
 
 
-def preconditions(grid: Grid, path: str | None = None, gates_path: str | None = None) -> dict:
+def preconditions(grid: Grid, path: str | None = None, gates_path: str | None = None,
+                  trajectories: list[dict] | None = None) -> dict:
     """Each group's precondition as one line: the figure measured from the base
     (bench/results/preconditions/preconditions.json, `path`; for CCCS also
     bench/results/stepcoder-gates/results.json, `gates_path`: cccs_gates), with the target and
@@ -337,7 +340,8 @@ def preconditions(grid: Grid, path: str | None = None, gates_path: str | None = 
         out["cccs"] = (f"chain_long whole pass@8 {c['whole_pass@8']:.2f}, from its last split "
                        f"point {c['last_stage_pass@8']:.2f} ({met(ok)})"
                        + (f"; stages moved in {len(moved)} of {cells} CCCS cells" if cells else "")
-                       + (f"; {ladder}" if (ladder := cccs_gates(grid, gates)) else ""))
+                       + (f"; {ladder}" if (ladder := cccs_gates(grid, gates, trajectories))
+                          else ""))
     if d := base.get("drive"):
         out["drive"] = (f"hardest quarter with pass@64 > 0: {d['share_solved']:.2f} "
                         f"(>= 0.5: {met(d['share_solved'] >= 0.5)})")
@@ -467,10 +471,9 @@ def stage_trajectories(grid: Grid, last: int = 5) -> list[dict]:
     out = []
     for name in (n for n in grid.names() if "cccs" in n):
         for s in grid.seeds(name):
-            try:
-                _, _, states = samples.load(grid.cell(name, s))
-            except SystemExit:                 # no samples file: a cell from before the log
-                continue
+            if not os.path.isfile(os.path.join(grid.cell(name, s), samples.FILE)):
+                continue                       # a cell from before the state records
+            _, _, states = samples.load(grid.cell(name, s))
             end = max((st["step"] for st in states), default=0)
             by_problem: dict[str, list] = {}
             for st in states:
@@ -517,10 +520,9 @@ def trajectories_markdown(rows: list[dict]) -> str:
         groups.setdefault((r["cell"], r["family"]), []).append(r)
     for (cell, fam), rs in sorted(groups.items()):
         late = [r["last_final"] for r in rs if r["last_final"] is not None]
+        share = f"{statistics.fmean(late):.2f}" if late else "-"
         lines.append(f"| {cell} | {fam} | {len(rs)} | {sum(r['final_draws'] > 0 for r in rs)} "
-                     f"| {statistics.fmean(late):.2f} |" if late else
-                     f"| {cell} | {fam} | {len(rs)} | {sum(r['final_draws'] > 0 for r in rs)} "
-                     "| - |")
+                     f"| {share} |")
     return "\n".join(lines) + "\n"
 
 
@@ -727,9 +729,9 @@ def main(argv=None) -> int:
         if path is not None and not os.path.isfile(path):
             p.error(f"{path}: no such file")
     grid = Grid(a.grid_out)
-    pre = preconditions(grid, a.preconditions, a.stepcoder_gates)
-    claims, temps, stages = measure(grid, pre), temperatures(grid), curriculum_moves(grid)
     paths = stage_trajectories(grid)
+    pre = preconditions(grid, a.preconditions, a.stepcoder_gates, paths)
+    claims, temps, stages = measure(grid, pre), temperatures(grid), curriculum_moves(grid)
     coded = hard_coding(grid)
     trends = (early_late(grid, "sc-", "false_pass_frac", 10)
               + [r for key in ("tester_valid_share_mean", "tester_catch_share_mean")

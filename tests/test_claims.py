@@ -169,6 +169,7 @@ def test_pool_metrics_stage_moves_false_passes_and_preconditions(tmp_path):
     assert "| sc-cccs | 0 | final-1 4 | final 3, final-1 1 | 0.38 |" in md
     assert "| sc-fgo | false_pass_frac | 3 | 0.300 (first 10) | 0.200 (last 10) |" in md
 
+
 def test_each_cccs_problems_trajectory_is_read_from_the_runs_state_records(tmp_path):
     """A CCCS cell's samples.jsonl state records (one a step per drawn problem) give each
     pool problem's path through its stages, its draws per stage and the share of its late
